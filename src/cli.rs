@@ -1,0 +1,275 @@
+//! Raw command-line flags (clap derive). Validation into typed configs happens in `config`.
+//! Flag names follow AIPerf's where the meaning is the same, so command lines carry over.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::client::HttpVersion;
+use crate::dataset::DatasetKind;
+use crate::render::EndpointType;
+use crate::sim::{Fault, ReasoningField};
+
+/// specperf: a load generator for OpenAI-compatible LLM servers that measures speculative decoding.
+#[derive(Debug, Parser)]
+#[command(name = "specperf", version, about, long_about = None, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const EXIT_CODES: &str =
+    "Exit codes: 0 run complete (failed fraction within --failed-request-threshold); \
+1 run failed (threshold exceeded, no successful request, stalled, artifacts not written); \
+2 usage or configuration error; 3 server not ready; 124 --timeout-seconds expired; \
+130/143 interrupted by SIGINT/SIGTERM (partial artifacts written).";
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay a prompt collection against a server (or, with no --url, against the built-in simulator).
+    Replay(Box<ReplayArgs>),
+    /// Run the built-in OpenAI-compatible simulator with speculative-decoding counters.
+    Sim(Box<SimArgs>),
+}
+
+/// `specperf replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Server base URL (`http://` added when no scheme). Without it, the built-in simulator is
+    /// started on loopback and the bundled collection is replayed against it.
+    #[arg(short = 'u', long)]
+    pub url: Option<String>,
+
+    /// Model name sent in every request. Default: the first model listed by GET /v1/models.
+    #[arg(short = 'm', long)]
+    pub model: Option<String>,
+
+    /// Endpoint type.
+    #[arg(long, value_enum, default_value_t = EndpointType::Chat)]
+    pub endpoint_type: EndpointType,
+
+    /// Custom endpoint path (default: /v1/chat/completions or /v1/completions).
+    #[arg(long, visible_alias = "custom-endpoint")]
+    pub endpoint: Option<String>,
+
+    /// Stream responses (SSE). On by default; `--streaming false` for non-streaming requests.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub streaming: bool,
+
+    /// Requests kept in flight (closed loop).
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+
+    /// Requests to send. Default: each sample of the collection once. More than the collection
+    /// cycles through it again (reported as dataset reuse).
+    #[arg(long, visible_alias = "num-requests")]
+    pub request_count: Option<u64>,
+
+    /// Prompt collection file. Default: the bundled SPEED-Bench-format collection.
+    #[arg(long)]
+    pub input_file: Option<PathBuf>,
+
+    /// Format of --input-file.
+    #[arg(long, value_enum, default_value_t = DatasetKind::SpeedBench)]
+    pub custom_dataset_type: DatasetKind,
+
+    /// SPEED-Bench: keep only rows of this category (exact, case-sensitive), e.g. `coding`.
+    #[arg(long)]
+    pub category: Option<String>,
+
+    /// SPEED-Bench: shuffle seed (CPython random.seed + shuffle, as vLLM and the golden curves).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+
+    /// SPEED-Bench: keep file order instead of shuffling.
+    #[arg(long)]
+    pub no_shuffle: bool,
+
+    /// Output tokens per request (`max_completion_tokens` for chat, `max_tokens` for completions).
+    /// Default: unset (server decides), except against the embedded simulator (256).
+    #[arg(long, visible_alias = "output-tokens-mean")]
+    pub osl: Option<u32>,
+
+    /// Send `max_tokens` instead of `max_completion_tokens` on chat.
+    #[arg(long)]
+    pub use_legacy_max_tokens: bool,
+
+    /// Ask for cumulative usage on every chunk (`stream_options.continuous_usage_stats`), for exact
+    /// per-chunk token counts and token-weighted ITL.
+    #[arg(long)]
+    pub per_chunk_usage: bool,
+
+    /// Extra body fields, `key:value` (value parsed as JSON when it parses, else a string), or one
+    /// JSON object. Repeatable; merged into every request body, overriding.
+    #[arg(long, num_args = 1.., action = clap::ArgAction::Append)]
+    pub extra_inputs: Vec<String>,
+
+    /// Extra HTTP header `Name:Value` (repeatable).
+    #[arg(short = 'H', long = "header", num_args = 1.., action = clap::ArgAction::Append)]
+    pub headers: Vec<String>,
+
+    /// Bearer token for `Authorization`. Prefer the environment variable so it stays out of shell history.
+    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
+    /// Extra CA certificates (PEM) to trust for https URLs, besides the built-in web roots.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+
+    /// HTTP version: auto (HTTP/1.1, ALPN on TLS), http1, http2 (h2c prior knowledge on http://).
+    #[arg(long, value_enum, default_value_t = HttpVersion::Auto)]
+    pub http: HttpVersion,
+
+    /// Limit on TCP connect plus TLS handshake, seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub connect_timeout_seconds: f64,
+
+    /// Limit from sending a request to its first content or reasoning token, seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub ttft_timeout_seconds: f64,
+
+    /// Limit on silence between SSE events once tokens flow, seconds.
+    #[arg(long, default_value_t = 120.0)]
+    pub idle_timeout_seconds: f64,
+
+    /// Limit on one whole request, seconds (AIPerf's default).
+    #[arg(long, default_value_t = 21600.0)]
+    pub request_timeout_seconds: f64,
+
+    /// Deadline for the whole run, seconds; in-flight requests are then cancelled, artifacts are
+    /// written and the exit code is 124.
+    #[arg(long, default_value_t = 86400.0)]
+    pub timeout_seconds: f64,
+
+    /// Stop the run (exit 1) when no request finishes for this long, seconds.
+    #[arg(long, default_value_t = 300.0)]
+    pub stall_timeout_seconds: f64,
+
+    /// Wait up to this long for the server to answer GET /v1/models before starting, seconds
+    /// (0: one attempt).
+    #[arg(long, default_value_t = 0.0)]
+    pub wait_for_model_timeout: f64,
+
+    /// Exit 1 when more than this fraction of requests fail.
+    #[arg(long, default_value_t = 0.05)]
+    pub failed_request_threshold: f64,
+
+    /// Largest SSE event (or non-streaming body) accepted, bytes.
+    #[arg(long, default_value_t = 4 << 20)]
+    pub max_event_bytes: usize,
+
+    /// Artifact directory. Default: artifacts/<model>-<endpoint>-concurrency<N>.
+    #[arg(long, visible_alias = "output-artifact-dir")]
+    pub artifact_dir: Option<PathBuf>,
+
+    /// Print a progress line to stderr every this many seconds (0: never).
+    #[arg(long, default_value_t = 1.0)]
+    pub progress_interval: f64,
+
+    /// Settings of the embedded simulator (used only without --url).
+    #[command(flatten)]
+    pub sim: EmbeddedSimArgs,
+}
+
+/// Timing and acceptance of the simulator.
+#[derive(Debug, Args, Clone)]
+pub struct EmbeddedSimArgs {
+    /// Simulator: time to first token, ms.
+    #[arg(long = "sim-ttft-ms", default_value_t = 50.0)]
+    pub ttft_ms: f64,
+    /// Simulator: time per decode step, ms.
+    #[arg(long = "sim-itl-ms", default_value_t = 10.0)]
+    pub itl_ms: f64,
+    /// Simulator: draft tokens per step.
+    #[arg(long = "sim-k", default_value_t = 3)]
+    pub k: u32,
+    /// Simulator: per-position acceptance probability.
+    #[arg(long = "sim-acceptance-prob", default_value_t = 0.7)]
+    pub acceptance_prob: f64,
+}
+
+/// `specperf sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Address to bind. Loopback by default; anything else exposes the simulator to the network.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: std::net::IpAddr,
+    /// First port (0 picks a free one). With --servers N, ports port..port+N-1.
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// API servers (one listener and /metrics each).
+    #[arg(long, default_value_t = 1)]
+    pub servers: u32,
+    /// Data-parallel engines per server (`engine` label).
+    #[arg(long, default_value_t = 1)]
+    pub engines: u32,
+    /// Served model name (empty accepts any).
+    #[arg(long, default_value = "specperf-sim")]
+    pub model: String,
+    /// Time to first token, ms.
+    #[arg(long, default_value_t = 50.0)]
+    pub ttft_ms: f64,
+    /// Time per decode step, ms.
+    #[arg(long, default_value_t = 10.0)]
+    pub itl_ms: f64,
+    /// Uniform jitter on every delay, as a fraction (0.1 = ±10 %).
+    #[arg(long, default_value_t = 0.0)]
+    pub jitter: f64,
+    /// Seed of all random draws.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Draft tokens per step (num_speculative_tokens).
+    #[arg(long, default_value_t = 3)]
+    pub k: u32,
+    /// Per-position acceptance probability (until the first rejection).
+    #[arg(long, default_value_t = 0.7, conflicts_with = "target_al")]
+    pub acceptance_prob: f64,
+    /// Target mean acceptance length instead of a probability (1 ≤ AL ≤ k+1).
+    #[arg(long)]
+    pub target_al: Option<f64>,
+    /// Output tokens when a request sets no max_tokens.
+    #[arg(long, default_value_t = 256)]
+    pub default_max_tokens: u32,
+    /// Chance per token of stopping early with finish_reason "stop" (ignored with ignore_eos).
+    #[arg(long, default_value_t = 0.0)]
+    pub eos_prob: f64,
+    /// Send every token of a step as its own chunk (default: one chunk per step).
+    #[arg(long)]
+    pub split_steps: bool,
+    /// First N output tokens are reasoning.
+    #[arg(long, default_value_t = 0)]
+    pub reasoning_tokens: u32,
+    /// Delta field for reasoning text.
+    #[arg(long, value_enum, default_value_t = ReasoningField::ReasoningContent)]
+    pub reasoning_field: ReasoningField,
+    /// Inject a fault at random: `NAME=RATE` (repeatable), e.g. `http500=0.01`. Per request, send
+    /// header `x-specperf-fault: NAME`. Names: http429 http500 http503 close-mid-stream stall
+    /// stall-mid-stream slow-headers malformed-chunk error-mid-stream oversized-chunk.
+    #[arg(long = "fault", value_parser = parse_fault_rate)]
+    pub faults: Vec<(Fault, f64)>,
+    /// Delay of the slow-headers fault, ms.
+    #[arg(long, default_value_t = 2000.0)]
+    pub slow_headers_ms: f64,
+    /// Size of the oversized-chunk event, bytes.
+    #[arg(long, default_value_t = 8 << 20)]
+    pub oversized_bytes: usize,
+    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+fn parse_fault_rate(s: &str) -> Result<(Fault, f64), String> {
+    let (name, rate) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=RATE, got {s:?}"))?;
+    let fault = Fault::from_name(name).ok_or_else(|| format!("unknown fault {name:?}"))?;
+    let rate: f64 = rate
+        .parse()
+        .map_err(|_| format!("rate {rate:?} is not a number"))?;
+    Ok((fault, rate))
+}

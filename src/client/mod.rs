@@ -1,0 +1,628 @@
+//! One HTTP request -> one [`RequestRecord`]: pooled hyper connections (HTTP/1.1, h2c, TLS with
+//! ALPN via rustls/ring), every phase bounded in time, one timestamp per SSE event.
+//!
+//! The client never returns an error for a request: whatever happens (refused connection, timeout,
+//! HTTP 500, cut stream, cancellation) becomes the record's [`Outcome`].
+
+pub mod sse;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use http::{HeaderMap, Method, Request, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::rt::TokioExecutor;
+use tokio_util::sync::CancellationToken;
+
+use crate::record::{ChunkGap, FailureKind, Outcome, RequestRecord, TokenSource};
+use sse::{classify, Event, SseParser};
+
+/// Which HTTP versions to speak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HttpVersion {
+    /// HTTP/1.1 on `http://`; ALPN (h2 preferred, else HTTP/1.1) on `https://`.
+    Auto,
+    /// HTTP/1.1 only.
+    Http1,
+    /// HTTP/2 only: h2c with prior knowledge on `http://`, ALPN h2 on `https://`.
+    Http2,
+}
+
+/// Per-request time limits. Each is documented with its flag in `cli.rs`.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Timeouts {
+    /// TCP connect plus TLS handshake.
+    pub connect: Duration,
+    /// Request sent -> first content or reasoning event.
+    pub first_token: Duration,
+    /// Longest silence between SSE events once the first token arrived.
+    pub idle: Duration,
+    /// Request sent -> request finished.
+    pub total: Duration,
+}
+
+/// Everything the client needs, already validated.
+#[derive(Clone, Debug)]
+pub(crate) struct ClientOptions {
+    pub(crate) http: HttpVersion,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) headers: HeaderMap,
+    pub(crate) ca_file: Option<std::path::PathBuf>,
+    pub(crate) max_event_bytes: usize,
+    pub(crate) max_body_bytes: usize,
+}
+
+/// Errors building the client (bad CA file, TLS setup).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The CA bundle could not be read or holds no certificate.
+    #[error(
+        "cannot use CA file {path}: {reason} (pass a PEM file with at least one CERTIFICATE block)"
+    )]
+    CaFile {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// rustls refused the configuration.
+    #[error("TLS setup failed: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+type Connector = TimeoutConnector<hyper_rustls::HttpsConnector<HttpConnector>>;
+
+/// A pooled HTTP client shared by all workers of a run.
+#[derive(Clone)]
+pub(crate) struct Client {
+    inner: HyperClient<Connector, Full<Bytes>>,
+    opts: Arc<ClientOptions>,
+}
+
+/// The monotonic origin all record times are measured from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clock {
+    start: Instant,
+}
+
+impl Clock {
+    pub(crate) fn new() -> Self {
+        Clock {
+            start: Instant::now(),
+        }
+    }
+    pub(crate) fn ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.start).as_nanos() as u64
+    }
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.ns(Instant::now())
+    }
+}
+
+/// One request ready to send.
+#[derive(Clone, Debug)]
+pub(crate) struct Prepared {
+    pub(crate) uri: Uri,
+    pub(crate) body: Bytes,
+    pub(crate) streaming: bool,
+}
+
+impl Client {
+    pub(crate) fn new(opts: ClientOptions) -> Result<Self, ClientError> {
+        let tls = tls_config(opts.ca_file.as_deref())?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        let builder = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http();
+        let https = match opts.http {
+            HttpVersion::Auto => builder.enable_all_versions().wrap_connector(http),
+            HttpVersion::Http1 => builder.enable_http1().wrap_connector(http),
+            HttpVersion::Http2 => builder.enable_http2().wrap_connector(http),
+        };
+        let connector = TimeoutConnector {
+            inner: https,
+            timeout: opts.timeouts.connect,
+        };
+        let mut b = HyperClient::builder(TokioExecutor::new());
+        b.pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(usize::MAX);
+        if opts.http == HttpVersion::Http2 {
+            b.http2_only(true);
+        }
+        Ok(Client {
+            inner: b.build(connector),
+            opts: Arc::new(opts),
+        })
+    }
+
+    /// A bounded `GET` (readiness probe, model discovery, pool warm-up). Returns status and body.
+    pub(crate) async fn get(&self, uri: Uri, limit: Duration) -> Result<(u16, Bytes), String> {
+        let mut req = Request::builder().method(Method::GET).uri(uri);
+        for (k, v) in &self.opts.headers {
+            req = req.header(k, v);
+        }
+        let req = req
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| e.to_string())?;
+        let fut = async {
+            let resp = self.inner.request(req).await.map_err(|e| describe(&e))?;
+            let status = resp.status().as_u16();
+            let body = http_body_util::Limited::new(resp.into_body(), self.opts.max_body_bytes)
+                .collect()
+                .await
+                .map_err(|e| e.to_string())?
+                .to_bytes();
+            Ok((status, body))
+        };
+        tokio::time::timeout(limit, fut)
+            .await
+            .map_err(|_| format!("no answer within {limit:?}"))?
+    }
+
+    /// Sends one request and follows it to the end. Never fails: the outcome is in the record.
+    pub(crate) async fn execute(
+        &self,
+        req: &Prepared,
+        mut rec: RequestRecord,
+        clock: &Clock,
+        cancel: &CancellationToken,
+    ) -> RequestRecord {
+        let t = self.opts.timeouts;
+        let mut builder = Request::builder().method(Method::POST).uri(req.uri.clone());
+        for (k, v) in &self.opts.headers {
+            builder = builder.header(k, v);
+        }
+        builder = builder.header(CONTENT_TYPE, "application/json");
+        if req.streaming {
+            builder = builder.header(ACCEPT, "text/event-stream");
+        }
+        let http_req = match builder.body(Full::new(req.body.clone())) {
+            Ok(r) => r,
+            Err(e) => return fail(rec, clock, FailureKind::Transport, e.to_string()),
+        };
+        let sent = Instant::now();
+        rec.sent_ns = clock.ns(sent);
+        let total_deadline = sent + t.total;
+        let first_deadline = (sent + t.first_token).min(total_deadline);
+        let first_kind = if sent + t.first_token <= total_deadline {
+            FailureKind::TtftTimeout
+        } else {
+            FailureKind::TotalTimeout
+        };
+
+        let resp = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return cancelled(rec, clock),
+            r = self.inner.request(http_req) => r,
+            _ = tokio::time::sleep_until(first_deadline.into()) => {
+                return fail(rec, clock, first_kind, format!("no response headers within {:?}", first_deadline - sent));
+            }
+        };
+        let resp = match resp {
+            Ok(r) => r,
+            Err(e) => {
+                let kind = classify_transport(&e);
+                return fail(rec, clock, kind, describe(&e));
+            }
+        };
+        rec.headers_ns = Some(clock.now_ns());
+        let status = resp.status();
+        rec.http_status = Some(status.as_u16());
+        let mut body = resp.into_body();
+
+        let mut state = StreamState::new(
+            self.opts.max_event_bytes,
+            self.opts.max_body_bytes,
+            req.streaming,
+        );
+        // One timer for the whole stream, re-armed lazily: it fires at the earliest deadline that
+        // could apply and is pushed forward when events moved the real deadline.
+        let sleep = tokio::time::sleep_until(first_deadline.into());
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return cancelled(rec, clock),
+                frame = body.frame() => match frame {
+                    None => break,
+                    Some(Err(e)) => {
+                        if state.done {
+                            break; // the stream already ended; a close afterwards costs nothing
+                        }
+                        let kind = if e.is_timeout() { FailureKind::Transport } else { FailureKind::ConnectionClosed };
+                        let msg = describe(&e);
+                        return state.finish_failed(rec, clock, kind, msg);
+                    }
+                    Some(Ok(frame)) => {
+                        let Ok(data) = frame.into_data() else { continue };
+                        if !status.is_success() {
+                            if state.error_body.len() < 64 * 1024 {
+                                state.error_body.extend_from_slice(&data);
+                            }
+                            continue;
+                        }
+                        let now = Instant::now();
+                        if let Err((kind, msg)) = state.on_data(&data, now, clock, &mut rec) {
+                            return state.finish_failed(rec, clock, kind, msg);
+                        }
+                        if state.done && !req.streaming {
+                            break;
+                        }
+                    }
+                },
+                () = &mut sleep => {
+                    let now = Instant::now();
+                    let (deadline, kind) = if now >= total_deadline {
+                        (total_deadline, FailureKind::TotalTimeout)
+                    } else if state.first_token.is_none() {
+                        (first_deadline, first_kind)
+                    } else {
+                        ((state.last_event + t.idle).min(total_deadline), FailureKind::IdleTimeout)
+                    };
+                    if now >= deadline {
+                        let msg = format!("{} after {:?}", kind.as_str(), now - sent);
+                        return state.finish_failed(rec, clock, kind, msg);
+                    }
+                    sleep.as_mut().reset(deadline.into());
+                }
+            }
+        }
+        if !status.is_success() {
+            let msg = format!(
+                "HTTP {}: {}",
+                status.as_u16(),
+                sse::error_message(&String::from_utf8_lossy(&state.error_body))
+            );
+            return fail(rec, clock, FailureKind::HttpStatus, msg);
+        }
+        state.finish(rec, clock, req.streaming)
+    }
+}
+
+fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, ClientError> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = ca_file {
+        let err = |reason: String| ClientError::CaFile {
+            path: path.display().to_string(),
+            reason,
+        };
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .map_err(|e| err(e.to_string()))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| err(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(err("no certificate found".into()));
+        }
+        for c in certs {
+            roots.add(c).map_err(|e| err(e.to_string()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// Builds the header map: custom headers, then the bearer key (which wins over a custom one).
+pub(crate) fn build_headers(
+    custom: &[(String, String)],
+    api_key: Option<&str>,
+) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for (k, v) in custom {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| format!("invalid header name {k:?}"))?;
+        let value =
+            HeaderValue::from_str(v).map_err(|_| format!("invalid value for header {k:?}"))?;
+        map.append(name, value);
+    }
+    if let Some(key) = api_key {
+        let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+            .map_err(|_| "the API key holds characters not allowed in a header".to_string())?;
+        value.set_sensitive(true);
+        map.insert(AUTHORIZATION, value);
+    }
+    Ok(map)
+}
+
+/// Progress of one response body through the SSE parser.
+struct StreamState {
+    parser: SseParser,
+    streaming: bool,
+    done: bool,
+    first_token: Option<Instant>,
+    last_content: Option<Instant>,
+    last_event: Instant,
+    prev_completion_tokens: u64,
+    per_chunk_usage: bool,
+    final_usage: Option<sse::Usage>,
+    stream_error: Option<String>,
+    malformed: Option<String>,
+    error_body: Vec<u8>,
+    body_bytes: usize,
+    max_body: usize,
+}
+
+impl StreamState {
+    fn new(max_event: usize, max_body: usize, streaming: bool) -> Self {
+        StreamState {
+            parser: SseParser::new(max_event),
+            streaming,
+            done: false,
+            first_token: None,
+            last_content: None,
+            last_event: Instant::now(),
+            prev_completion_tokens: 0,
+            per_chunk_usage: false,
+            final_usage: None,
+            stream_error: None,
+            malformed: None,
+            error_body: Vec::new(),
+            body_bytes: 0,
+            max_body,
+        }
+    }
+
+    fn on_data(
+        &mut self,
+        data: &[u8],
+        now: Instant,
+        clock: &Clock,
+        rec: &mut RequestRecord,
+    ) -> Result<(), (FailureKind, String)> {
+        rec.reads += 1;
+        self.last_event = now;
+        if !self.streaming {
+            // Buffer the whole JSON body (capped), parse at the end.
+            self.body_bytes += data.len();
+            if self.body_bytes > self.max_body {
+                return Err((
+                    FailureKind::Oversized,
+                    format!("response body exceeds {} bytes", self.max_body),
+                ));
+            }
+            self.error_body.extend_from_slice(data);
+            return Ok(());
+        }
+        let mut events = Vec::new();
+        self.parser
+            .push(data, |ev| events.push(classify(ev).map_err(|m| m.0)))
+            .map_err(|e| (FailureKind::Oversized, e.to_string()))?;
+        for ev in events {
+            rec.events += 1;
+            let now_ns = clock.now_ns();
+            match ev {
+                Err(m) => {
+                    self.malformed.get_or_insert(m);
+                }
+                Ok(Event::Done) => self.done = true,
+                Ok(Event::Error(m)) => {
+                    self.stream_error.get_or_insert(m);
+                }
+                Ok(Event::Chunk(c)) => self.on_chunk(c, now_ns, rec),
+            }
+        }
+        if let Some(m) = self.malformed.take() {
+            return Err((FailureKind::Malformed, m));
+        }
+        Ok(())
+    }
+
+    fn on_chunk(&mut self, c: sse::ChunkInfo, now_ns: u64, rec: &mut RequestRecord) {
+        let now = Instant::now();
+        let has_token = c.content || c.reasoning;
+        let mut chunk_tokens = 0u64;
+        if let Some(u) = c.usage {
+            if let Some(ct) = u.completion_tokens {
+                if has_token {
+                    self.per_chunk_usage = true;
+                    chunk_tokens = ct.saturating_sub(self.prev_completion_tokens);
+                }
+                self.prev_completion_tokens = ct;
+            }
+            self.final_usage = Some(u);
+        }
+        if let Some(r) = c.finish_reason {
+            rec.finish_reason = Some(r);
+        }
+        if !has_token {
+            return;
+        }
+        rec.content_events += 1;
+        match rec.content_events {
+            1 => {
+                rec.first_token_ns = Some(now_ns);
+                self.first_token = Some(now);
+                if self.per_chunk_usage {
+                    rec.first_chunk_tokens = Some(chunk_tokens);
+                }
+            }
+            2 => rec.second_token_ns = Some(now_ns),
+            _ => {}
+        }
+        if c.content && rec.first_output_token_ns.is_none() {
+            rec.first_output_token_ns = Some(now_ns);
+        }
+        if let Some(prev) = rec.last_token_ns {
+            rec.chunk_gaps.push(ChunkGap {
+                gap_ns: now_ns.saturating_sub(prev),
+                tokens: chunk_tokens as u32,
+            });
+        }
+        rec.last_token_ns = Some(now_ns);
+        self.last_content = Some(now);
+    }
+
+    fn finish_failed(
+        self,
+        rec: RequestRecord,
+        clock: &Clock,
+        kind: FailureKind,
+        msg: String,
+    ) -> RequestRecord {
+        let mut rec = fail(rec, clock, kind, msg);
+        self.apply_usage(&mut rec);
+        rec
+    }
+
+    fn apply_usage(&self, rec: &mut RequestRecord) {
+        if let Some(u) = self.final_usage {
+            rec.prompt_tokens = u.prompt_tokens;
+            rec.completion_tokens = u.completion_tokens;
+            rec.reasoning_tokens = u.reasoning_tokens;
+            rec.token_source = if self.per_chunk_usage {
+                TokenSource::UsagePerChunk
+            } else {
+                TokenSource::UsageFinal
+            };
+        }
+    }
+
+    fn finish(mut self, mut rec: RequestRecord, clock: &Clock, streaming: bool) -> RequestRecord {
+        if !streaming {
+            let body = std::mem::take(&mut self.error_body);
+            match classify(&body) {
+                Ok(Event::Chunk(c)) => {
+                    let now_ns = clock.now_ns();
+                    self.on_chunk(c, now_ns, &mut rec);
+                }
+                Ok(Event::Error(m)) => self.stream_error = Some(m),
+                Ok(Event::Done) => {
+                    self.malformed = Some("body was [DONE], not a completion".into())
+                }
+                Err(m) => self.malformed = Some(m.0),
+            }
+            self.done = true;
+        }
+        self.apply_usage(&mut rec);
+        let (kind, msg) = if let Some(m) = self.stream_error.take() {
+            (FailureKind::StreamError, m)
+        } else if let Some(m) = self.malformed.take() {
+            (FailureKind::Malformed, m)
+        } else if !self.done && (self.parser.has_pending() || rec.finish_reason.is_none()) {
+            (
+                FailureKind::ConnectionClosed,
+                "stream ended before [DONE]".to_string(),
+            )
+        } else if matches!(rec.finish_reason.as_deref(), Some("abort" | "error")) {
+            (
+                FailureKind::StreamError,
+                format!(
+                    "finish_reason {}",
+                    rec.finish_reason.as_deref().unwrap_or_default()
+                ),
+            )
+        } else if self.final_usage.and_then(|u| u.completion_tokens).is_none() {
+            (FailureKind::MissingUsage, "no usage.completion_tokens in the response (is stream_options.include_usage honoured?)".to_string())
+        } else if rec.content_events == 0 || rec.completion_tokens == Some(0) {
+            (
+                FailureKind::NoOutput,
+                "response carried no output token".to_string(),
+            )
+        } else {
+            rec.end_ns = clock.now_ns();
+            rec.outcome = Outcome::Success;
+            return rec;
+        };
+        fail(rec, clock, kind, msg)
+    }
+}
+
+fn fail(mut rec: RequestRecord, clock: &Clock, kind: FailureKind, msg: String) -> RequestRecord {
+    rec.end_ns = clock.now_ns();
+    rec.outcome = Outcome::Failed(kind);
+    rec.error = Some(msg);
+    rec
+}
+
+fn cancelled(mut rec: RequestRecord, clock: &Clock) -> RequestRecord {
+    rec.end_ns = clock.now_ns();
+    rec.outcome = Outcome::Cancelled;
+    rec.error = Some("cancelled".into());
+    rec
+}
+
+/// Connect failures split by whether our connect timeout fired.
+fn classify_transport(e: &hyper_util::client::legacy::Error) -> FailureKind {
+    if e.is_connect() {
+        let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+        while let Some(s) = src {
+            if s.is::<ConnectTimedOut>() {
+                return FailureKind::ConnectTimeout;
+            }
+            src = s.source();
+        }
+        return FailureKind::Connect;
+    }
+    FailureKind::ConnectionClosed
+}
+
+/// An error and its causes on one line: `a: b: c`.
+fn describe(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let cs = c.to_string();
+        if !s.contains(&cs) {
+            s.push_str(": ");
+            s.push_str(&cs);
+        }
+        src = c.source();
+    }
+    s
+}
+
+/// The connect timeout fired (TCP connect + TLS handshake).
+#[derive(Debug, thiserror::Error)]
+#[error("connect timed out after {0:?}")]
+struct ConnectTimedOut(Duration);
+
+/// Bounds the whole connector (TCP and TLS) in time.
+#[derive(Clone)]
+struct TimeoutConnector<C> {
+    inner: C,
+    timeout: Duration,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<C> tower_service::Service<Uri> for TimeoutConnector<C>
+where
+    C: tower_service::Service<Uri> + Send,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+    C::Response: Send + 'static,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let fut = self.inner.call(uri);
+        let timeout = self.timeout;
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, fut).await {
+                Ok(r) => r.map_err(Into::into),
+                Err(_) => Err(Box::new(ConnectTimedOut(timeout)) as BoxError),
+            }
+        })
+    }
+}

@@ -1,0 +1,386 @@
+//! Server-sent events: bytes off the wire -> framed events -> what each OpenAI chunk means.
+//!
+//! Two pure stages, both benched and fuzzable, with no I/O and no clock:
+//! [`SseParser`] frames `data:` events across arbitrary read boundaries (one read may carry several
+//! events, one event may span reads), and [`classify`] reads one event's JSON for the few fields the
+//! metrics need (content present, reasoning present, usage, finish reason, error), borrowing from the
+//! buffer instead of building a DOM.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// Framing failures.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SseError {
+    /// One event (or an unterminated line) grew past the cap.
+    #[error("SSE event exceeds the {cap}-byte cap (raise --max-event-bytes if the server really sends such events)")]
+    Oversized {
+        /// The cap in bytes.
+        cap: usize,
+    },
+}
+
+/// Incremental SSE framer. Feed it body chunks with [`SseParser::push`].
+#[derive(Debug)]
+pub struct SseParser {
+    /// Bytes of an incomplete line carried over from the previous chunk.
+    partial: Vec<u8>,
+    /// `data:` payload of the event being assembled (multi-line data joined by `\n`).
+    data: Vec<u8>,
+    has_data: bool,
+    cap: usize,
+}
+
+impl SseParser {
+    /// A parser that rejects events larger than `cap` bytes.
+    pub fn new(cap: usize) -> Self {
+        SseParser {
+            partial: Vec::new(),
+            data: Vec::new(),
+            has_data: false,
+            cap,
+        }
+    }
+
+    /// Consumes `chunk`, calling `on_event` with the data of every event completed by it.
+    pub fn push(&mut self, chunk: &[u8], mut on_event: impl FnMut(&[u8])) -> Result<(), SseError> {
+        let mut rest = chunk;
+        while let Some(nl) = memchr(b'\n', rest) {
+            let (line_part, tail) = rest.split_at(nl);
+            rest = &tail[1..];
+            if self.partial.is_empty() {
+                self.line(line_part, &mut on_event)?;
+            } else {
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(line_part);
+                self.line(&line, &mut on_event)?;
+                line.clear();
+                self.partial = line;
+            }
+        }
+        if !rest.is_empty() {
+            if self.partial.len() + rest.len() + self.data.len() > self.cap {
+                return Err(SseError::Oversized { cap: self.cap });
+            }
+            self.partial.extend_from_slice(rest);
+        }
+        Ok(())
+    }
+
+    /// True when bytes of an unfinished event are buffered (a stream ending here was cut short).
+    pub fn has_pending(&self) -> bool {
+        !self.partial.is_empty() || self.has_data
+    }
+
+    fn line(&mut self, line: &[u8], on_event: &mut impl FnMut(&[u8])) -> Result<(), SseError> {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            if self.has_data {
+                on_event(&self.data);
+                self.data.clear();
+                self.has_data = false;
+            }
+            return Ok(());
+        }
+        if line[0] == b':' {
+            return Ok(()); // comment / keep-alive
+        }
+        let (field, value) = match memchr(b':', line) {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        if field == b"data" {
+            if self.data.len() + value.len() + 1 > self.cap {
+                return Err(SseError::Oversized { cap: self.cap });
+            }
+            if self.has_data {
+                self.data.push(b'\n');
+            }
+            self.data.extend_from_slice(value);
+            self.has_data = true;
+        }
+        // `event:`, `id:`, `retry:` and unknown fields carry nothing the metrics use.
+        Ok(())
+    }
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&b| b == needle)
+}
+
+/// Token usage as OpenAI-compatible servers report it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Completion tokens, reasoning included.
+    #[serde(default)]
+    pub completion_tokens: Option<u64>,
+    /// Reasoning tokens, when the server splits them out.
+    #[serde(default, deserialize_with = "reasoning_tokens")]
+    #[serde(rename = "completion_tokens_details")]
+    pub reasoning_tokens: Option<u64>,
+}
+
+fn reasoning_tokens<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    struct Details {
+        #[serde(default)]
+        reasoning_tokens: Option<u64>,
+    }
+    Ok(Option::<Details>::deserialize(d)?.and_then(|x| x.reasoning_tokens))
+}
+
+/// What one SSE event means for the metrics.
+#[derive(Debug, PartialEq)]
+pub enum Event {
+    /// `data: [DONE]`.
+    Done,
+    /// A completion chunk.
+    Chunk(ChunkInfo),
+    /// An `error` object sent inside the stream.
+    Error(String),
+}
+
+/// The fields of one chunk that matter.
+#[derive(Debug, Default, PartialEq)]
+pub struct ChunkInfo {
+    /// Some choice carried non-empty `content` (chat) or `text` (completions).
+    pub content: bool,
+    /// Some choice carried non-empty `reasoning_content` or `reasoning`.
+    pub reasoning: bool,
+    /// `usage`, when present and not null.
+    pub usage: Option<Usage>,
+    /// The last non-null `finish_reason`.
+    pub finish_reason: Option<String>,
+}
+
+/// Why an event is not a valid chunk.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed SSE event: {0}")]
+pub struct Malformed(pub String);
+
+#[derive(Deserialize)]
+struct WireChunk<'a> {
+    #[serde(default, borrow)]
+    choices: Option<Vec<WireChoice<'a>>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    object: Option<&'a str>,
+    #[serde(default, borrow)]
+    message: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<WireMessage<'a>>,
+    #[serde(default, borrow)]
+    message: Option<WireMessage<'a>>,
+    #[serde(default, borrow)]
+    text: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    finish_reason: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+struct WireMessage<'a> {
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    reasoning: Option<&'a RawValue>,
+}
+
+/// A JSON value that carries text: a non-empty string (or any non-null, non-string value such as a
+/// content-part array, which servers only send when there is something in it).
+fn non_empty(v: Option<&RawValue>) -> bool {
+    match v.map(RawValue::get) {
+        None | Some("null") | Some("\"\"") => false,
+        Some(_) => true,
+    }
+}
+
+/// Interprets one event's data (a streaming chunk, or a whole non-streaming response body).
+pub fn classify(data: &[u8]) -> Result<Event, Malformed> {
+    let trimmed = data.trim_ascii();
+    if trimmed == b"[DONE]" {
+        return Ok(Event::Done);
+    }
+    let chunk: WireChunk<'_> = serde_json::from_slice(trimmed)
+        .map_err(|e| Malformed(format!("{e} in {}", preview(trimmed))))?;
+    if let Some(err) = chunk.error {
+        return Ok(Event::Error(error_message(err.get())));
+    }
+    if chunk.object == Some("error") {
+        return Ok(Event::Error(
+            chunk
+                .message
+                .map(|m| unquote(m.get()))
+                .unwrap_or_else(|| "error".into()),
+        ));
+    }
+    let mut info = ChunkInfo {
+        usage: chunk.usage,
+        ..ChunkInfo::default()
+    };
+    for choice in chunk.choices.iter().flatten() {
+        if non_empty(choice.text) {
+            info.content = true;
+        }
+        for m in [&choice.delta, &choice.message].into_iter().flatten() {
+            info.content |= non_empty(m.content);
+            info.reasoning |= non_empty(m.reasoning_content) || non_empty(m.reasoning);
+        }
+        if let Some(r) = choice.finish_reason {
+            info.finish_reason = Some(r.to_owned());
+        }
+    }
+    Ok(Event::Chunk(info))
+}
+
+/// The human message inside an OpenAI error object (`{"message": ...}`), or the raw JSON.
+pub(crate) fn error_message(raw: &str) -> String {
+    #[derive(Deserialize)]
+    struct E {
+        message: Option<String>,
+    }
+    match serde_json::from_str::<E>(raw) {
+        Ok(E { message: Some(m) }) => m,
+        _ => preview(raw.as_bytes()),
+    }
+}
+
+fn unquote(raw: &str) -> String {
+    serde_json::from_str::<String>(raw).unwrap_or_else(|_| raw.to_owned())
+}
+
+/// The first 200 bytes of `data`, lossily decoded, for error messages.
+pub(crate) fn preview(data: &[u8]) -> String {
+    let cut = &data[..data.len().min(200)];
+    let mut s = String::from_utf8_lossy(cut).into_owned();
+    if data.len() > cut.len() {
+        s.push('…');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(parser: &mut SseParser, chunk: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        parser
+            .push(chunk, |e| out.push(String::from_utf8(e.to_vec()).unwrap()))
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn frames_events_split_anywhere() {
+        let stream = b"data: {\"a\":1}\n\n: keep-alive\n\ndata: {\"b\":2}\r\n\r\ndata: [DONE]\n\n";
+        for split in 0..stream.len() {
+            let mut p = SseParser::new(1 << 20);
+            let mut got = events(&mut p, &stream[..split]);
+            got.extend(events(&mut p, &stream[split..]));
+            assert_eq!(
+                got,
+                ["{\"a\":1}", "{\"b\":2}", "[DONE]"],
+                "split at {split}"
+            );
+            assert!(!p.has_pending());
+        }
+    }
+
+    #[test]
+    fn several_events_in_one_read_and_multiline_data() {
+        let mut p = SseParser::new(1 << 20);
+        let got = events(&mut p, b"data: x\ndata: y\n\nevent: ping\ndata:z\n\n");
+        assert_eq!(got, ["x\ny", "z"]);
+    }
+
+    #[test]
+    fn oversized_event_is_an_error_not_a_buffer() {
+        let mut p = SseParser::new(16);
+        let err = p.push(b"data: 0123456789abcdefghij", |_| {}).unwrap_err();
+        assert_eq!(err, SseError::Oversized { cap: 16 });
+        let mut p = SseParser::new(16);
+        assert!(p.push(b"data: 0123456789abcdefghij\n", |_| {}).is_err());
+    }
+
+    #[test]
+    fn truncated_stream_leaves_pending_bytes() {
+        let mut p = SseParser::new(1024);
+        assert!(events(&mut p, b"data: {\"a\"").is_empty());
+        assert!(p.has_pending());
+    }
+
+    #[test]
+    fn classifies_chat_completion_and_usage_chunks() {
+        let role = br#"{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
+        assert_eq!(classify(role).unwrap(), Event::Chunk(ChunkInfo::default()));
+        let text = br#"{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}],"usage":null}"#;
+        let Event::Chunk(c) = classify(text).unwrap() else {
+            panic!()
+        };
+        assert!(c.content && !c.reasoning && c.usage.is_none());
+        let reasoning = br#"{"choices":[{"delta":{"reasoning":"hmm"}}]}"#;
+        let Event::Chunk(c) = classify(reasoning).unwrap() else {
+            panic!()
+        };
+        assert!(!c.content && c.reasoning);
+        let legacy = br#"{"choices":[{"delta":{"reasoning_content":"hmm","content":null}}]}"#;
+        let Event::Chunk(c) = classify(legacy).unwrap() else {
+            panic!()
+        };
+        assert!(c.reasoning);
+        let completions = br#"{"object":"text_completion","choices":[{"text":" world","finish_reason":"length"}]}"#;
+        let Event::Chunk(c) = classify(completions).unwrap() else {
+            panic!()
+        };
+        assert!(c.content);
+        assert_eq!(c.finish_reason.as_deref(), Some("length"));
+        let usage = br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":12,"total_tokens":19,"completion_tokens_details":{"reasoning_tokens":4}}}"#;
+        let Event::Chunk(c) = classify(usage).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            c.usage,
+            Some(Usage {
+                prompt_tokens: Some(7),
+                completion_tokens: Some(12),
+                reasoning_tokens: Some(4)
+            })
+        );
+        assert!(!c.content);
+    }
+
+    #[test]
+    fn classifies_errors_done_and_garbage() {
+        assert_eq!(classify(b"[DONE]").unwrap(), Event::Done);
+        let nested = br#"{"error":{"message":"boom","type":"InternalServerError","code":500}}"#;
+        assert_eq!(classify(nested).unwrap(), Event::Error("boom".into()));
+        let flat = br#"{"object":"error","message":"bad","type":"BadRequestError","code":400}"#;
+        assert_eq!(classify(flat).unwrap(), Event::Error("bad".into()));
+        assert!(classify(b"{not json").is_err());
+    }
+
+    #[test]
+    fn non_streaming_body_is_one_chunk() {
+        let body = br#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
+        let Event::Chunk(c) = classify(body).unwrap() else {
+            panic!()
+        };
+        assert!(c.content);
+        assert_eq!(c.usage.unwrap().completion_tokens, Some(2));
+    }
+}

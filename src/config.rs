@@ -1,0 +1,379 @@
+//! Raw flags -> validated, typed configuration. Every check that can fail before the run happens
+//! here, with a message naming the flag, the bad value and the fix.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::cli::{ReplayArgs, SimArgs};
+use crate::client::{build_headers, ClientOptions, Timeouts};
+use crate::dataset::{DatasetKind, SpeedBenchSelect};
+use crate::render::{EndpointType, RenderOptions};
+use crate::sim::{Acceptance, SimConfig, TlsFiles};
+
+/// A configuration error (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(String);
+
+fn err<T>(m: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(m.into()))
+}
+
+/// Where requests go.
+#[derive(Clone, Debug)]
+pub(crate) enum Target {
+    /// A server at this base URL.
+    Url(String),
+    /// The built-in simulator, started in-process on loopback.
+    Embedded(Box<SimConfig>),
+}
+
+impl Target {
+    /// True for the embedded simulator.
+    pub(crate) fn is_embedded(&self) -> bool {
+        matches!(self, Target::Embedded(_))
+    }
+}
+
+/// Where samples come from.
+#[derive(Clone, Debug)]
+pub(crate) enum DatasetSource {
+    /// The collection bundled into the binary.
+    Bundled,
+    /// A file of the given format.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Its format.
+        kind: DatasetKind,
+    },
+}
+
+impl DatasetSource {
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            DatasetSource::Bundled => "bundled datasets/qualitative.jsonl".into(),
+            DatasetSource::File { path, .. } => path.display().to_string(),
+        }
+    }
+}
+
+/// A validated `replay` configuration.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub(crate) target: Target,
+    pub(crate) model: Option<String>,
+    pub(crate) endpoint_type: EndpointType,
+    pub(crate) endpoint_path: String,
+    pub(crate) streaming: bool,
+    pub(crate) concurrency: usize,
+    pub(crate) request_count: Option<u64>,
+    pub(crate) dataset: DatasetSource,
+    pub(crate) select: SpeedBenchSelect,
+    pub(crate) osl: Option<u32>,
+    pub(crate) legacy_max_tokens: bool,
+    pub(crate) per_chunk_usage: bool,
+    pub(crate) extra_inputs: Map<String, Value>,
+    pub(crate) client: ClientOptions,
+    pub(crate) run_timeout: Duration,
+    pub(crate) stall_timeout: Duration,
+    pub(crate) wait_for_model: Duration,
+    /// Failed fraction above which the run exits 1.
+    pub failed_request_threshold: f64,
+    pub(crate) artifact_dir: Option<PathBuf>,
+    /// Progress line period (None: no progress line).
+    pub progress_interval: Option<Duration>,
+}
+
+impl RunConfig {
+    pub(crate) fn render_options(&self, model: String) -> RenderOptions {
+        RenderOptions {
+            endpoint: self.endpoint_type,
+            model,
+            streaming: self.streaming,
+            per_chunk_usage: self.per_chunk_usage,
+            osl: self.osl,
+            legacy_max_tokens: self.legacy_max_tokens,
+            extra_inputs: self.extra_inputs.clone(),
+        }
+    }
+
+    /// True when replaying against the embedded simulator.
+    pub fn is_embedded(&self) -> bool {
+        self.target.is_embedded()
+    }
+}
+
+fn seconds(flag: &str, v: f64) -> Result<Duration, ConfigError> {
+    if !v.is_finite() || v <= 0.0 {
+        return err(format!(
+            "--{flag} must be a positive number of seconds, got {v}"
+        ));
+    }
+    Duration::try_from_secs_f64(v).map_err(|_| ConfigError(format!("--{flag} {v} is too large")))
+}
+
+/// Adds `http://` when the URL has no scheme and checks it parses.
+pub fn normalize_url(raw: &str) -> Result<String, ConfigError> {
+    let raw = raw.trim();
+    let url = if raw.contains("://") {
+        raw.to_owned()
+    } else {
+        format!("http://{raw}")
+    };
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| ConfigError(format!("--url {raw:?} is not a URL: {e}")))?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        other => {
+            return err(format!(
+                "--url {raw:?}: scheme {other:?} is not http or https"
+            ))
+        }
+    }
+    if uri.host().is_none() {
+        return err(format!("--url {raw:?} has no host"));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// Parses `--extra-inputs`: `key:value` pairs (JSON value when it parses) or JSON objects.
+pub fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, ConfigError> {
+    let mut map = Map::new();
+    for item in items {
+        let t = item.trim();
+        if t.starts_with('{') {
+            match serde_json::from_str::<Value>(t) {
+                Ok(Value::Object(o)) => map.extend(o),
+                _ => return err(format!("--extra-inputs {t:?} is not a JSON object")),
+            }
+            continue;
+        }
+        let Some((k, v)) = t.split_once(':') else {
+            return err(format!(
+                "--extra-inputs {t:?}: expected key:value or a JSON object"
+            ));
+        };
+        if k.is_empty() {
+            return err(format!("--extra-inputs {t:?}: empty key"));
+        }
+        let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_owned()));
+        map.insert(k.to_owned(), value);
+    }
+    Ok(map)
+}
+
+fn parse_headers(items: &[String]) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for h in items {
+        let t = h.trim();
+        if t.starts_with('{') {
+            let Ok(Value::Object(o)) = serde_json::from_str::<Value>(t) else {
+                return err(format!("--header {t:?} is not a JSON object"));
+            };
+            for (k, v) in o {
+                let v = v
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| v.to_string());
+                out.push((k, v));
+            }
+            continue;
+        }
+        let Some((k, v)) = t.split_once(':') else {
+            return err(format!("--header {t:?}: expected Name:Value"));
+        };
+        out.push((k.trim().to_owned(), v.trim().to_owned()));
+    }
+    Ok(out)
+}
+
+impl RunConfig {
+    /// Validates `replay` flags.
+    pub fn from_args(a: &ReplayArgs) -> Result<RunConfig, ConfigError> {
+        if a.concurrency == 0 {
+            return err("--concurrency must be at least 1");
+        }
+        if a.request_count == Some(0) {
+            return err("--request-count must be at least 1");
+        }
+        if a.osl == Some(0) {
+            return err("--osl must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&a.failed_request_threshold) {
+            return err(format!(
+                "--failed-request-threshold {} must be within [0, 1]",
+                a.failed_request_threshold
+            ));
+        }
+        if a.max_event_bytes < 1024 {
+            return err("--max-event-bytes must be at least 1024");
+        }
+        let endpoint_path = match &a.endpoint {
+            Some(p) if p.starts_with('/') => p.clone(),
+            Some(p) => return err(format!("--endpoint {p:?} must start with '/'")),
+            None => a.endpoint_type.path().to_owned(),
+        };
+        let (target, osl) = match &a.url {
+            Some(u) => (Target::Url(normalize_url(u)?), a.osl),
+            None => {
+                let s = &a.sim;
+                let sim = SimConfig {
+                    ttft: Duration::try_from_secs_f64(s.ttft_ms / 1e3).map_err(|_| {
+                        ConfigError(format!("--sim-ttft-ms {} is invalid", s.ttft_ms))
+                    })?,
+                    itl: Duration::try_from_secs_f64(s.itl_ms / 1e3).map_err(|_| {
+                        ConfigError(format!("--sim-itl-ms {} is invalid", s.itl_ms))
+                    })?,
+                    k: s.k,
+                    acceptance: Acceptance::Probability(s.acceptance_prob),
+                    ..SimConfig::default()
+                };
+                sim.validate().map_err(|e| ConfigError(e.to_string()))?;
+                (Target::Embedded(Box::new(sim)), Some(a.osl.unwrap_or(256)))
+            }
+        };
+        let dataset = match &a.input_file {
+            Some(p) => DatasetSource::File {
+                path: p.clone(),
+                kind: a.custom_dataset_type,
+            },
+            None => DatasetSource::Bundled,
+        };
+        let headers = build_headers(
+            &parse_headers(&a.headers)?,
+            a.api_key.as_deref().filter(|k| !k.is_empty()),
+        )
+        .map_err(|m| ConfigError(format!("--header/--api-key: {m}")))?;
+        let timeouts = Timeouts {
+            connect: seconds("connect-timeout-seconds", a.connect_timeout_seconds)?,
+            first_token: seconds("ttft-timeout-seconds", a.ttft_timeout_seconds)?,
+            idle: seconds("idle-timeout-seconds", a.idle_timeout_seconds)?,
+            total: seconds("request-timeout-seconds", a.request_timeout_seconds)?,
+        };
+        if let Some(ca) = &a.ca_file {
+            if !ca.is_file() {
+                return err(format!("--ca-file {}: no such file", ca.display()));
+            }
+        }
+        let wait_for_model = if a.wait_for_model_timeout == 0.0 {
+            Duration::ZERO
+        } else {
+            seconds("wait-for-model-timeout", a.wait_for_model_timeout)?
+        };
+        Ok(RunConfig {
+            target,
+            model: a.model.clone().filter(|m| !m.is_empty()),
+            endpoint_type: a.endpoint_type,
+            endpoint_path,
+            streaming: a.streaming,
+            concurrency: a.concurrency,
+            request_count: a.request_count,
+            dataset,
+            select: SpeedBenchSelect {
+                category: a.category.clone(),
+                shuffle_seed: (!a.no_shuffle).then_some(a.seed),
+            },
+            osl,
+            legacy_max_tokens: a.use_legacy_max_tokens,
+            per_chunk_usage: a.per_chunk_usage,
+            extra_inputs: parse_extra_inputs(&a.extra_inputs)?,
+            client: ClientOptions {
+                http: a.http,
+                timeouts,
+                headers,
+                ca_file: a.ca_file.clone(),
+                max_event_bytes: a.max_event_bytes,
+                max_body_bytes: a.max_event_bytes.max(64 << 20),
+            },
+            run_timeout: seconds("timeout-seconds", a.timeout_seconds)?,
+            stall_timeout: seconds("stall-timeout-seconds", a.stall_timeout_seconds)?,
+            wait_for_model,
+            failed_request_threshold: a.failed_request_threshold,
+            artifact_dir: a.artifact_dir.clone(),
+            progress_interval: (a.progress_interval > 0.0)
+                .then(|| Duration::try_from_secs_f64(a.progress_interval).ok())
+                .flatten(),
+        })
+    }
+}
+
+/// Validates `sim` flags.
+pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
+    let ms = |flag: &str, v: f64| {
+        Duration::try_from_secs_f64(v / 1e3)
+            .map_err(|_| ConfigError(format!("--{flag} {v} must be a non-negative number of ms")))
+    };
+    let cfg = SimConfig {
+        model: a.model.clone(),
+        host: a.host,
+        port: a.port,
+        servers: a.servers,
+        engines: a.engines,
+        ttft: ms("ttft-ms", a.ttft_ms)?,
+        itl: ms("itl-ms", a.itl_ms)?,
+        jitter: a.jitter,
+        seed: a.seed,
+        k: a.k,
+        acceptance: match a.target_al {
+            Some(al) => Acceptance::MeanAl(al),
+            None => Acceptance::Probability(a.acceptance_prob),
+        },
+        default_max_tokens: a.default_max_tokens.max(1),
+        eos_probability: a.eos_prob,
+        split_steps: a.split_steps,
+        reasoning_tokens: a.reasoning_tokens,
+        reasoning_field: a.reasoning_field,
+        fault_rates: a.faults.clone(),
+        slow_headers: ms("slow-headers-ms", a.slow_headers_ms)?,
+        stall_limit: Duration::from_secs(600),
+        oversized_bytes: a.oversized_bytes,
+        tls: match (&a.tls_cert, &a.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        },
+    };
+    cfg.validate().map_err(|e| ConfigError(e.to_string()))?;
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn urls_get_a_scheme_and_bad_ones_are_named() {
+        assert_eq!(
+            normalize_url("localhost:8000/").unwrap(),
+            "http://localhost:8000"
+        );
+        assert_eq!(normalize_url("https://h:1").unwrap(), "https://h:1");
+        assert!(normalize_url("ftp://h")
+            .unwrap_err()
+            .to_string()
+            .contains("ftp"));
+    }
+
+    #[test]
+    fn extra_inputs_parse_json_scalars_and_objects() {
+        let m = parse_extra_inputs(&[
+            "temperature:0.6".into(),
+            "ignore_eos:true".into(),
+            "tag:abc".into(),
+            r#"{"top_k": 20}"#.into(),
+        ])
+        .unwrap();
+        assert_eq!(
+            Value::Object(m),
+            json!({"temperature": 0.6, "ignore_eos": true, "tag": "abc", "top_k": 20})
+        );
+        assert!(parse_extra_inputs(&["novalue".into()]).is_err());
+    }
+}

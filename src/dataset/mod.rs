@@ -1,0 +1,303 @@
+//! Collections -> [`Sample`]s: the first stage of the pipeline.
+//!
+//! Loaders read a whole file, check it, and hand back samples in dispatch order. Bad input is an
+//! error naming the file, the line and the fix; nothing is skipped silently.
+
+mod pyrandom;
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+pub(crate) use pyrandom::python_shuffle;
+
+/// One prompt to send.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Stable identifier (`question_id` for SPEED-Bench, `line-<n>` otherwise).
+    pub id: String,
+    /// The user turn sent as the prompt.
+    pub prompt: String,
+    /// Output tokens the row asks for, if it does.
+    pub max_tokens: Option<u32>,
+}
+
+/// Input formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum DatasetKind {
+    /// Prepared SPEED-Bench JSONL (`question_id`, `category`, `messages`); first user turn only.
+    SpeedBench,
+    /// AIPerf `single_turn` JSONL: `{"text": ...}` or `{"texts": [...]}`, optional `max_tokens`.
+    SingleTurn,
+}
+
+/// Loading failures.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    /// The file could not be read.
+    #[error("cannot read input file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A line or the selection is invalid.
+    #[error("dataset_invalid: {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong and where.
+        message: String,
+    },
+}
+
+/// The text that marks a SPEED-Bench turn the preparer failed to rebuild.
+const PLACEHOLDER: &str =
+    "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH";
+
+/// How to select and order SPEED-Bench rows.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SpeedBenchSelect {
+    /// Keep rows of this category only (exact, case-sensitive); `None` keeps all.
+    pub(crate) category: Option<String>,
+    /// Shuffle seed (CPython `random.seed` + `random.shuffle`, as the golden collection); `None` keeps file order.
+    pub(crate) shuffle_seed: Option<u64>,
+}
+
+/// Loads `path` as `kind`.
+pub(crate) fn load_file(
+    path: &Path,
+    kind: DatasetKind,
+    select: &SpeedBenchSelect,
+) -> Result<Vec<Sample>, DatasetError> {
+    let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    load_str(&text, &path.display().to_string(), kind, select)
+}
+
+/// Parses `text` (named `name` in errors) as `kind`.
+pub(crate) fn load_str(
+    text: &str,
+    name: &str,
+    kind: DatasetKind,
+    select: &SpeedBenchSelect,
+) -> Result<Vec<Sample>, DatasetError> {
+    let invalid = |message: String| DatasetError::Invalid {
+        path: name.to_owned(),
+        message,
+    };
+    let samples = match kind {
+        DatasetKind::SpeedBench => speed_bench(text, select).map_err(invalid)?,
+        DatasetKind::SingleTurn => single_turn(text).map_err(invalid)?,
+    };
+    if samples.is_empty() {
+        return Err(invalid(
+            "no samples selected (empty file or category matched nothing)".into(),
+        ));
+    }
+    Ok(samples)
+}
+
+fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l))
+        .filter(|(_, l)| !l.trim().is_empty())
+}
+
+#[derive(Deserialize)]
+struct SpeedRow {
+    question_id: Option<Value>,
+    category: Option<String>,
+    messages: Option<Vec<Value>>,
+}
+
+fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<Sample>, String> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (n, line) in lines(text) {
+        let row: SpeedRow = serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
+        let id = match row.question_id {
+            Some(Value::String(s)) => s,
+            Some(Value::Number(x)) => x.to_string(),
+            _ => {
+                return Err(format!(
+                    "line {n}: missing `question_id` (is this a prepared SPEED-Bench file?)"
+                ))
+            }
+        };
+        let category = row
+            .category
+            .ok_or_else(|| format!("line {n}: row {id} has no `category`"))?;
+        if select.category.as_deref().is_some_and(|c| c != category) {
+            continue;
+        }
+        let messages = row
+            .messages
+            .ok_or_else(|| format!("line {n}: row {id} has no `messages`"))?;
+        let first = messages
+            .first()
+            .ok_or_else(|| format!("line {n}: row {id} has empty `messages`"))?;
+        let role = first.get("role").and_then(Value::as_str);
+        let content = first.get("content").and_then(Value::as_str);
+        let (Some("user"), Some(content)) = (role, content) else {
+            return Err(format!("line {n}: row {id}: the first message must be {{\"role\": \"user\", \"content\": <string>}}"));
+        };
+        if content.is_empty() {
+            return Err(format!("line {n}: row {id}: the first user turn is empty"));
+        }
+        for m in &messages {
+            if m.get("content")
+                .and_then(Value::as_str)
+                .is_some_and(|c| c.contains(PLACEHOLDER))
+            {
+                return Err(format!(
+                    "SPEED-Bench row {id} still holds the unresolved placeholder (re-run the preparer with access to its sources)"
+                ));
+            }
+        }
+        if !seen.insert(id.clone()) {
+            return Err(format!("line {n}: duplicate question_id {id}"));
+        }
+        out.push(Sample {
+            id,
+            prompt: content.to_owned(),
+            max_tokens: None,
+        });
+    }
+    if let Some(seed) = select.shuffle_seed {
+        python_shuffle(&mut out, seed);
+    }
+    Ok(out)
+}
+
+fn single_turn(text: &str) -> Result<Vec<Sample>, String> {
+    let mut out = Vec::new();
+    for (n, line) in lines(text) {
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| format!("line {n}: expected a JSON object"))?;
+        for key in ["timestamp", "delay"] {
+            if obj.contains_key(key) {
+                return Err(format!("line {n}: `{key}` (timed replay) is not supported by this version; remove it to replay at fixed concurrency"));
+            }
+        }
+        let prompt = match (obj.get("text"), obj.get("texts")) {
+            (Some(Value::String(s)), None) => s.clone(),
+            (None, Some(Value::Array(a))) if !a.is_empty() => {
+                let parts: Option<Vec<&str>> = a.iter().map(Value::as_str).collect();
+                parts
+                    .ok_or_else(|| format!("line {n}: `texts` must hold strings"))?
+                    .join("\n")
+            }
+            _ => {
+                return Err(format!(
+                    "line {n}: expected a string `text` or a non-empty `texts` array"
+                ))
+            }
+        };
+        let max_tokens = match obj.get("max_tokens").or_else(|| obj.get("output_length")) {
+            None => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .filter(|&x| x > 0 && x <= u64::from(u32::MAX))
+                    .ok_or_else(|| format!("line {n}: max_tokens must be a positive integer"))?
+                    as u32,
+            ),
+        };
+        out.push(Sample {
+            id: format!("line-{n}"),
+            prompt,
+            max_tokens,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, cat: &str, content: &str) -> String {
+        serde_json::json!({"question_id": id, "category": cat, "messages": [{"role": "user", "content": content}, {"role": "user", "content": "second turn"}]}).to_string()
+    }
+
+    #[test]
+    fn speed_bench_takes_first_turn_filters_category_and_shuffles_like_python() {
+        let text: String = (0..10)
+            .map(|i| row(&format!("q{i}"), "coding", &format!("p{i}")) + "\n")
+            .collect::<String>()
+            + &row("x", "math", "m")
+            + "\n\n";
+        let sel = SpeedBenchSelect {
+            category: Some("coding".into()),
+            shuffle_seed: Some(0),
+        };
+        let s = load_str(&text, "t", DatasetKind::SpeedBench, &sel).unwrap();
+        let order: Vec<&str> = s.iter().map(|x| x.prompt.as_str()).collect();
+        assert_eq!(
+            order,
+            ["p7", "p8", "p1", "p5", "p3", "p4", "p2", "p0", "p9", "p6"]
+        );
+    }
+
+    #[test]
+    fn speed_bench_rejects_bad_rows_with_line_and_id() {
+        let sel = SpeedBenchSelect::default();
+        let placeholder = row("qp", "coding", &format!("{PLACEHOLDER}\n\n{{question}}"));
+        let e = load_str(&placeholder, "f.jsonl", DatasetKind::SpeedBench, &sel)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("qp") && e.contains("placeholder"), "{e}");
+        let empty = r#"{"question_id":"a","category":"coding","messages":[]}"#;
+        let e = load_str(empty, "f.jsonl", DatasetKind::SpeedBench, &sel)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 1") && e.contains("empty"), "{e}");
+        let dup = format!("{}\n{}", row("a", "c", "x"), row("a", "c", "y"));
+        assert!(load_str(&dup, "f", DatasetKind::SpeedBench, &sel)
+            .unwrap_err()
+            .to_string()
+            .contains("duplicate"));
+        let sel = SpeedBenchSelect {
+            category: Some("Coding".into()),
+            shuffle_seed: None,
+        };
+        assert!(load_str(&row("a", "coding", "x"), "f", DatasetKind::SpeedBench, &sel).is_err());
+    }
+
+    #[test]
+    fn single_turn_reads_text_and_texts() {
+        let text = "{\"text\": \"hello\"}\n{\"texts\": [\"a\", \"b\"], \"max_tokens\": 7}\n";
+        let s = load_str(
+            text,
+            "f",
+            DatasetKind::SingleTurn,
+            &SpeedBenchSelect::default(),
+        )
+        .unwrap();
+        assert_eq!(s[0].prompt, "hello");
+        assert_eq!(
+            s[1],
+            Sample {
+                id: "line-2".into(),
+                prompt: "a\nb".into(),
+                max_tokens: Some(7)
+            }
+        );
+        assert!(load_str(
+            "{\"text\": 3}",
+            "f",
+            DatasetKind::SingleTurn,
+            &SpeedBenchSelect::default()
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,426 @@
+//! The replay engine: wires the pipeline stages together for one run.
+//!
+//! dataset -> render -> schedule -> client workers -> (bounded channel) -> the one aggregator ->
+//! summary and artifacts. A single [`Stopper`] (deadline, stall watchdog, Ctrl-C, SIGTERM) cancels
+//! everything; in-flight requests then end as `cancelled` records and the summary is still written.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::Uri;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{Client, ClientError, Clock, Prepared};
+use crate::config::{DatasetSource, RunConfig, Target};
+use crate::dataset::{self, DatasetError, Sample};
+use crate::metrics::{self, Progress, RunMeta, Summary};
+use crate::record::RequestRecord;
+use crate::render;
+use crate::schedule::ClosedLoop;
+use crate::sim::{SimError, SimHandle, Simulator};
+
+/// The collection bundled into the binary (`datasets/qualitative.jsonl`).
+pub const BUNDLED_COLLECTION: &str = include_str!("../datasets/qualitative.jsonl");
+
+/// Why a run stopped before finishing its requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The whole-run deadline (`--timeout-seconds`) passed.
+    Deadline,
+    /// No request finished for `--stall-timeout-seconds`.
+    Stalled,
+    /// SIGINT / Ctrl-C.
+    Interrupted,
+    /// SIGTERM.
+    Terminated,
+}
+
+impl StopReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Deadline => "deadline",
+            StopReason::Stalled => "stalled",
+            StopReason::Interrupted => "interrupted",
+            StopReason::Terminated => "terminated",
+        }
+    }
+}
+
+/// The run's one cancellation path. The first reason given wins.
+#[derive(Clone, Debug, Default)]
+pub struct Stopper {
+    token: CancellationToken,
+    reason: Arc<Mutex<Option<StopReason>>>,
+}
+
+impl Stopper {
+    /// A fresh, untriggered stopper.
+    pub fn new() -> Self {
+        Stopper::default()
+    }
+
+    /// Stops the run for `reason` (ignored if already stopped).
+    pub fn stop(&self, reason: StopReason) {
+        self.reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(reason);
+        self.token.cancel();
+    }
+
+    /// Why the run was stopped, if it was.
+    pub fn reason(&self) -> Option<StopReason> {
+        *self.reason.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+}
+
+/// Errors that prevent a run from starting. Anything after the first request is a record instead.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The collection could not be loaded.
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    /// The embedded simulator did not start.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The server did not answer the readiness probe in time.
+    #[error("server at {url} not ready: {reason} (is it running? raise --wait-for-model-timeout to wait for start-up)")]
+    NotReady {
+        /// The base URL.
+        url: String,
+        /// Last probe error.
+        reason: String,
+    },
+    /// No `--model` and none could be discovered.
+    #[error("no model name: {0}; pass --model")]
+    NoModel(String),
+    /// The URL does not parse.
+    #[error("invalid URL {url}: {reason}")]
+    Url {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The artifact directory or a file in it could not be created.
+    #[error("cannot write artifacts in {path}: {source} (pass a writable --artifact-dir)")]
+    Artifacts {
+        /// The path.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+impl EngineError {
+    /// True when the server was unreachable (exit code 3).
+    pub fn is_not_ready(&self) -> bool {
+        matches!(self, EngineError::NotReady { .. })
+    }
+}
+
+/// What a finished run hands back.
+pub struct RunOutcome {
+    /// The summary (also in `summary.json`).
+    pub summary: Summary,
+    /// Where artifacts were written.
+    pub artifact_dir: PathBuf,
+    /// Set when the records file could not be written completely.
+    pub artifact_error: Option<String>,
+    /// Set when the run was stopped early.
+    pub stopped_by: Option<StopReason>,
+}
+
+/// Replays the configured collection and returns its summary.
+pub async fn replay(
+    cfg: RunConfig,
+    stop: Stopper,
+    progress: watch::Sender<Progress>,
+) -> Result<RunOutcome, EngineError> {
+    let samples = load_samples(&cfg)?;
+    // Keep the embedded simulator alive for the whole run.
+    let (sim, base_url): (Option<SimHandle>, String) = match &cfg.target {
+        Target::Url(u) => (None, u.clone()),
+        Target::Embedded(sc) => {
+            let h = Simulator::spawn((**sc).clone())?;
+            let url = h.url();
+            (Some(h), url)
+        }
+    };
+    let client = Client::new(cfg.client.clone())?;
+    let model = match &cfg.model {
+        Some(m) => {
+            probe(&client, &base_url, cfg.wait_for_model, &stop).await?;
+            m.clone()
+        }
+        None => discover_model(&client, &base_url, cfg.wait_for_model, &stop).await?,
+    };
+    warm_pool(
+        &client,
+        &base_url,
+        cfg.concurrency,
+        cfg.client.timeouts.connect,
+    )
+    .await;
+
+    let render_opts = cfg.render_options(model.clone());
+    let bodies: Vec<Bytes> = samples
+        .iter()
+        .map(|s| render::body(s, &render_opts))
+        .collect();
+    let uri: Uri = format!("{}{}", base_url.trim_end_matches('/'), cfg.endpoint_path)
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| EngineError::Url {
+            url: base_url.clone(),
+            reason: e.to_string(),
+        })?;
+    let request_count = cfg.request_count.unwrap_or(samples.len() as u64);
+
+    let dir = cfg
+        .artifact_dir
+        .clone()
+        .unwrap_or_else(|| default_artifact_dir(&model, &cfg));
+    std::fs::create_dir_all(&dir).map_err(|source| EngineError::Artifacts {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let records_path = dir.join("records.jsonl");
+    let file = std::fs::File::create(&records_path).map_err(|source| EngineError::Artifacts {
+        path: records_path.display().to_string(),
+        source,
+    })?;
+    let sink: Box<dyn std::io::Write + Send> = Box::new(std::io::BufWriter::new(file));
+
+    let start_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let clock = Clock::new();
+    let (tx, rx) = mpsc::channel::<RequestRecord>(1024);
+    let progress_rx = progress.subscribe();
+    let aggregator = tokio::spawn(metrics::aggregate(rx, Some(sink), progress));
+    let schedule = Arc::new(ClosedLoop::new(request_count, samples.len()));
+    let guards = spawn_guards(&cfg, &stop, progress_rx, schedule.clone());
+
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..cfg.concurrency.min(request_count.max(1) as usize) {
+        let (client, tx, stop, schedule) =
+            (client.clone(), tx.clone(), stop.clone(), schedule.clone());
+        let bodies_uri = (bodies.clone(), uri.clone(), cfg.streaming);
+        workers.spawn(async move {
+            let (bodies, uri, streaming) = bodies_uri;
+            while !stop.token().is_cancelled() {
+                let Some(ticket) = schedule.next() else { break };
+                let intended = clock.now_ns();
+                let req = Prepared {
+                    uri: uri.clone(),
+                    body: bodies[ticket.sample].clone(),
+                    streaming,
+                };
+                let rec = RequestRecord::started(ticket.id, ticket.sample, intended, intended);
+                let rec = client.execute(&req, rec, &clock, stop.token()).await;
+                if tx.send(rec).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+    while workers.join_next().await.is_some() {}
+    for g in guards {
+        g.abort();
+    }
+    let agg = aggregator
+        .await
+        .unwrap_or_else(|_| metrics::Aggregate::new());
+    drop(sim);
+
+    let stopped_by = stop.reason();
+    let t = cfg.client.timeouts;
+    let meta = RunMeta {
+        url: if cfg.target.is_embedded() {
+            format!("embedded-simulator ({base_url})")
+        } else {
+            base_url.clone()
+        },
+        model,
+        endpoint: cfg.endpoint_path.clone(),
+        streaming: cfg.streaming,
+        concurrency: cfg.concurrency,
+        request_count,
+        samples: samples.len(),
+        dataset_reused: request_count > samples.len() as u64,
+        input: cfg.dataset.describe(),
+        start_unix_s,
+        stopped_by: stopped_by.map(|r| r.as_str().to_owned()),
+        timeouts_s: [
+            ("connect", t.connect.as_secs_f64()),
+            ("first_token", t.first_token.as_secs_f64()),
+            ("idle", t.idle.as_secs_f64()),
+            ("request", t.total.as_secs_f64()),
+            ("run", cfg.run_timeout.as_secs_f64()),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    let summary = agg.summary(meta);
+    let mut artifact_error = agg.write_error.clone();
+    if let Err(e) = crate::report::write_artifacts(&dir, &summary) {
+        artifact_error.get_or_insert(e.to_string());
+    }
+    Ok(RunOutcome {
+        summary,
+        artifact_dir: dir,
+        artifact_error,
+        stopped_by,
+    })
+}
+
+fn load_samples(cfg: &RunConfig) -> Result<Vec<Sample>, EngineError> {
+    Ok(match &cfg.dataset {
+        DatasetSource::Bundled => dataset::load_str(
+            BUNDLED_COLLECTION,
+            "bundled datasets/qualitative.jsonl",
+            dataset::DatasetKind::SpeedBench,
+            &cfg.select,
+        )?,
+        DatasetSource::File { path, kind } => dataset::load_file(path, *kind, &cfg.select)?,
+    })
+}
+
+/// Deadline and stall watchdog, both feeding the one stopper.
+fn spawn_guards(
+    cfg: &RunConfig,
+    stop: &Stopper,
+    mut progress: watch::Receiver<Progress>,
+    schedule: Arc<ClosedLoop>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let deadline = {
+        let (stop, limit) = (stop.clone(), cfg.run_timeout);
+        tokio::spawn(async move {
+            tokio::time::sleep(limit).await;
+            stop.stop(StopReason::Deadline);
+        })
+    };
+    let stall = {
+        let (stop, limit) = (stop.clone(), cfg.stall_timeout);
+        tokio::spawn(async move {
+            loop {
+                match tokio::time::timeout(limit, progress.changed()).await {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(_)) => return,
+                    Err(_) if schedule.issued() > 0 => {
+                        stop.stop(StopReason::Stalled);
+                        return;
+                    }
+                    Err(_) => continue,
+                }
+            }
+        })
+    };
+    vec![deadline, stall]
+}
+
+fn join(base: &str, path: &str) -> Result<Uri, EngineError> {
+    format!("{}{}", base.trim_end_matches('/'), path)
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| EngineError::Url {
+            url: base.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// Polls `GET /v1/models` until it answers (any HTTP status counts as alive) or `wait` passes.
+async fn probe(
+    client: &Client,
+    base: &str,
+    wait: Duration,
+    stop: &Stopper,
+) -> Result<(u16, Bytes), EngineError> {
+    let uri = join(base, "/v1/models")?;
+    let until = Instant::now() + wait;
+    loop {
+        let attempt = client.get(uri.clone(), Duration::from_secs(10)).await;
+        match attempt {
+            Ok(ok) => return Ok(ok),
+            Err(reason) if Instant::now() >= until || stop.token().is_cancelled() => {
+                return Err(EngineError::NotReady {
+                    url: base.to_owned(),
+                    reason,
+                })
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+async fn discover_model(
+    client: &Client,
+    base: &str,
+    wait: Duration,
+    stop: &Stopper,
+) -> Result<String, EngineError> {
+    let (status, body) = probe(client, base, wait, stop).await?;
+    if status != 200 {
+        return Err(EngineError::NoModel(format!(
+            "GET {base}/v1/models answered HTTP {status}"
+        )));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| EngineError::NoModel(format!("GET {base}/v1/models is not JSON: {e}")))?;
+    v.pointer("/data/0/id")
+        .and_then(|x| x.as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| EngineError::NoModel(format!("GET {base}/v1/models lists no model")))
+}
+
+/// Opens up to `n` keep-alive connections before the clock starts, so the first requests do not
+/// pay for TCP and TLS set-up inside their TTFT.
+async fn warm_pool(client: &Client, base: &str, n: usize, limit: Duration) {
+    let Ok(uri) = join(base, "/health") else {
+        return;
+    };
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n.min(1024) {
+        let (c, u) = (client.clone(), uri.clone());
+        set.spawn(async move {
+            let _ = c.get(u, limit).await;
+        });
+    }
+    while set.join_next().await.is_some() {}
+}
+
+fn default_artifact_dir(model: &str, cfg: &RunConfig) -> PathBuf {
+    let safe: String = model
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let kind = match cfg.endpoint_type {
+        render::EndpointType::Chat => "chat",
+        render::EndpointType::Completions => "completions",
+    };
+    Path::new("artifacts").join(format!("{safe}-{kind}-concurrency{}", cfg.concurrency))
+}
+
+impl Simulator {
+    /// Serves until `stop` fires (used by `specperf sim`).
+    pub async fn run_until(self, stop: &Stopper) {
+        self.run(stop.token().clone()).await
+    }
+}

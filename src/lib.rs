@@ -1,0 +1,77 @@
+//! specperf: a load generator for OpenAI-compatible LLM inference servers that measures
+//! speculative decoding.
+//!
+//! The replay pipeline, one stage per module:
+//!
+//! ```text
+//!  dataset ──> render ──> schedule ──> client (N workers) ──> metrics (one aggregator) ──> report
+//!  Sample      body       Ticket       RequestRecord           Summary, records.jsonl     table, summary.json
+//!                                            │
+//!                             engine: one Stopper (deadline, stall, SIGINT, SIGTERM)
+//!
+//!  sim: the built-in OpenAI-compatible server with speculative-decoding counters (embedded default)
+//! ```
+//!
+//! `main.rs` parses flags (`cli`), validates them (`config`), runs `engine::replay` and maps the
+//! outcome to an exit code. The library never prints and never exits.
+
+mod cli;
+mod client;
+mod config;
+mod dataset;
+mod engine;
+mod metrics;
+mod record;
+mod render;
+mod report;
+mod schedule;
+pub mod sim;
+
+pub use cli::{Cli, Command, EmbeddedSimArgs, ReplayArgs, SimArgs};
+pub use client::sse;
+pub use client::{HttpVersion, Timeouts};
+pub use config::{normalize_url, parse_extra_inputs, sim_config, ConfigError, RunConfig};
+pub use dataset::{DatasetError, DatasetKind, Sample};
+pub use engine::{replay, EngineError, RunOutcome, StopReason, Stopper, BUNDLED_COLLECTION};
+pub use metrics::{percentile_sorted, Counts, Progress, RunMeta, Stat, Summary, SUMMARY_SCHEMA};
+pub use record::{ChunkGap, FailureKind, Outcome, RequestRecord, TokenSource};
+pub use render::EndpointType;
+pub use report::{console_table, write_artifacts};
+
+/// Process exit codes (documented in `--help`).
+pub mod exit {
+    /// Run complete, failures within the threshold.
+    pub const OK: i32 = 0;
+    /// Run failed (threshold exceeded, no success, stalled, artifacts not written).
+    pub const FAILED: i32 = 1;
+    /// Usage or configuration error.
+    pub const USAGE: i32 = 2;
+    /// Server not ready.
+    pub const NOT_READY: i32 = 3;
+    /// Whole-run deadline expired.
+    pub const DEADLINE: i32 = 124;
+    /// Interrupted by SIGINT.
+    pub const SIGINT: i32 = 130;
+    /// Terminated by SIGTERM.
+    pub const SIGTERM: i32 = 143;
+}
+
+/// The exit code for a finished run.
+pub fn exit_code(outcome: &RunOutcome, failed_threshold: f64) -> i32 {
+    match outcome.stopped_by {
+        Some(StopReason::Interrupted) => return exit::SIGINT,
+        Some(StopReason::Terminated) => return exit::SIGTERM,
+        Some(StopReason::Deadline) => return exit::DEADLINE,
+        Some(StopReason::Stalled) => return exit::FAILED,
+        None => {}
+    }
+    let c = &outcome.summary.counts;
+    if outcome.artifact_error.is_some() || c.success == 0 {
+        return exit::FAILED;
+    }
+    let done = c.success + c.failed;
+    if done > 0 && c.failed as f64 / done as f64 > failed_threshold {
+        return exit::FAILED;
+    }
+    exit::OK
+}

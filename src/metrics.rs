@@ -1,0 +1,548 @@
+//! The one aggregator: every [`RequestRecord`] passes through here exactly once.
+//!
+//! It appends the record to the JSONL artifact (flushed per record, so a killed run keeps every
+//! finished request), keeps exact per-request values for numpy-compatible percentiles, folds
+//! per-chunk gaps into HDR histograms, and publishes a live [`Progress`] snapshot.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+
+use crate::record::{FailureKind, Outcome, RequestRecord, TokenSource};
+
+/// Statistics of one metric. Percentiles use numpy's default linear interpolation over all
+/// values; `std` is the population standard deviation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Stat {
+    /// Number of values.
+    pub count: u64,
+    /// Mean.
+    pub avg: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+    /// Sum.
+    pub sum: f64,
+    /// Population standard deviation.
+    pub std: f64,
+    /// Percentiles keyed `p1`…`p99`, `p99.9`.
+    #[serde(flatten)]
+    pub percentiles: BTreeMap<String, f64>,
+}
+
+/// The percentiles every stat reports.
+pub(crate) const PERCENTILES: [f64; 11] = [
+    1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 100.0,
+];
+
+fn pct_key(p: f64) -> String {
+    if p.fract() == 0.0 {
+        format!("p{p:.0}")
+    } else {
+        format!("p{p}")
+    }
+}
+
+/// numpy `percentile(x, p)` (linear) on sorted values.
+pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let h = (sorted.len() - 1) as f64 * p / 100.0;
+    let lo = h.floor() as usize;
+    let hi = (lo + 1).min(sorted.len() - 1);
+    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+}
+
+impl Stat {
+    /// Exact statistics of `values` (NaN values are dropped).
+    pub fn of(values: &[f64]) -> Option<Stat> {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len() as f64;
+        let sum: f64 = v.iter().sum();
+        let avg = sum / n;
+        let var = v.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n;
+        let percentiles = PERCENTILES
+            .iter()
+            .filter(|&&p| p < 100.0)
+            .map(|&p| (pct_key(p), percentile_sorted(&v, p)))
+            .collect();
+        Some(Stat {
+            count: v.len() as u64,
+            avg,
+            min: v[0],
+            max: v[v.len() - 1],
+            sum,
+            std: var.sqrt(),
+            percentiles,
+        })
+    }
+
+    fn of_hist(h: &Histogram<u64>, scale: f64) -> Option<Stat> {
+        if h.is_empty() {
+            return None;
+        }
+        let percentiles = PERCENTILES
+            .iter()
+            .filter(|&&p| p < 100.0)
+            .map(|&p| (pct_key(p), h.value_at_quantile(p / 100.0) as f64 / scale))
+            .collect();
+        Some(Stat {
+            count: h.len(),
+            avg: h.mean() / scale,
+            min: h.min() as f64 / scale,
+            max: h.max() as f64 / scale,
+            sum: h.mean() * h.len() as f64 / scale,
+            std: h.stdev() / scale,
+            percentiles,
+        })
+    }
+
+    /// A percentile by its key (`"p99"`).
+    pub fn p(&self, key: &str) -> f64 {
+        self.percentiles.get(key).copied().unwrap_or(f64::NAN)
+    }
+}
+
+/// Live counters, updated per record.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    /// Records received.
+    pub done: u64,
+    /// Successful records.
+    pub ok: u64,
+    /// Failed records.
+    pub failed: u64,
+    /// Cancelled records.
+    pub cancelled: u64,
+    /// Completion tokens of successful records.
+    pub output_tokens: u64,
+}
+
+/// Request counts by outcome.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Counts {
+    /// Every record.
+    pub total: u64,
+    /// Successful.
+    pub success: u64,
+    /// Failed (any kind).
+    pub failed: u64,
+    /// Cancelled by the run (deadline or signal).
+    pub cancelled: u64,
+    /// Failed, by kind.
+    pub failed_by_kind: BTreeMap<&'static str, u64>,
+    /// Failed with an HTTP status, by status.
+    pub http_status: BTreeMap<u16, u64>,
+}
+
+/// Everything the aggregator accumulated.
+pub(crate) struct Aggregate {
+    pub(crate) counts: Counts,
+    values: BTreeMap<&'static str, Vec<f64>>,
+    chunk_gap_ns: Histogram<u64>,
+    token_itl_ns: Histogram<u64>,
+    pub(crate) first_sent_ns: Option<u64>,
+    pub(crate) last_end_ns: u64,
+    pub(crate) prompt_tokens: u64,
+    pub(crate) completion_tokens: u64,
+    pub(crate) reasoning_tokens: u64,
+    pub(crate) token_sources: BTreeMap<&'static str, u64>,
+    reads: u64,
+    content_events: u64,
+    zero_gaps: u64,
+    gaps: u64,
+    pub(crate) write_error: Option<String>,
+}
+
+fn hist() -> Histogram<u64> {
+    // 1 ns to 1 hour at 3 significant digits; longer gaps saturate at the top bucket.
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid HDR bounds")
+}
+
+impl Aggregate {
+    pub(crate) fn new() -> Self {
+        Aggregate {
+            counts: Counts::default(),
+            values: BTreeMap::new(),
+            chunk_gap_ns: hist(),
+            token_itl_ns: hist(),
+            first_sent_ns: None,
+            last_end_ns: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            reasoning_tokens: 0,
+            token_sources: BTreeMap::new(),
+            reads: 0,
+            content_events: 0,
+            zero_gaps: 0,
+            gaps: 0,
+            write_error: None,
+        }
+    }
+
+    fn push(&mut self, key: &'static str, v: f64) {
+        self.values.entry(key).or_default().push(v);
+    }
+
+    /// Folds one record in.
+    pub(crate) fn add(&mut self, r: &RequestRecord) {
+        self.first_sent_ns = Some(self.first_sent_ns.map_or(r.sent_ns, |f| f.min(r.sent_ns)));
+        self.last_end_ns = self.last_end_ns.max(r.end_ns);
+        self.push(
+            "dispatch_lag_ms",
+            ms(r.sent_ns.saturating_sub(r.intended_ns)),
+        );
+        let c = &mut self.counts;
+        c.total += 1;
+        match r.outcome {
+            Outcome::Success => c.success += 1,
+            Outcome::Cancelled => {
+                c.cancelled += 1;
+                return;
+            }
+            Outcome::Failed(kind) => {
+                c.failed += 1;
+                *c.failed_by_kind.entry(kind.as_str()).or_default() += 1;
+                if kind == FailureKind::HttpStatus {
+                    if let Some(s) = r.http_status {
+                        *c.http_status.entry(s).or_default() += 1;
+                    }
+                }
+                return;
+            }
+        }
+        let source = match r.token_source {
+            TokenSource::UsagePerChunk => "usage_per_chunk",
+            TokenSource::UsageFinal => "usage_final",
+            TokenSource::None => "none",
+        };
+        *self.token_sources.entry(source).or_default() += 1;
+        self.reads += u64::from(r.reads);
+        self.content_events += u64::from(r.content_events);
+        let osl = r.completion_tokens.unwrap_or(0);
+        let isl = r.prompt_tokens.unwrap_or(0);
+        self.prompt_tokens += isl;
+        self.completion_tokens += osl;
+        self.reasoning_tokens += r.reasoning_tokens.unwrap_or(0);
+        let latency = r.latency_ns();
+        self.push("request_latency_ms", ms(latency));
+        self.push("output_sequence_length", osl as f64);
+        if r.prompt_tokens.is_some() {
+            self.push("input_sequence_length", isl as f64);
+        }
+        if let Some(ttft) = r.ttft_ns() {
+            self.push("time_to_first_token_ms", ms(ttft));
+            if isl > 0 && ttft > 0 {
+                self.push("prefill_throughput_per_user_tps", isl as f64 / secs(ttft));
+            }
+            if let (Some(t2), Some(t1)) = (r.second_token_ns, r.first_token_ns) {
+                self.push("time_to_second_token_ms", ms(t2 - t1));
+            }
+            if let Some(t) = r.first_output_token_ns {
+                self.push(
+                    "time_to_first_output_token_ms",
+                    ms(t.saturating_sub(r.sent_ns)),
+                );
+            }
+            // AIPerf: ITL = (latency − TTFT) / (OSL − tokens of the first chunk).
+            let first = r.first_chunk_tokens.unwrap_or(1).max(1);
+            if osl > first {
+                let itl = (latency - ttft) as f64 / (osl - first) as f64;
+                self.push("inter_token_latency_ms", itl / 1e6);
+                if itl > 0.0 {
+                    self.push("output_token_throughput_per_user_tps", 1e9 / itl);
+                }
+            }
+        }
+        if latency > 0 {
+            self.push(
+                "e2e_output_token_throughput_tps",
+                osl as f64 / secs(latency),
+            );
+        }
+        for g in &r.chunk_gaps {
+            self.gaps += 1;
+            if g.gap_ns == 0 {
+                self.zero_gaps += 1;
+            }
+            self.chunk_gap_ns.saturating_record(g.gap_ns);
+            if g.tokens > 0 {
+                // Token-weighted: each token of the chunk saw gap / tokens.
+                self.token_itl_ns
+                    .saturating_record_n(g.gap_ns / u64::from(g.tokens), u64::from(g.tokens));
+            }
+        }
+    }
+
+    /// Builds the final summary.
+    pub(crate) fn summary(&self, meta: RunMeta) -> Summary {
+        let duration_ns = self
+            .first_sent_ns
+            .map_or(0, |f| self.last_end_ns.saturating_sub(f));
+        let d = secs(duration_ns);
+        let per_s = |x: f64| if d > 0.0 { x / d } else { 0.0 };
+        let mut metrics: BTreeMap<String, Stat> = self
+            .values
+            .iter()
+            .filter_map(|(k, v)| Stat::of(v).map(|s| ((*k).to_string(), s)))
+            .collect();
+        if let Some(s) = Stat::of_hist(&self.chunk_gap_ns, 1e6) {
+            metrics.insert("inter_chunk_latency_ms".into(), s);
+        }
+        if let Some(s) = Stat::of_hist(&self.token_itl_ns, 1e6) {
+            metrics.insert("inter_token_latency_token_weighted_ms".into(), s);
+        }
+        let mut warnings = Vec::new();
+        let zero_gap_fraction = if self.gaps > 0 {
+            self.zero_gaps as f64 / self.gaps as f64
+        } else {
+            0.0
+        };
+        if zero_gap_fraction > 0.10 {
+            warnings.push(format!(
+                "{:.0}% of gaps between content events are 0: the server batches several events per write (--stream-interval?), so per-chunk gaps understate ITL",
+                zero_gap_fraction * 100.0
+            ));
+        }
+        if self.counts.success > 0 && self.token_sources.get("none").copied().unwrap_or(0) > 0 {
+            warnings.push(
+                "some successful responses carried no usage; their tokens are not counted".into(),
+            );
+        }
+        Summary {
+            schema_version: SUMMARY_SCHEMA,
+            specperf_version: env!("CARGO_PKG_VERSION"),
+            meta,
+            percentile_method: "numpy linear interpolation over exact per-request values; per-chunk metrics from HDR histograms (3 significant digits); std is population",
+            counts: self.counts.clone(),
+            duration_s: d,
+            request_throughput_rps: per_s(self.counts.success as f64),
+            output_token_throughput_tps: per_s(self.completion_tokens as f64),
+            input_token_throughput_tps: per_s(self.prompt_tokens as f64),
+            total_token_throughput_tps: per_s((self.prompt_tokens + self.completion_tokens) as f64),
+            total_prompt_tokens: self.prompt_tokens,
+            total_completion_tokens: self.completion_tokens,
+            total_reasoning_tokens: self.reasoning_tokens,
+            tokens_counted_by: self.token_sources.clone(),
+            content_events_per_read: if self.reads > 0 { self.content_events as f64 / self.reads as f64 } else { 0.0 },
+            zero_gap_fraction,
+            metrics,
+            warnings,
+        }
+    }
+}
+
+/// Version of the summary JSON layout; additive changes keep it.
+pub const SUMMARY_SCHEMA: &str = "specperf.summary.v1";
+
+/// What was run, recorded next to the numbers.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunMeta {
+    /// Target base URL (or `embedded-simulator`).
+    pub url: String,
+    /// Model name sent.
+    pub model: String,
+    /// `chat` or `completions`.
+    pub endpoint: String,
+    /// Streaming on.
+    pub streaming: bool,
+    /// Closed-loop concurrency.
+    pub concurrency: usize,
+    /// Requests planned.
+    pub request_count: u64,
+    /// Samples in the collection.
+    pub samples: usize,
+    /// Whether samples were sent more than once (request count above the collection size).
+    pub dataset_reused: bool,
+    /// Input file, or the bundled collection.
+    pub input: String,
+    /// Run start, Unix seconds.
+    pub start_unix_s: f64,
+    /// Why the run ended early, if it did (`deadline`, `interrupted`, `terminated`, `stalled`).
+    pub stopped_by: Option<String>,
+    /// The per-request timeouts used.
+    pub timeouts_s: BTreeMap<&'static str, f64>,
+}
+
+/// The run's summary (also written as `summary.json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// [`SUMMARY_SCHEMA`].
+    pub schema_version: &'static str,
+    /// This binary's version.
+    pub specperf_version: &'static str,
+    /// Run description.
+    pub meta: RunMeta,
+    /// How percentiles are computed.
+    pub percentile_method: &'static str,
+    /// Counts by outcome.
+    pub counts: Counts,
+    /// First send to last end, seconds.
+    pub duration_s: f64,
+    /// Successful requests per second.
+    pub request_throughput_rps: f64,
+    /// Completion tokens (reasoning included) per second.
+    pub output_token_throughput_tps: f64,
+    /// Prompt tokens per second.
+    pub input_token_throughput_tps: f64,
+    /// Prompt plus completion tokens per second.
+    pub total_token_throughput_tps: f64,
+    /// Σ `usage.prompt_tokens` of successful requests.
+    pub total_prompt_tokens: u64,
+    /// Σ `usage.completion_tokens` of successful requests.
+    pub total_completion_tokens: u64,
+    /// Σ reasoning tokens of successful requests.
+    pub total_reasoning_tokens: u64,
+    /// Successful requests by token source (`usage_per_chunk`, `usage_final`, `none`).
+    pub tokens_counted_by: BTreeMap<&'static str, u64>,
+    /// Content events per body read (1.0 = every event arrived in its own read).
+    pub content_events_per_read: f64,
+    /// Fraction of inter-chunk gaps that were 0 ns.
+    pub zero_gap_fraction: f64,
+    /// Per-request and per-chunk metrics; units in the names.
+    pub metrics: BTreeMap<String, Stat>,
+    /// Things the reader should know about these numbers.
+    pub warnings: Vec<String>,
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// Runs the aggregator until every sender is dropped. `sink` receives one JSON line per record.
+pub(crate) async fn aggregate(
+    mut rx: mpsc::Receiver<RequestRecord>,
+    mut sink: Option<Box<dyn Write + Send>>,
+    progress: watch::Sender<Progress>,
+) -> Aggregate {
+    let mut agg = Aggregate::new();
+    let mut line = Vec::with_capacity(1024);
+    while let Some(rec) = rx.recv().await {
+        if let Some(w) = sink.as_mut() {
+            line.clear();
+            let res = serde_json::to_writer(&mut line, &rec)
+                .map_err(std::io::Error::from)
+                .and_then(|()| {
+                    line.push(b'\n');
+                    w.write_all(&line)
+                })
+                .and_then(|()| w.flush());
+            if let Err(e) = res {
+                // Keep measuring; the run reports the artifact failure at the end.
+                agg.write_error.get_or_insert(e.to_string());
+                sink = None;
+            }
+        }
+        agg.add(&rec);
+        progress.send_modify(|p| {
+            p.done += 1;
+            match rec.outcome {
+                Outcome::Success => {
+                    p.ok += 1;
+                    p.output_tokens += rec.completion_tokens.unwrap_or(0);
+                }
+                Outcome::Failed(_) => p.failed += 1,
+                Outcome::Cancelled => p.cancelled += 1,
+            }
+        });
+    }
+    agg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::RequestRecord;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-6
+    }
+
+    #[test]
+    fn percentiles_match_numpy_vectors() {
+        let s = Stat::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert!(
+            close(s.p("p1"), 1.03)
+                && close(s.p("p50"), 2.5)
+                && close(s.p("p90"), 3.7)
+                && close(s.p("p99"), 3.97)
+        );
+        assert!(close(s.std, 1.118_034_0));
+        let s = Stat::of(&[12.0, 15.5, 9.25, 30.0, 11.0]).unwrap();
+        let want = [
+            ("p1", 9.32),
+            ("p5", 9.6),
+            ("p10", 9.95),
+            ("p25", 11.0),
+            ("p50", 12.0),
+            ("p75", 15.5),
+            ("p90", 24.2),
+            ("p95", 27.1),
+            ("p99", 29.42),
+        ];
+        for (k, v) in want {
+            assert!(close(s.p(k), v), "{k}: {} != {v}", s.p(k));
+        }
+        assert!(close(s.avg, 15.55) && close(s.std, 7.507_329_8));
+    }
+
+    #[test]
+    fn aiperf_metric_vector() {
+        // Start 0; content at 100, 150, 200, 260 ms; completion_tokens 10.
+        let mut r = RequestRecord::started(0, 0, 0, 0);
+        r.outcome = Outcome::Success;
+        r.first_token_ns = Some(100_000_000);
+        r.second_token_ns = Some(150_000_000);
+        r.last_token_ns = Some(260_000_000);
+        r.end_ns = 261_000_000;
+        r.completion_tokens = Some(10);
+        r.token_source = TokenSource::UsageFinal;
+        let mut a = Aggregate::new();
+        a.add(&r);
+        let v = |k: &str| a.values[k][0];
+        assert!(close(v("time_to_first_token_ms"), 100.0));
+        assert!(close(v("time_to_second_token_ms"), 50.0));
+        assert!(close(v("request_latency_ms"), 260.0));
+        assert!(close(v("inter_token_latency_ms"), 17.777_777_8));
+        assert!(close(v("output_token_throughput_per_user_tps"), 56.25));
+        assert!(close(v("e2e_output_token_throughput_tps"), 38.461_538_5));
+    }
+
+    #[test]
+    fn failures_are_counted_by_kind_and_status_and_excluded_from_latency() {
+        let mut a = Aggregate::new();
+        let mut r = RequestRecord::started(0, 0, 0, 0);
+        r.outcome = Outcome::Failed(FailureKind::HttpStatus);
+        r.http_status = Some(503);
+        a.add(&r);
+        let mut r = RequestRecord::started(1, 0, 0, 0);
+        r.outcome = Outcome::Failed(FailureKind::IdleTimeout);
+        a.add(&r);
+        a.add(&RequestRecord::started(2, 0, 0, 0));
+        assert_eq!(
+            (
+                a.counts.total,
+                a.counts.failed,
+                a.counts.cancelled,
+                a.counts.success
+            ),
+            (3, 2, 1, 0)
+        );
+        assert_eq!(a.counts.failed_by_kind["http_status"], 1);
+        assert_eq!(a.counts.http_status[&503], 1);
+        assert!(!a.values.contains_key("request_latency_ms"));
+    }
+}

@@ -1,0 +1,224 @@
+//! What one request became: the [`RequestRecord`] every client call returns, whatever happened.
+//!
+//! Records flow from the client to the one aggregator (`metrics`), which writes each to the JSONL
+//! artifact as it arrives and folds it into the statistics. Failures are values here, never strings:
+//! [`FailureKind`] is a `Copy` enum so counts per kind are exact and cheap.
+
+use serde::Serialize;
+
+/// Why a request did not succeed. Stable snake_case names appear in records and reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// TCP connect or TLS handshake failed (refused, reset, certificate rejected).
+    Connect,
+    /// TCP connect plus TLS handshake took longer than the connect timeout.
+    ConnectTimeout,
+    /// No first token (content or reasoning) within the first-token timeout.
+    TtftTimeout,
+    /// No SSE event (or body bytes) for longer than the idle timeout once streaming began.
+    IdleTimeout,
+    /// The whole request took longer than the request timeout.
+    TotalTimeout,
+    /// The server answered with a non-2xx HTTP status.
+    HttpStatus,
+    /// The server sent an `error` object inside the stream (or an `error`/`abort` finish reason).
+    StreamError,
+    /// An SSE event or JSON body that does not parse as an OpenAI response.
+    Malformed,
+    /// One SSE event or a response body exceeded the client's size cap.
+    Oversized,
+    /// The connection closed before the stream finished (`[DONE]` or a complete body).
+    ConnectionClosed,
+    /// `usage` was requested but the server never sent it, so tokens cannot be counted.
+    MissingUsage,
+    /// The request ended without producing any output token.
+    NoOutput,
+    /// Any other transport error (I/O, protocol violation).
+    Transport,
+}
+
+impl FailureKind {
+    /// Every kind, in report order.
+    pub const ALL: [FailureKind; 13] = [
+        FailureKind::Connect,
+        FailureKind::ConnectTimeout,
+        FailureKind::TtftTimeout,
+        FailureKind::IdleTimeout,
+        FailureKind::TotalTimeout,
+        FailureKind::HttpStatus,
+        FailureKind::StreamError,
+        FailureKind::Malformed,
+        FailureKind::Oversized,
+        FailureKind::ConnectionClosed,
+        FailureKind::MissingUsage,
+        FailureKind::NoOutput,
+        FailureKind::Transport,
+    ];
+
+    /// The stable name used in JSON and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Connect => "connect",
+            FailureKind::ConnectTimeout => "connect_timeout",
+            FailureKind::TtftTimeout => "ttft_timeout",
+            FailureKind::IdleTimeout => "idle_timeout",
+            FailureKind::TotalTimeout => "total_timeout",
+            FailureKind::HttpStatus => "http_status",
+            FailureKind::StreamError => "stream_error",
+            FailureKind::Malformed => "malformed",
+            FailureKind::Oversized => "oversized",
+            FailureKind::ConnectionClosed => "connection_closed",
+            FailureKind::MissingUsage => "missing_usage",
+            FailureKind::NoOutput => "no_output",
+            FailureKind::Transport => "transport",
+        }
+    }
+
+    /// True for the four timeout kinds.
+    pub fn is_timeout(self) -> bool {
+        matches!(
+            self,
+            FailureKind::ConnectTimeout
+                | FailureKind::TtftTimeout
+                | FailureKind::IdleTimeout
+                | FailureKind::TotalTimeout
+        )
+    }
+}
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "status", content = "kind")]
+pub enum Outcome {
+    /// Completed with usage-counted output.
+    Success,
+    /// Failed for the given reason.
+    Failed(FailureKind),
+    /// Cut short by the run's cancellation (deadline, Ctrl-C, SIGTERM).
+    Cancelled,
+}
+
+impl Outcome {
+    /// True for [`Outcome::Success`].
+    pub fn is_success(self) -> bool {
+        matches!(self, Outcome::Success)
+    }
+}
+
+/// Where a record's token counts came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// Cumulative `usage` on every chunk (`continuous_usage_stats`): per-chunk counts are exact.
+    UsagePerChunk,
+    /// One final `usage` object (streaming usage chunk or non-streaming body).
+    UsageFinal,
+    /// The server sent no usage; no token counts.
+    None,
+}
+
+/// One request, start to end. Times are nanoseconds since the run's monotonic start.
+#[derive(Clone, Debug, Serialize)]
+pub struct RequestRecord {
+    /// Dispatch order, 0-based.
+    pub id: u64,
+    /// Index of the sample in the loaded collection.
+    pub sample_index: usize,
+    /// How the request ended.
+    pub outcome: Outcome,
+    /// HTTP status, when headers arrived.
+    pub http_status: Option<u16>,
+    /// Short error text for failed requests (server message or transport error).
+    pub error: Option<String>,
+    /// When the scheduler meant the request to start.
+    pub intended_ns: u64,
+    /// When the request was handed to the connection.
+    pub sent_ns: u64,
+    /// Response headers received.
+    pub headers_ns: Option<u64>,
+    /// First event with content or reasoning.
+    pub first_token_ns: Option<u64>,
+    /// Second such event.
+    pub second_token_ns: Option<u64>,
+    /// Last such event.
+    pub last_token_ns: Option<u64>,
+    /// First event with non-reasoning content.
+    pub first_output_token_ns: Option<u64>,
+    /// Request finished (stream end, error or cancel).
+    pub end_ns: u64,
+    /// `usage.prompt_tokens`.
+    pub prompt_tokens: Option<u64>,
+    /// `usage.completion_tokens` (reasoning included).
+    pub completion_tokens: Option<u64>,
+    /// `usage.completion_tokens_details.reasoning_tokens`.
+    pub reasoning_tokens: Option<u64>,
+    /// How the token counts were obtained.
+    pub token_source: TokenSource,
+    /// Events carrying content or reasoning.
+    pub content_events: u32,
+    /// Body reads (HTTP data frames) that delivered the stream.
+    pub reads: u32,
+    /// SSE events parsed (all kinds, `[DONE]` included).
+    pub events: u32,
+    /// Tokens in the first content event, from per-chunk usage (AIPerf ITL correction).
+    pub first_chunk_tokens: Option<u64>,
+    /// `finish_reason` of the last choice that had one.
+    pub finish_reason: Option<String>,
+    /// Gaps between consecutive content events, with the tokens each later event carried
+    /// (0 when per-chunk usage is unavailable). Not serialized: it feeds the histograms.
+    #[serde(skip)]
+    pub chunk_gaps: Vec<ChunkGap>,
+}
+
+/// Time between two content events and the tokens the later one carried (0 = unknown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkGap {
+    /// Gap in nanoseconds.
+    pub gap_ns: u64,
+    /// Tokens in the later event, from per-chunk usage; 0 when unknown.
+    pub tokens: u32,
+}
+
+impl RequestRecord {
+    /// A record for a request that has only been dispatched so far.
+    pub(crate) fn started(id: u64, sample_index: usize, intended_ns: u64, sent_ns: u64) -> Self {
+        RequestRecord {
+            id,
+            sample_index,
+            outcome: Outcome::Cancelled,
+            http_status: None,
+            error: None,
+            intended_ns,
+            sent_ns,
+            headers_ns: None,
+            first_token_ns: None,
+            second_token_ns: None,
+            last_token_ns: None,
+            first_output_token_ns: None,
+            end_ns: sent_ns,
+            prompt_tokens: None,
+            completion_tokens: None,
+            reasoning_tokens: None,
+            token_source: TokenSource::None,
+            content_events: 0,
+            reads: 0,
+            events: 0,
+            first_chunk_tokens: None,
+            finish_reason: None,
+            chunk_gaps: Vec::new(),
+        }
+    }
+
+    /// Time to first token in nanoseconds.
+    pub fn ttft_ns(&self) -> Option<u64> {
+        self.first_token_ns.map(|t| t.saturating_sub(self.sent_ns))
+    }
+
+    /// Latency to the last content event (AIPerf `request_latency`), falling back to the end.
+    pub fn latency_ns(&self) -> u64 {
+        self.last_token_ns
+            .unwrap_or(self.end_ns)
+            .saturating_sub(self.sent_ns)
+    }
+}

@@ -1,0 +1,108 @@
+//! Summary -> what people and scripts read: the console table and the artifact files
+//! (`summary.json`, `console.txt`; `records.jsonl` is written live by the aggregator).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::metrics::Summary;
+
+/// Rows of the console table: (metric key, label).
+const ROWS: [(&str, &str); 12] = [
+    ("time_to_first_token_ms", "Time to first token (ms)"),
+    ("time_to_second_token_ms", "Time to second token (ms)"),
+    ("request_latency_ms", "Request latency (ms)"),
+    ("inter_token_latency_ms", "Inter-token latency (ms)"),
+    (
+        "inter_token_latency_token_weighted_ms",
+        "ITL per token, weighted (ms)",
+    ),
+    ("inter_chunk_latency_ms", "Inter-chunk latency (ms)"),
+    (
+        "output_token_throughput_per_user_tps",
+        "Output tokens/s per user",
+    ),
+    (
+        "e2e_output_token_throughput_tps",
+        "E2E output tokens/s per request",
+    ),
+    ("input_sequence_length", "Input sequence length (tokens)"),
+    ("output_sequence_length", "Output sequence length (tokens)"),
+    ("dispatch_lag_ms", "Dispatch lag (ms)"),
+    (
+        "time_to_first_output_token_ms",
+        "Time to first output token (ms)",
+    ),
+];
+
+/// The final console table.
+pub fn console_table(s: &Summary) -> String {
+    let mut o = String::new();
+    let m = &s.meta;
+    let _ = writeln!(
+        o,
+        "specperf {} | {} | model {} | {} | concurrency {} | streaming {}",
+        s.specperf_version, m.url, m.model, m.endpoint, m.concurrency, m.streaming
+    );
+    let _ = writeln!(
+        o,
+        "{:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "Metric", "avg", "min", "p50", "p90", "p99", "max", "std"
+    );
+    for (key, label) in ROWS {
+        if let Some(st) = s.metrics.get(key) {
+            let _ = writeln!(
+                o,
+                "{:<34} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
+                label,
+                st.avg,
+                st.min,
+                st.p("p50"),
+                st.p("p90"),
+                st.p("p99"),
+                st.max,
+                st.std
+            );
+        }
+    }
+    let c = &s.counts;
+    let _ = writeln!(
+        o,
+        "Requests: {} ok, {} failed, {} cancelled, {} total (planned {})",
+        c.success, c.failed, c.cancelled, c.total, m.request_count
+    );
+    if !c.failed_by_kind.is_empty() {
+        let kinds: Vec<String> = c
+            .failed_by_kind
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(o, "Failures: {}", kinds.join(", "));
+    }
+    let _ = writeln!(
+        o,
+        "Throughput: {:.2} req/s, {:.2} output tok/s, {:.2} total tok/s over {:.3} s",
+        s.request_throughput_rps,
+        s.output_token_throughput_tps,
+        s.total_token_throughput_tps,
+        s.duration_s
+    );
+    let _ = writeln!(
+        o,
+        "Tokens: {} prompt, {} completion ({} reasoning), counted from usage",
+        s.total_prompt_tokens, s.total_completion_tokens, s.total_reasoning_tokens
+    );
+    if let Some(r) = &m.stopped_by {
+        let _ = writeln!(o, "Stopped early: {r}");
+    }
+    for w in &s.warnings {
+        let _ = writeln!(o, "Warning: {w}");
+    }
+    o
+}
+
+/// Writes `summary.json` and `console.txt` into `dir`.
+pub fn write_artifacts(dir: &Path, s: &Summary) -> std::io::Result<()> {
+    let json = serde_json::to_vec_pretty(s).map_err(std::io::Error::from)?;
+    std::fs::write(dir.join("summary.json"), json)?;
+    std::fs::write(dir.join("console.txt"), console_table(s))
+}

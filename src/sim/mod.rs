@@ -1,0 +1,234 @@
+//! The built-in OpenAI-compatible simulator: the embedded default target, and the fixture for every
+//! test and bench.
+//!
+//! It serves `/v1/chat/completions` and `/v1/completions` (streaming and not), `/v1/models`,
+//! `/health` and a vLLM-style `/metrics` whose speculative-decoding counters are exactly consistent
+//! with what was streamed (`model`). Emissions are timed by its own precise timer (`timer`) and
+//! their lateness is exported. Faults can be asked for per request (header `x-specperf-fault`) or
+//! drawn at a rate, to exercise every failure path of the client.
+
+mod model;
+mod server;
+mod timer;
+
+pub use model::{expected_al, Acceptance};
+pub use server::{LatenessStats, SimHandle, Simulator};
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Request header that selects a fault for that request.
+pub const FAULT_HEADER: &str = "x-specperf-fault";
+
+/// A failure the simulator can inject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Fault {
+    /// HTTP 429 with `Retry-After` before any streaming.
+    Http429,
+    /// HTTP 500 with an OpenAI error body.
+    Http500,
+    /// HTTP 503 with an OpenAI error body.
+    Http503,
+    /// Stream half the tokens, then reset the connection.
+    CloseMidStream,
+    /// Accept the request and send nothing at all (no headers).
+    Stall,
+    /// Stream half the tokens, then go silent (connection stays open).
+    StallMidStream,
+    /// Hold the response headers back for the configured delay, then stream normally.
+    SlowHeaders,
+    /// Insert one SSE event whose JSON does not parse.
+    MalformedChunk,
+    /// Send an `{"error": …}` event mid-stream, then `[DONE]` (as vLLM and SGLang do).
+    ErrorMidStream,
+    /// Insert one event larger than the configured oversize.
+    OversizedChunk,
+}
+
+impl Fault {
+    /// Parses the `x-specperf-fault` header value (the same names as the CLI).
+    pub fn from_name(s: &str) -> Option<Fault> {
+        <Fault as clap::ValueEnum>::from_str(s.trim(), true).ok()
+    }
+
+    /// The CLI / header name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Http429 => "http429",
+            Fault::Http500 => "http500",
+            Fault::Http503 => "http503",
+            Fault::CloseMidStream => "close-mid-stream",
+            Fault::Stall => "stall",
+            Fault::StallMidStream => "stall-mid-stream",
+            Fault::SlowHeaders => "slow-headers",
+            Fault::MalformedChunk => "malformed-chunk",
+            Fault::ErrorMidStream => "error-mid-stream",
+            Fault::OversizedChunk => "oversized-chunk",
+        }
+    }
+
+    fn mid_stream(self) -> bool {
+        matches!(
+            self,
+            Fault::CloseMidStream
+                | Fault::StallMidStream
+                | Fault::MalformedChunk
+                | Fault::ErrorMidStream
+                | Fault::OversizedChunk
+        )
+    }
+}
+
+/// Which delta field carries reasoning text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReasoningField {
+    /// `delta.reasoning_content` (SGLang, DeepSeek API, older vLLM).
+    ReasoningContent,
+    /// `delta.reasoning` (vLLM since late 2025).
+    Reasoning,
+}
+
+/// Certificate and key (PEM) for serving HTTPS.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// Certificate chain, PEM.
+    pub cert: PathBuf,
+    /// Private key, PEM.
+    pub key: PathBuf,
+}
+
+/// Simulator settings. `Default` is the embedded default: 50 ms TTFT, 10 ms per decode step,
+/// k = 3 drafts accepted with p = 0.7 (AL ≈ 2.53), 256 output tokens unless the request says.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Served model name; requests naming another model get 404 as from vLLM. Empty accepts any.
+    pub model: String,
+    /// Address to bind (loopback by default).
+    pub host: IpAddr,
+    /// First port (0 = ephemeral); server `i` binds `port + i` when non-zero.
+    pub port: u16,
+    /// Number of API servers (listeners), each with its own engines and `/metrics`.
+    pub servers: u32,
+    /// Data-parallel engines behind each server (`engine` label = global rank).
+    pub engines: u32,
+    /// Time to first token.
+    pub ttft: Duration,
+    /// Time per decode step.
+    pub itl: Duration,
+    /// Uniform jitter as a fraction of each delay (0.1 = ±10 %).
+    pub jitter: f64,
+    /// Seed of every random draw.
+    pub seed: u64,
+    /// Draft tokens per step (`num_speculative_tokens`).
+    pub k: u32,
+    /// How drafts are accepted.
+    pub acceptance: Acceptance,
+    /// Output length when the request sets no `max_tokens`.
+    pub default_max_tokens: u32,
+    /// Chance per token of ending early with `stop` (ignored with `ignore_eos`).
+    pub eos_probability: f64,
+    /// Stream each token of a step as its own chunk instead of one chunk per step.
+    pub split_steps: bool,
+    /// The first N output tokens are reasoning.
+    pub reasoning_tokens: u32,
+    /// Field name for reasoning deltas.
+    pub reasoning_field: ReasoningField,
+    /// Faults drawn at random: (fault, probability per request).
+    pub fault_rates: Vec<(Fault, f64)>,
+    /// Delay of `slow-headers`.
+    pub slow_headers: Duration,
+    /// Longest a `stall` keeps a request open before closing it.
+    pub stall_limit: Duration,
+    /// Size of the `oversized-chunk` event in bytes.
+    pub oversized_bytes: usize,
+    /// Serve HTTPS (ALPN h2 and http/1.1) with these files.
+    pub tls: Option<TlsFiles>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            model: "specperf-sim".into(),
+            host: IpAddr::from([127, 0, 0, 1]),
+            port: 0,
+            servers: 1,
+            engines: 1,
+            ttft: Duration::from_millis(50),
+            itl: Duration::from_millis(10),
+            jitter: 0.0,
+            seed: 0,
+            k: 3,
+            acceptance: Acceptance::Probability(0.7),
+            default_max_tokens: 256,
+            eos_probability: 0.0,
+            split_steps: false,
+            reasoning_tokens: 0,
+            reasoning_field: ReasoningField::ReasoningContent,
+            fault_rates: Vec::new(),
+            slow_headers: Duration::from_secs(2),
+            stall_limit: Duration::from_secs(600),
+            oversized_bytes: 8 << 20,
+            tls: None,
+        }
+    }
+}
+
+/// Errors starting the simulator.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// A listener could not bind.
+    #[error("simulator cannot bind {addr}: {source} (pick another --port, or 0 for a free one)")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A setting is out of range.
+    #[error("invalid simulator setting: {0}")]
+    Config(String),
+    /// TLS files unusable.
+    #[error("simulator TLS: {0}")]
+    Tls(String),
+    /// Thread or runtime start failed.
+    #[error("simulator start failed: {0}")]
+    Start(std::io::Error),
+}
+
+impl SimConfig {
+    /// Checks ranges; called by `Simulator::bind`.
+    pub fn validate(&self) -> Result<(), SimError> {
+        let bad = |m: String| Err(SimError::Config(m));
+        if self.servers == 0 || self.engines == 0 {
+            return bad("--servers and --engines must be at least 1".into());
+        }
+        if self.k == 0 {
+            return bad("--k (draft tokens per step) must be at least 1".into());
+        }
+        match self.acceptance {
+            Acceptance::Probability(p) if !(0.0..=1.0).contains(&p) => {
+                return bad(format!("--acceptance-prob {p} is outside [0, 1]"))
+            }
+            Acceptance::MeanAl(al) if !(1.0..=f64::from(self.k) + 1.0).contains(&al) => {
+                return bad(format!(
+                    "--target-al {al} is outside [1, k + 1 = {}]",
+                    self.k + 1
+                ))
+            }
+            _ => {}
+        }
+        if !(0.0..=1.0).contains(&self.eos_probability) || !(0.0..=1.0).contains(&self.jitter) {
+            return bad("--eos-prob and --jitter must be within [0, 1]".into());
+        }
+        for (f, r) in &self.fault_rates {
+            if !(0.0..=1.0).contains(r) {
+                return bad(format!("fault rate {r} for {} is outside [0, 1]", f.name()));
+            }
+        }
+        if self.fault_rates.iter().map(|(_, r)| r).sum::<f64>() > 1.0 {
+            return bad("fault rates add up to more than 1".into());
+        }
+        Ok(())
+    }
+}

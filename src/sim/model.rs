@@ -1,0 +1,260 @@
+//! The simulator's speculative-decoding model and its vLLM-style counters.
+//!
+//! A request is planned up front from a seeded RNG: one prefill emission (1 token) after the
+//! time to first token, then decode steps one inter-token latency apart. Each step proposes `k`
+//! draft tokens, accepts them one by one with probability `p` until the first rejection, and emits
+//! `accepted + 1` tokens. The counters are bumped when a step is actually emitted, so at any moment
+//! `Σ completion_tokens streamed = requests_started_decoding + drafts + accepted`, exactly.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Probability of accepting each draft token in turn, or a target mean acceptance length.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Acceptance {
+    /// Per-position acceptance probability, conditional on the previous position being accepted.
+    Probability(f64),
+    /// Target mean AL (1 ≤ AL ≤ k + 1); converted to the probability that yields it.
+    MeanAl(f64),
+}
+
+impl Acceptance {
+    /// The per-position probability for `k` draft tokens.
+    pub fn probability(self, k: u32) -> f64 {
+        match self {
+            Acceptance::Probability(p) => p.clamp(0.0, 1.0),
+            Acceptance::MeanAl(al) => probability_for_al(al, k),
+        }
+    }
+}
+
+/// Expected AL with per-position probability `p` and `k` drafts: `1 + Σ_{i=1..k} p^i`.
+pub fn expected_al(p: f64, k: u32) -> f64 {
+    (1..=k)
+        .fold((1.0, 1.0), |(sum, pow), _| (sum + pow * p, pow * p))
+        .0
+}
+
+fn probability_for_al(al: f64, k: u32) -> f64 {
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..100 {
+        let mid = (lo + hi) / 2.0;
+        if expected_al(mid, k) < al {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo + hi) / 2.0
+}
+
+/// Per-request plan inputs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlanParams {
+    pub(crate) max_tokens: u32,
+    pub(crate) ignore_eos: bool,
+    pub(crate) eos_probability: f64,
+    pub(crate) k: u32,
+    pub(crate) p: f64,
+    pub(crate) ttft: Duration,
+    pub(crate) itl: Duration,
+    pub(crate) jitter: f64,
+}
+
+/// One emission: when (offset from the request's start), how many tokens, and for decode steps
+/// how many drafts were accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Emission {
+    pub(crate) at: Duration,
+    pub(crate) tokens: u32,
+    pub(crate) accepted: Option<u32>,
+}
+
+/// The full plan of one response.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub(crate) emissions: Vec<Emission>,
+    pub(crate) finish_reason: &'static str,
+}
+
+impl Plan {
+    pub(crate) fn total_tokens(&self) -> u32 {
+        self.emissions.iter().map(|e| e.tokens).sum()
+    }
+}
+
+/// A seeded RNG for request number `n`, so a run is reproducible whatever the interleaving.
+pub(crate) fn request_rng(seed: u64, n: u64) -> SmallRng {
+    SmallRng::seed_from_u64(splitmix(seed ^ splitmix(n)))
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+pub(crate) fn plan(params: &PlanParams, rng: &mut SmallRng) -> Plan {
+    let mut n = params.max_tokens.max(1);
+    let mut finish_reason = "length";
+    if !params.ignore_eos && params.eos_probability > 0.0 {
+        // EOS may end the output after any token; the EOS token itself is not streamed.
+        if let Some(i) = (1..n).find(|_| rng.random::<f64>() < params.eos_probability) {
+            n = i;
+            finish_reason = "stop";
+        }
+    }
+    let jittered = |rng: &mut SmallRng, d: Duration| -> Duration {
+        if params.jitter <= 0.0 {
+            return d;
+        }
+        let f = 1.0 + params.jitter * (rng.random::<f64>() * 2.0 - 1.0);
+        d.mul_f64(f.max(0.0))
+    };
+    let mut emissions = Vec::with_capacity((n as usize / 2).max(2));
+    let mut at = jittered(rng, params.ttft);
+    emissions.push(Emission {
+        at,
+        tokens: 1,
+        accepted: None,
+    });
+    let mut left = n - 1;
+    while left > 0 {
+        let mut a = 0u32;
+        while a < params.k && rng.random::<f64>() < params.p {
+            a += 1;
+        }
+        // The last step may not emit more than the output has left.
+        let a = a.min(left - 1);
+        at += jittered(rng, params.itl);
+        emissions.push(Emission {
+            at,
+            tokens: a + 1,
+            accepted: Some(a),
+        });
+        left -= a + 1;
+    }
+    Plan {
+        emissions,
+        finish_reason,
+    }
+}
+
+/// One engine's (data-parallel rank's) counters, exported vLLM-style with `engine="<rank>"`.
+#[derive(Debug)]
+pub(crate) struct EngineCounters {
+    pub(crate) rank: u32,
+    pub(crate) drafts: AtomicU64,
+    pub(crate) draft_tokens: AtomicU64,
+    pub(crate) accepted: AtomicU64,
+    pub(crate) per_pos: Vec<AtomicU64>,
+    pub(crate) generation_tokens: AtomicU64,
+    pub(crate) prompt_tokens: AtomicU64,
+    pub(crate) requests_success: AtomicU64,
+    pub(crate) running: AtomicU64,
+}
+
+impl EngineCounters {
+    pub(crate) fn new(rank: u32, k: u32) -> Self {
+        EngineCounters {
+            rank,
+            drafts: AtomicU64::new(0),
+            draft_tokens: AtomicU64::new(0),
+            accepted: AtomicU64::new(0),
+            per_pos: (0..k).map(|_| AtomicU64::new(0)).collect(),
+            generation_tokens: AtomicU64::new(0),
+            prompt_tokens: AtomicU64::new(0),
+            requests_success: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one emitted emission.
+    pub(crate) fn on_emission(&self, e: &Emission, k: u32) {
+        self.generation_tokens
+            .fetch_add(u64::from(e.tokens), Relaxed);
+        if let Some(a) = e.accepted {
+            self.drafts.fetch_add(1, Relaxed);
+            self.draft_tokens.fetch_add(u64::from(k), Relaxed);
+            self.accepted.fetch_add(u64::from(a), Relaxed);
+            for pos in self.per_pos.iter().take(a as usize) {
+                pos.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(max_tokens: u32, p: f64) -> PlanParams {
+        PlanParams {
+            max_tokens,
+            ignore_eos: true,
+            eos_probability: 0.0,
+            k: 3,
+            p,
+            ttft: Duration::from_millis(50),
+            itl: Duration::from_millis(10),
+            jitter: 0.0,
+        }
+    }
+
+    #[test]
+    fn plan_emits_exactly_max_tokens_and_accepted_plus_one_per_step() {
+        for seed in 0..50 {
+            let plan = plan(&params(256, 0.7), &mut request_rng(7, seed));
+            assert_eq!(plan.total_tokens(), 256);
+            assert_eq!(
+                plan.emissions[0],
+                Emission {
+                    at: Duration::from_millis(50),
+                    tokens: 1,
+                    accepted: None
+                }
+            );
+            for (i, e) in plan.emissions.iter().enumerate().skip(1) {
+                let a = e.accepted.unwrap();
+                assert!(a <= 3);
+                assert_eq!(e.tokens, a + 1);
+                assert_eq!(e.at, Duration::from_millis(50 + 10 * i as u64));
+            }
+        }
+    }
+
+    #[test]
+    fn certain_acceptance_gives_k_plus_one_tokens_per_step() {
+        let plan = plan(&params(9, 1.0), &mut request_rng(1, 1));
+        let tokens: Vec<u32> = plan.emissions.iter().map(|e| e.tokens).collect();
+        assert_eq!(tokens, [1, 4, 4]);
+    }
+
+    #[test]
+    fn mean_al_target_converts_to_probability() {
+        let p = Acceptance::MeanAl(2.5).probability(3);
+        assert!((expected_al(p, 3) - 2.5).abs() < 1e-9);
+        assert!((expected_al(0.5, 3) - 1.875).abs() < 1e-12);
+        assert!((Acceptance::MeanAl(4.0).probability(3) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn counters_match_emissions() {
+        let c = EngineCounters::new(0, 3);
+        let plan = plan(&params(100, 0.6), &mut request_rng(3, 9));
+        for e in &plan.emissions {
+            c.on_emission(e, 3);
+        }
+        let drafts = c.drafts.load(Relaxed);
+        let accepted = c.accepted.load(Relaxed);
+        assert_eq!(1 + drafts + accepted, 100);
+        assert_eq!(c.draft_tokens.load(Relaxed), 3 * drafts);
+        let per_pos: u64 = c.per_pos.iter().map(|x| x.load(Relaxed)).sum();
+        assert_eq!(per_pos, accepted);
+        assert!(c.per_pos[0].load(Relaxed) >= c.per_pos[1].load(Relaxed));
+    }
+}

@@ -1,0 +1,218 @@
+//! The simulator's own timer: one OS thread that wakes tasks at exact instants.
+//!
+//! tokio's timer rounds to whole milliseconds and fires late under load, which would smear the very
+//! latencies the client is measuring. This thread keeps deadlines in a heap, sleeps with a 1 ns
+//! timer slack (so the kernel does not batch its wake-up by the default 50 µs), and spins through
+//! the last stretch before a deadline. The simulator exports how late each emission really was.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+/// How close to a deadline the thread stops sleeping and spins. Kept small: on a 2-core machine a
+/// spinning thread competes with the client being measured.
+const SPIN: Duration = Duration::from_micros(60);
+
+struct Entry {
+    at: Instant,
+    seq: u64,
+    waker: Waker,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+#[derive(Default)]
+struct State {
+    heap: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+    shutdown: bool,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+/// Handle to the timer thread; the thread stops when the last handle is dropped.
+#[derive(Clone)]
+pub(crate) struct PreciseTimer {
+    inner: Arc<Inner>,
+    _guard: Arc<Guard>,
+}
+
+struct Guard(Arc<Inner>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .shutdown = true;
+        self.0.cv.notify_one();
+    }
+}
+
+impl PreciseTimer {
+    pub(crate) fn start() -> std::io::Result<Self> {
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+        });
+        let thread_inner = inner.clone();
+        std::thread::Builder::new()
+            .name("specperf-sim-timer".into())
+            .spawn(move || run(&thread_inner))?;
+        Ok(PreciseTimer {
+            _guard: Arc::new(Guard(inner.clone())),
+            inner,
+        })
+    }
+
+    /// Wakes `waker` at `at` (or at once if `at` has passed).
+    pub(crate) fn wake_at(&self, at: Instant, waker: Waker) {
+        let mut st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let earliest = st.heap.peek().map(|Reverse(e)| e.at);
+        st.seq += 1;
+        let seq = st.seq;
+        st.heap.push(Reverse(Entry { at, seq, waker }));
+        drop(st);
+        if earliest.is_none_or(|e| at < e) {
+            self.inner.cv.notify_one();
+        }
+    }
+}
+
+fn run(inner: &Inner) {
+    set_timer_slack_ns(1);
+    let mut due: Vec<Waker> = Vec::new();
+    let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if st.shutdown {
+            return;
+        }
+        let now = Instant::now();
+        while let Some(Reverse(e)) = st.heap.peek() {
+            if e.at > now {
+                break;
+            }
+            let Some(Reverse(e)) = st.heap.pop() else {
+                break;
+            };
+            due.push(e.waker);
+        }
+        if !due.is_empty() {
+            drop(st);
+            for w in due.drain(..) {
+                w.wake();
+            }
+            st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+            continue;
+        }
+        match st.heap.peek().map(|Reverse(e)| e.at) {
+            None => st = inner.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
+            Some(at) => {
+                let left = at.saturating_duration_since(now);
+                if left > SPIN {
+                    st = inner
+                        .cv
+                        .wait_timeout(st, left - SPIN)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                } else {
+                    // Spin without the lock so registrations are not blocked.
+                    drop(st);
+                    while Instant::now() < at {
+                        std::hint::spin_loop();
+                    }
+                    st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+                }
+            }
+        }
+    }
+}
+
+/// Linux batches timer wake-ups of a thread by its timer slack (50 µs by default); 1 ns makes the
+/// sleep end when asked. Elsewhere this is a no-op and the spin window absorbs the difference.
+#[allow(unsafe_code)]
+fn set_timer_slack_ns(ns: u64) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes this thread's slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = ns;
+}
+
+/// A future that completes at `at` on the precise timer.
+pub(crate) struct SleepUntil {
+    timer: PreciseTimer,
+    at: Instant,
+}
+
+impl SleepUntil {
+    pub(crate) fn new(timer: &PreciseTimer, at: Instant) -> Self {
+        SleepUntil {
+            timer: timer.clone(),
+            at,
+        }
+    }
+}
+
+impl std::future::Future for SleepUntil {
+    type Output = ();
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if Instant::now() >= self.at {
+            return std::task::Poll::Ready(());
+        }
+        // Registered again on a spurious poll: the waker may have changed; extra wake-ups are harmless.
+        self.timer.wake_at(self.at, cx.waker().clone());
+        std::task::Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn wakes_at_the_deadline_not_before() {
+        let timer = PreciseTimer::start().unwrap();
+        let start = Instant::now();
+        let mut late = Vec::new();
+        for i in 1..=20u64 {
+            let at = start + Duration::from_micros(1500 * i);
+            SleepUntil::new(&timer, at).await;
+            let now = Instant::now();
+            assert!(now >= at);
+            late.push(now - at);
+        }
+        // Not a timing assertion on a shared machine: only that it never fires early and that
+        // it does not fall back to whole-millisecond ticks every time.
+        assert!(
+            late.iter().any(|l| *l < Duration::from_millis(1)),
+            "{late:?}"
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! Integration tests: loopback only, against the built-in simulator.
