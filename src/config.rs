@@ -287,7 +287,7 @@ impl RunConfig {
                 headers,
                 ca_file: a.ca_file.clone(),
                 max_event_bytes: a.max_event_bytes,
-                max_body_bytes: a.max_event_bytes.max(64 << 20),
+                max_body_bytes: a.max_event_bytes,
             },
             run_timeout: seconds("timeout-seconds", a.timeout_seconds)?,
             stall_timeout: seconds("stall-timeout-seconds", a.stall_timeout_seconds)?,

@@ -158,7 +158,10 @@ pub async fn replay(
         }
     };
     let client = Client::new(cfg.client.clone())?;
+    // Like AIPerf, a given model and no --wait-for-model-timeout means no readiness wait: an
+    // unreachable server then shows up as failed records. Without a model, one is discovered.
     let model = match &cfg.model {
+        Some(m) if cfg.wait_for_model.is_zero() => m.clone(),
         Some(m) => {
             probe(&client, &base_url, cfg.wait_for_model, &stop).await?;
             m.clone()

@@ -252,8 +252,14 @@ impl Client {
                             continue;
                         }
                         let now = Instant::now();
+                        let had_token = state.first_token.is_some();
                         if let Err((kind, msg)) = state.on_data(&data, now, clock, &mut rec) {
                             return state.finish_failed(rec, clock, kind, msg);
+                        }
+                        if !had_token && state.first_token.is_some() {
+                            // The idle deadline may be earlier than the first-token one the timer
+                            // is armed for; the lazy re-arm only ever moves it later.
+                            sleep.as_mut().reset((now + t.idle).min(total_deadline).into());
                         }
                         if state.done && !req.streaming {
                             break;
@@ -499,6 +505,9 @@ impl StreamState {
                 Ok(Event::Chunk(c)) => {
                     let now_ns = clock.now_ns();
                     self.on_chunk(c, now_ns, &mut rec);
+                    // One body, one usage: not a per-chunk count.
+                    self.per_chunk_usage = false;
+                    rec.first_chunk_tokens = None;
                 }
                 Ok(Event::Error(m)) => self.stream_error = Some(m),
                 Ok(Event::Done) => {

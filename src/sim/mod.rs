@@ -12,7 +12,7 @@ mod server;
 mod timer;
 
 pub use model::{expected_al, Acceptance};
-pub use server::{LatenessStats, SimHandle, Simulator};
+pub use server::{LatenessStats, SimHandle, SimTotals, Simulator};
 
 use std::net::IpAddr;
 use std::path::PathBuf;

@@ -49,6 +49,8 @@ struct Shared {
     lateness: Mutex<(Histogram<u64>, u64)>,
     created: f64,
     model_json: String,
+    /// Completion requests served over HTTP/2 (the rest were HTTP/1.x).
+    http2_requests: AtomicU64,
 }
 
 impl Shared {
@@ -115,6 +117,7 @@ impl Simulator {
             seq: AtomicU64::new(0),
             lateness: Mutex::new((hist, 0)),
             created,
+            http2_requests: AtomicU64::new(0),
         });
         Ok(Simulator {
             shared,
@@ -239,6 +242,11 @@ impl SimHandle {
             prompt_tokens: sum(|e| &e.prompt_tokens),
             requests_success: sum(|e| &e.requests_success),
         }
+    }
+
+    /// Completion requests that arrived over HTTP/2.
+    pub fn http2_requests(&self) -> u64 {
+        self.shared.http2_requests.load(Relaxed)
     }
 
     /// Emission lateness so far.
@@ -478,6 +486,9 @@ async fn completion(
 ) -> Response<SimBody> {
     let shared = ctx.shared.clone();
     let cfg = &shared.cfg;
+    if req.version() == http::Version::HTTP_2 {
+        shared.http2_requests.fetch_add(1, Relaxed);
+    }
     let header_fault = match req.headers().get(FAULT_HEADER).map(|v| v.to_str().unwrap_or("")) {
         None => None,
         Some(name) => match Fault::from_name(name) {

@@ -1,1 +1,8 @@
-//! Integration tests: loopback only, against the built-in simulator.
+//! Integration tests: loopback only (127.0.0.1, port 0), against the built-in simulator, every
+//! request loop bounded in count and time. One binary, topic modules.
+
+mod common;
+mod engine;
+mod faults;
+mod process;
+mod transport;

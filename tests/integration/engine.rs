@@ -1,0 +1,169 @@
+//! End-to-end replays: exact counts and token totals, streaming and not, both endpoints.
+
+use crate::common::{config, fast, records, run, sim};
+use specperf::sim::SimConfig;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_streams_at_concurrency_64_are_exact() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--concurrency",
+        "64",
+        "--request-count",
+        "2000",
+        "--osl",
+        "256",
+        "--artifact-dir",
+        dir.path().to_str().unwrap(),
+    ]))
+    .await;
+    let c = &out.summary.counts;
+    assert_eq!(
+        (c.total, c.success, c.failed, c.cancelled),
+        (2000, 2000, 0, 0)
+    );
+    let totals = s.totals();
+    assert_eq!(out.summary.total_completion_tokens, 2000 * 256);
+    assert_eq!(
+        totals.generation_tokens,
+        2000 * 256,
+        "simulator streamed what the client counted"
+    );
+    assert_eq!(out.summary.total_prompt_tokens, totals.prompt_tokens);
+    // Every token is the prefill token, a draft verification or an accepted draft.
+    assert_eq!(
+        totals.generation_tokens,
+        2000 + totals.drafts + totals.accepted
+    );
+    assert_eq!(totals.draft_tokens, 3 * totals.drafts);
+    assert_eq!(out.summary.metrics["output_sequence_length"].min, 256.0);
+    assert!(out.summary.meta.dataset_reused);
+    let recs = records(dir.path());
+    assert_eq!(recs.len(), 2000);
+    let mut ids: Vec<u64> = recs.iter().map(|r| r["id"].as_u64().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..2000).collect::<Vec<_>>());
+    assert_eq!(specperf::exit_code(&out, 0.05), 0);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["schema_version"], specperf::SUMMARY_SCHEMA);
+    assert_eq!(summary["counts"]["success"], 2000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_default_replays_the_bundled_collection() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(config(&[
+        "--sim-ttft-ms",
+        "1",
+        "--sim-itl-ms",
+        "0.2",
+        "--artifact-dir",
+        dir.path().to_str().unwrap(),
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 88, "every bundled prompt once");
+    assert!(!out.summary.meta.dataset_reused);
+    assert!(out.summary.meta.url.starts_with("embedded-simulator"));
+    assert_eq!(out.summary.total_completion_tokens, 88 * 256);
+    let text = specperf::console_table(&out.summary);
+    assert!(
+        text.contains("Time to first token (ms)") && text.contains("88 ok"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_non_streaming_and_per_chunk_usage() {
+    let s = sim(SimConfig {
+        reasoning_tokens: 5,
+        ..fast()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--endpoint-type",
+        "completions",
+        "--streaming",
+        "false",
+        "--request-count",
+        "20",
+        "--osl",
+        "32",
+        "--artifact-dir",
+        d,
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 20);
+    assert_eq!(out.summary.total_completion_tokens, 20 * 32);
+    assert_eq!(out.summary.tokens_counted_by["usage_final"], 20);
+
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--per-chunk-usage",
+        "--request-count",
+        "20",
+        "--osl",
+        "64",
+        "--artifact-dir",
+        d,
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 20);
+    assert_eq!(out.summary.tokens_counted_by["usage_per_chunk"], 20);
+    assert_eq!(out.summary.total_reasoning_tokens, 20 * 5);
+    let weighted = &out.summary.metrics["inter_token_latency_token_weighted_ms"];
+    // 64 tokens: the first chunk carries 1 token, the other 63 are spread over the decode chunks.
+    assert_eq!(weighted.count, 20 * 63);
+    assert!(out
+        .summary
+        .metrics
+        .contains_key("time_to_first_output_token_ms"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn measured_times_track_the_simulator_schedule() {
+    let s = sim(SimConfig {
+        ttft: Duration::from_millis(30),
+        itl: Duration::from_millis(5),
+        k: 1,
+        acceptance: specperf::sim::Acceptance::Probability(0.0),
+        ..SimConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--concurrency",
+        "4",
+        "--request-count",
+        "8",
+        "--osl",
+        "11",
+        "--artifact-dir",
+        dir.path().to_str().unwrap(),
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 8);
+    let ttft = &out.summary.metrics["time_to_first_token_ms"];
+    assert!(
+        ttft.min >= 30.0,
+        "TTFT never below the simulator's 30 ms: {}",
+        ttft.min
+    );
+    // p = 0: one token per step, ten steps of 5 ms after the first token.
+    let itl = &out.summary.metrics["inter_token_latency_ms"];
+    assert!(
+        (4.5..7.0).contains(&itl.p("p50")),
+        "ITL p50 near the 5 ms step: {}",
+        itl.p("p50")
+    );
+    assert_eq!(out.summary.metrics["inter_chunk_latency_ms"].count, 8 * 10);
+}

@@ -1,0 +1,278 @@
+//! Every simulator fault mode and every timeout kind ends as a record with the right failure kind,
+//! within its bound, and counts add up.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{config, fast, kind, records, run, run_with, sim};
+use specperf::sim::SimConfig;
+use specperf::{StopReason, Stopper};
+
+/// Replays `n` requests all carrying `fault`, returns the records.
+async fn with_fault(
+    s: &specperf::sim::SimHandle,
+    fault: &str,
+    n: usize,
+    extra: &[&str],
+) -> (specperf::RunOutcome, Vec<serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let header = format!("x-specperf-fault:{fault}");
+    let count = n.to_string();
+    let url = s.url();
+    let mut args = vec![
+        "--url",
+        &url,
+        "--concurrency",
+        "2",
+        "--request-count",
+        &count,
+        "--osl",
+        "16",
+        "-H",
+        &header,
+        "--artifact-dir",
+        dir.path().to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = run(config(&args)).await;
+    let recs = records(dir.path());
+    assert_eq!(
+        recs.len() as u64,
+        out.summary.counts.total,
+        "{fault}: every record written"
+    );
+    (out, recs)
+}
+
+fn all_kind(recs: &[serde_json::Value], want: &str) {
+    assert!(!recs.is_empty());
+    for r in recs {
+        assert_eq!(kind(r), Some(want), "record {r}");
+        assert!(
+            r["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "failed record carries an error message: {r}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_error_statuses_are_counted_by_status() {
+    let s = sim(fast());
+    for (fault, status) in [("http429", 429u16), ("http500", 500), ("http503", 503)] {
+        let (out, recs) = with_fault(&s, fault, 4, &[]).await;
+        all_kind(&recs, "http_status");
+        assert_eq!(out.summary.counts.http_status[&status], 4, "{fault}");
+        assert_eq!(specperf::exit_code(&out, 0.05), 1, "all failed -> exit 1");
+        assert!(
+            recs[0]["error"].as_str().unwrap().contains("simulated"),
+            "server message kept: {}",
+            recs[0]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mid_stream_faults_have_their_own_kinds_streaming_and_not() {
+    let s = sim(SimConfig {
+        oversized_bytes: 2 << 20,
+        ..fast()
+    });
+    for streaming in ["true", "false"] {
+        for (fault, want) in [
+            ("close-mid-stream", "connection_closed"),
+            ("malformed-chunk", "malformed"),
+            ("error-mid-stream", "stream_error"),
+            ("oversized-chunk", "oversized"),
+        ] {
+            let (_, recs) = with_fault(
+                &s,
+                fault,
+                3,
+                &["--streaming", streaming, "--max-event-bytes", "1048576"],
+            )
+            .await;
+            assert!(
+                recs.iter().all(|r| kind(r) == Some(want)),
+                "{fault} streaming={streaming}: {recs:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stall_before_headers_is_a_ttft_timeout() {
+    let s = sim(fast());
+    let t = Instant::now();
+    let (_, recs) = with_fault(&s, "stall", 2, &["--ttft-timeout-seconds", "0.3"]).await;
+    all_kind(&recs, "ttft_timeout");
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stall_mid_stream_is_an_idle_timeout() {
+    let s = sim(fast());
+    let (_, recs) = with_fault(
+        &s,
+        "stall-mid-stream",
+        2,
+        &["--idle-timeout-seconds", "0.3"],
+    )
+    .await;
+    all_kind(&recs, "idle_timeout");
+    assert!(
+        recs.iter().all(|r| r["first_token_ns"].is_u64()),
+        "tokens flowed before the stall"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_count_in_ttft_and_can_time_out() {
+    let s = sim(SimConfig {
+        slow_headers: Duration::from_millis(300),
+        ..fast()
+    });
+    let (out, _) = with_fault(&s, "slow-headers", 2, &[]).await;
+    assert_eq!(out.summary.counts.success, 2);
+    assert!(out.summary.metrics["time_to_first_token_ms"].min >= 300.0);
+    let (_, recs) = with_fault(&s, "slow-headers", 2, &["--ttft-timeout-seconds", "0.1"]).await;
+    all_kind(&recs, "ttft_timeout");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_stream_hits_the_total_timeout() {
+    let s = sim(SimConfig {
+        itl: Duration::from_millis(50),
+        ..fast()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--concurrency",
+        "2",
+        "--request-count",
+        "2",
+        "--osl",
+        "200",
+        "--request-timeout-seconds",
+        "0.3",
+        "--artifact-dir",
+        dir.path().to_str().unwrap(),
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.failed_by_kind["total_timeout"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_at_a_rate_mix_with_healthy_requests_and_counts_add_up() {
+    let s = sim(SimConfig {
+        fault_rates: vec![
+            (specperf::sim::Fault::Http500, 0.2),
+            (specperf::sim::Fault::ErrorMidStream, 0.1),
+        ],
+        ..fast()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--concurrency",
+        "8",
+        "--request-count",
+        "300",
+        "--osl",
+        "16",
+        "--artifact-dir",
+        dir.path().to_str().unwrap(),
+    ]))
+    .await;
+    let c = &out.summary.counts;
+    assert_eq!(c.total, 300);
+    assert_eq!(c.success + c.failed, 300);
+    assert!(
+        c.failed_by_kind["http_status"] > 20 && c.failed_by_kind["stream_error"] > 5,
+        "{c:?}"
+    );
+    assert_eq!(out.summary.total_completion_tokens, c.success * 16);
+    assert_eq!(
+        specperf::exit_code(&out, 0.05),
+        1,
+        "failures above the 5% threshold"
+    );
+    assert_eq!(specperf::exit_code(&out, 0.9), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_deadline_cancels_in_flight_requests_and_still_writes_the_summary() {
+    let s = sim(SimConfig {
+        itl: Duration::from_millis(20),
+        ..fast()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--concurrency",
+        "4",
+        "--request-count",
+        "100",
+        "--osl",
+        "500",
+        "--timeout-seconds",
+        "0.5",
+        "--artifact-dir",
+        dir.path().to_str().unwrap(),
+    ]))
+    .await;
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert_eq!(out.stopped_by, Some(StopReason::Deadline));
+    assert_eq!(
+        out.summary.counts.cancelled, 4,
+        "the four in-flight requests"
+    );
+    assert_eq!(specperf::exit_code(&out, 0.05), 124);
+    assert!(dir.path().join("summary.json").is_file());
+    assert_eq!(records(dir.path()).len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_stop_is_the_same_cancellation_path() {
+    let s = sim(SimConfig {
+        itl: Duration::from_millis(20),
+        ..fast()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let stop = Stopper::new();
+    let s2 = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        s2.stop(StopReason::Terminated);
+    });
+    let out = run_with(
+        config(&[
+            "--url",
+            &s.url(),
+            "--concurrency",
+            "3",
+            "--request-count",
+            "50",
+            "--osl",
+            "500",
+            "--artifact-dir",
+            dir.path().to_str().unwrap(),
+        ]),
+        stop,
+    )
+    .await;
+    assert_eq!(out.stopped_by, Some(StopReason::Terminated));
+    assert_eq!(out.summary.counts.cancelled, 3);
+    assert_eq!(specperf::exit_code(&out, 0.05), 143);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_fault_header_is_a_400_naming_the_value() {
+    let s = sim(fast());
+    let (out, recs) = with_fault(&s, "no-such-fault", 1, &[]).await;
+    assert_eq!(out.summary.counts.http_status[&400], 1);
+    assert!(recs[0]["error"].as_str().unwrap().contains("no-such-fault"));
+}

@@ -1,0 +1,185 @@
+//! HTTP/2 (h2c), TLS with a local certificate (ALPN h1 and h2), connect timeouts, unreachable servers.
+
+use std::time::Duration;
+
+use crate::common::{config, fast, records, run, sim};
+use specperf::sim::{SimConfig, TlsFiles};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_prior_knowledge_multiplexes_streams() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--http",
+        "http2",
+        "--concurrency",
+        "16",
+        "--request-count",
+        "100",
+        "--osl",
+        "32",
+        "--artifact-dir",
+        dir.path().to_str().unwrap(),
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 100);
+    assert_eq!(s.http2_requests(), 100);
+}
+
+fn local_cert(dir: &std::path::Path) -> TlsFiles {
+    let ck =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let cert = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+    TlsFiles { cert, key }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_a_local_ca_over_http1_and_http2() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = local_cert(dir.path());
+    let ca = tls.cert.to_str().unwrap().to_owned();
+    let s = sim(SimConfig {
+        tls: Some(tls),
+        ..fast()
+    });
+    let url = s.url().replace("127.0.0.1", "localhost");
+    assert!(url.starts_with("https://"));
+    let art = dir.path().join("a");
+    let a = art.to_str().unwrap();
+    let out = run(config(&[
+        "--url",
+        &url,
+        "--ca-file",
+        &ca,
+        "--http",
+        "http1",
+        "--request-count",
+        "10",
+        "--osl",
+        "16",
+        "--artifact-dir",
+        a,
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 10);
+    assert_eq!(s.http2_requests(), 0);
+    let out = run(config(&[
+        "--url",
+        &url,
+        "--ca-file",
+        &ca,
+        "--request-count",
+        "10",
+        "--osl",
+        "16",
+        "--artifact-dir",
+        a,
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 10);
+    assert_eq!(s.http2_requests(), 10, "ALPN picked h2 in auto mode");
+
+    // Without the CA the certificate is rejected: the server is unreachable, nothing is sent.
+    let (tx, _rx) = tokio::sync::watch::channel(specperf::Progress::default());
+    let err = specperf::replay(
+        config(&["--url", &url, "--request-count", "1", "--artifact-dir", a]),
+        specperf::Stopper::new(),
+        tx,
+    )
+    .await
+    .err()
+    .expect("untrusted certificate refused");
+    assert!(err.is_not_ready(), "{err}");
+    assert!(
+        format!("{err}").to_lowercase().contains("certificate"),
+        "{err}"
+    );
+}
+
+/// Accepts TCP connections for `secs` seconds and never says a word (a TLS handshake hangs).
+fn silent_listener(secs: u64) -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let mut socks = Vec::new();
+        listener.set_nonblocking(true).unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(secs);
+        while std::time::Instant::now() < until {
+            if let Ok((s, _)) = listener.accept() {
+                socks.push(s);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    (port, held)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_handshake_that_never_completes_is_a_connect_timeout_record() {
+    let (port, held) = silent_listener(4);
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("https://127.0.0.1:{port}");
+    let t = std::time::Instant::now();
+    let out = run(config(&[
+        "--url",
+        &url,
+        "--model",
+        "m",
+        "--concurrency",
+        "2",
+        "--request-count",
+        "3",
+        "--connect-timeout-seconds",
+        "0.3",
+        "--artifact-dir",
+        dir.path().to_str().unwrap(),
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.failed_by_kind["connect_timeout"], 3);
+    assert!(t.elapsed() < Duration::from_secs(4));
+    assert!(records(dir.path())
+        .iter()
+        .all(|r| r["error"].as_str().unwrap().contains("timed out")));
+    held.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_server_without_a_model_is_not_ready_and_with_one_is_connect_records() {
+    let s = sim(fast());
+    let url = s.url();
+    drop(s);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (tx, _rx) = tokio::sync::watch::channel(specperf::Progress::default());
+    let err = specperf::replay(
+        config(&["--url", &url, "--artifact-dir", d]),
+        specperf::Stopper::new(),
+        tx,
+    )
+    .await
+    .err()
+    .expect("nothing to discover the model from");
+    assert!(err.is_not_ready(), "{err}");
+    assert!(
+        !dir.path().join("records.jsonl").exists(),
+        "a run that never started writes no records"
+    );
+    let out = run(config(&[
+        "--url",
+        &url,
+        "--model",
+        "m",
+        "--request-count",
+        "5",
+        "--artifact-dir",
+        d,
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.failed_by_kind["connect"], 5);
+    assert_eq!(specperf::exit_code(&out, 0.05), 1);
+}
