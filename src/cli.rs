@@ -160,6 +160,12 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 4 << 20)]
     pub max_event_bytes: usize,
 
+    /// Prometheus endpoint to capture before and after the run (repeatable). `host:port`, a bare
+    /// port, or a URL; `/metrics` is appended when the URL has no metrics path. Default with the
+    /// embedded simulator: its own /metrics.
+    #[arg(long, num_args = 1.., action = clap::ArgAction::Append)]
+    pub server_metrics: Vec<String>,
+
     /// Artifact directory. Default: artifacts/<model>-<endpoint>-concurrency<N>.
     #[arg(long, visible_alias = "output-artifact-dir")]
     pub artifact_dir: Option<PathBuf>,

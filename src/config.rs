@@ -83,6 +83,7 @@ pub struct RunConfig {
     /// Failed fraction above which the run exits 1.
     pub failed_request_threshold: f64,
     pub(crate) artifact_dir: Option<PathBuf>,
+    pub(crate) server_metrics: Vec<String>,
     /// Progress line period (None: no progress line).
     pub progress_interval: Option<Duration>,
 }
@@ -138,6 +139,31 @@ pub fn normalize_url(raw: &str) -> Result<String, ConfigError> {
         return err(format!("--url {raw:?} has no host"));
     }
     Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// Normalises a metrics endpoint: `8000` and `:8000` -> `http://0.0.0.0:8000/metrics`; no scheme
+/// -> `http://`; no metrics path -> `/metrics` appended.
+pub fn metrics_url(raw: &str) -> Result<String, ConfigError> {
+    let t = raw.trim();
+    if t.is_empty() || t.contains(char::is_whitespace) {
+        return err(format!(
+            "--server-metrics {raw:?} must be a non-empty URL without spaces"
+        ));
+    }
+    let port = t.strip_prefix(':').unwrap_or(t);
+    let mut url = if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+        format!("http://0.0.0.0:{port}")
+    } else if t.contains("://") {
+        t.to_owned()
+    } else {
+        format!("http://{t}")
+    };
+    if !(url.ends_with("/metrics") || url.contains("/metrics?")) {
+        url = format!("{}/metrics", url.trim_end_matches('/'));
+    }
+    url.parse::<http::Uri>()
+        .map_err(|e| ConfigError(format!("--server-metrics {raw:?} is not a URL: {e}")))?;
+    Ok(url)
 }
 
 /// Parses `--extra-inputs`: `key:value` pairs (JSON value when it parses) or JSON objects.
@@ -294,6 +320,11 @@ impl RunConfig {
             wait_for_model,
             failed_request_threshold: a.failed_request_threshold,
             artifact_dir: a.artifact_dir.clone(),
+            server_metrics: a
+                .server_metrics
+                .iter()
+                .map(|u| metrics_url(u))
+                .collect::<Result<_, _>>()?,
             progress_interval: (a.progress_interval > 0.0)
                 .then(|| Duration::try_from_secs_f64(a.progress_interval).ok())
                 .flatten(),
@@ -359,6 +390,25 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("ftp"));
+    }
+
+    #[test]
+    fn metrics_urls_follow_the_inferencex_normalisation() {
+        let cases = [
+            ("http://10.0.0.5:8081/", "http://10.0.0.5:8081/metrics"),
+            (
+                "http://h:8000/prometheus/metrics",
+                "http://h:8000/prometheus/metrics",
+            ),
+            ("node3:8081", "http://node3:8081/metrics"),
+            ("8000", "http://0.0.0.0:8000/metrics"),
+            (":8000", "http://0.0.0.0:8000/metrics"),
+            ("h:1/metrics?x=1", "http://h:1/metrics?x=1"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(metrics_url(raw).unwrap(), want, "{raw}");
+        }
+        assert!(metrics_url("a b").is_err());
     }
 
     #[test]

@@ -158,6 +158,15 @@ pub async fn replay(
         }
     };
     let client = Client::new(cfg.client.clone())?;
+    let metrics_urls: Vec<String> = match (&cfg.target, cfg.server_metrics.is_empty()) {
+        // The first run already captures the simulator's counters.
+        (Target::Embedded(_), true) => sim
+            .iter()
+            .flat_map(|h| h.urls())
+            .map(|u| format!("{u}/metrics"))
+            .collect(),
+        _ => cfg.server_metrics.clone(),
+    };
     // Like AIPerf, a given model and no --wait-for-model-timeout means no readiness wait: an
     // unreachable server then shows up as failed records. Without a model, one is discovered.
     let model = match &cfg.model {
@@ -204,6 +213,7 @@ pub async fn replay(
     })?;
     let sink: Box<dyn std::io::Write + Send> = Box::new(std::io::BufWriter::new(file));
 
+    let mut scrapes = capture_metrics(&client, &metrics_urls, &dir, "before").await;
     let start_unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -246,6 +256,10 @@ pub async fn replay(
     let agg = aggregator
         .await
         .unwrap_or_else(|_| metrics::Aggregate::new());
+    let after = capture_metrics(&client, &metrics_urls, &dir, "after").await;
+    for (s, a) in scrapes.iter_mut().zip(after) {
+        s.after = a.before;
+    }
     drop(sim);
 
     let stopped_by = stop.reason();
@@ -266,6 +280,7 @@ pub async fn replay(
         input: cfg.dataset.describe(),
         start_unix_s,
         stopped_by: stopped_by.map(|r| r.as_str().to_owned()),
+        server_metrics: scrapes,
         timeouts_s: [
             ("connect", t.connect.as_secs_f64()),
             ("first_token", t.first_token.as_secs_f64()),
@@ -287,6 +302,43 @@ pub async fn replay(
         artifact_error,
         stopped_by,
     })
+}
+
+/// GETs every metrics endpoint once and saves the page as
+/// `server_metrics/endpoint<i>_<when>.txt`. Failures are recorded, never fatal.
+async fn capture_metrics(
+    client: &Client,
+    urls: &[String],
+    dir: &Path,
+    when: &str,
+) -> Vec<metrics::MetricsScrape> {
+    let mut out = Vec::new();
+    for (i, url) in urls.iter().enumerate() {
+        let status = match url.parse::<Uri>() {
+            Err(e) => format!("invalid URL: {e}"),
+            Ok(uri) => match client
+                .get(uri, Duration::from_secs(10), "text/plain;version=0.0.4")
+                .await
+            {
+                Err(e) => format!("error: {e}"),
+                Ok((code, body)) => {
+                    let sub = dir.join("server_metrics");
+                    let file = sub.join(format!("endpoint{i}_{when}.txt"));
+                    match std::fs::create_dir_all(&sub).and_then(|()| std::fs::write(&file, &body))
+                    {
+                        Ok(()) => format!("HTTP {code}, {} bytes", body.len()),
+                        Err(e) => format!("HTTP {code}, not saved: {e}"),
+                    }
+                }
+            },
+        };
+        out.push(metrics::MetricsScrape {
+            url: url.clone(),
+            before: status,
+            after: String::new(),
+        });
+    }
+    out
 }
 
 fn load_samples(cfg: &RunConfig) -> Result<Vec<Sample>, EngineError> {
@@ -353,7 +405,9 @@ async fn probe(
     let uri = join(base, "/v1/models")?;
     let until = Instant::now() + wait;
     loop {
-        let attempt = client.get(uri.clone(), Duration::from_secs(10)).await;
+        let attempt = client
+            .get(uri.clone(), Duration::from_secs(10), "application/json")
+            .await;
         match attempt {
             Ok(ok) => return Ok(ok),
             Err(reason) if Instant::now() >= until || stop.token().is_cancelled() => {
@@ -397,7 +451,7 @@ async fn warm_pool(client: &Client, base: &str, n: usize, limit: Duration) {
     for _ in 0..n.min(1024) {
         let (c, u) = (client.clone(), uri.clone());
         set.spawn(async move {
-            let _ = c.get(u, limit).await;
+            let _ = c.get(u, limit, "*/*").await;
         });
     }
     while set.join_next().await.is_some() {}

@@ -30,10 +30,14 @@ pub mod sim;
 pub use cli::{Cli, Command, EmbeddedSimArgs, ReplayArgs, SimArgs};
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
-pub use config::{normalize_url, parse_extra_inputs, sim_config, ConfigError, RunConfig};
+pub use config::{
+    metrics_url, normalize_url, parse_extra_inputs, sim_config, ConfigError, RunConfig,
+};
 pub use dataset::{DatasetError, DatasetKind, Sample};
 pub use engine::{replay, EngineError, RunOutcome, StopReason, Stopper, BUNDLED_COLLECTION};
-pub use metrics::{percentile_sorted, Counts, Progress, RunMeta, Stat, Summary, SUMMARY_SCHEMA};
+pub use metrics::{
+    percentile_sorted, Counts, MetricsScrape, Progress, RunMeta, Stat, Summary, SUMMARY_SCHEMA,
+};
 pub use record::{ChunkGap, FailureKind, Outcome, RequestRecord, TokenSource};
 pub use render::EndpointType;
 pub use report::{console_table, write_artifacts};

@@ -369,8 +369,21 @@ pub struct RunMeta {
     pub start_unix_s: f64,
     /// Why the run ended early, if it did (`deadline`, `interrupted`, `terminated`, `stalled`).
     pub stopped_by: Option<String>,
+    /// Metrics endpoints captured before and after the run (raw pages in `server_metrics/`).
+    pub server_metrics: Vec<MetricsScrape>,
     /// The per-request timeouts used.
     pub timeouts_s: BTreeMap<&'static str, f64>,
+}
+
+/// One metrics endpoint and how its two captures went.
+#[derive(Clone, Debug, Serialize)]
+pub struct MetricsScrape {
+    /// The endpoint.
+    pub url: String,
+    /// Outcome of the capture before the first request.
+    pub before: String,
+    /// Outcome of the capture after the last request.
+    pub after: String,
 }
 
 /// The run's summary (also written as `summary.json`).

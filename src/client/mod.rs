@@ -146,11 +146,17 @@ impl Client {
     }
 
     /// A bounded `GET` (readiness probe, model discovery, pool warm-up). Returns status and body.
-    pub(crate) async fn get(&self, uri: Uri, limit: Duration) -> Result<(u16, Bytes), String> {
+    pub(crate) async fn get(
+        &self,
+        uri: Uri,
+        limit: Duration,
+        accept: &str,
+    ) -> Result<(u16, Bytes), String> {
         let mut req = Request::builder().method(Method::GET).uri(uri);
         for (k, v) in &self.opts.headers {
             req = req.header(k, v);
         }
+        req = req.header(ACCEPT, accept);
         let req = req
             .body(Full::new(Bytes::new()))
             .map_err(|e| e.to_string())?;

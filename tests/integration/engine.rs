@@ -167,3 +167,81 @@ async fn measured_times_track_the_simulator_schedule() {
     );
     assert_eq!(out.summary.metrics["inter_chunk_latency_ms"].count, 8 * 10);
 }
+
+/// Sum of one vLLM counter family over every series of a saved page.
+fn counter_sum(page: &str, name: &str) -> f64 {
+    page.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_pages_of_two_servers_with_two_engines_each_match_the_stream() {
+    let s = sim(SimConfig {
+        servers: 2,
+        engines: 2,
+        ..fast()
+    });
+    let urls = s.urls();
+    assert_eq!(urls.len(), 2);
+    let dir = tempfile::tempdir().unwrap();
+    let (m0, m1) = (
+        format!("{}/metrics", urls[0]),
+        urls[1].trim_start_matches("http://").to_owned(),
+    );
+    let out = run(config(&[
+        "--url",
+        &urls[0],
+        "--request-count",
+        "40",
+        "--osl",
+        "50",
+        "--concurrency",
+        "8",
+        "--server-metrics",
+        &m0,
+        "--server-metrics",
+        &m1,
+        "--artifact-dir",
+        dir.path().to_str().unwrap(),
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 40);
+    let page = |i: usize, when: &str| {
+        std::fs::read_to_string(
+            dir.path()
+                .join(format!("server_metrics/endpoint{i}_{when}.txt")),
+        )
+        .unwrap()
+    };
+    let (p0, p1) = (page(0, "after"), page(1, "after"));
+    // Server 0 owns engines 0 and 1 and took every request; server 1 (engines 2, 3) took none.
+    assert!(
+        p0.contains("engine=\"1\"") && p1.contains("engine=\"3\"") && !p0.contains("engine=\"2\"")
+    );
+    let t = s.totals();
+    let drafts = counter_sum(&p0, "vllm:spec_decode_num_drafts_total")
+        + counter_sum(&p1, "vllm:spec_decode_num_drafts_total");
+    let accepted = counter_sum(&p0, "vllm:spec_decode_num_accepted_tokens_total");
+    let per_pos = counter_sum(&p0, "vllm:spec_decode_num_accepted_tokens_per_pos_total");
+    assert_eq!(drafts as u64, t.drafts);
+    assert_eq!(accepted as u64, t.accepted);
+    assert_eq!(per_pos, accepted, "per-position counts add up to accepted");
+    assert_eq!(counter_sum(&p1, "vllm:spec_decode_num_drafts_total"), 0.0);
+    assert_eq!(
+        40 * 50,
+        40 + t.drafts + t.accepted,
+        "tokens = prefill + drafts + accepted"
+    );
+    assert_eq!(
+        counter_sum(&page(0, "before"), "vllm:spec_decode_num_drafts_total"),
+        0.0
+    );
+    assert!(out
+        .summary
+        .meta
+        .server_metrics
+        .iter()
+        .all(|m| m.after.starts_with("HTTP 200")));
+}
