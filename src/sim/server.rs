@@ -749,7 +749,8 @@ impl SimStream {
         if self.stream && self.chat && first {
             self.chunk(
                 &mut out,
-                Some(r#""role":"assistant","content":"""#),
+                r#""role":"assistant","content":"""#,
+                "",
                 None,
                 None,
             );
@@ -897,11 +898,13 @@ impl SimStream {
         out.push('}');
     }
 
-    /// One streaming chunk; `delta` is raw JSON members for chat, ignored text for completions.
+    /// One streaming chunk. `members` are the raw JSON members of the chat `delta`; completions
+    /// carry `text` instead.
     fn chunk(
         &self,
         out: &mut String,
-        delta: Option<&str>,
+        members: &str,
+        text: &str,
         finish: Option<&str>,
         usage: Option<u32>,
     ) {
@@ -909,9 +912,9 @@ impl SimStream {
         self.head(out);
         out.push_str("\"choices\":[{\"index\":0,");
         if self.chat {
-            let _ = write!(out, "\"delta\":{{{}}}", delta.unwrap_or(""));
+            let _ = write!(out, "\"delta\":{{{members}}}");
         } else {
-            out.push_str("\"text\":\"\"");
+            let _ = write!(out, "\"text\":\"{text}\"");
         }
         out.push_str(",\"logprobs\":null,\"finish_reason\":");
         push_opt_str(out, finish);
@@ -923,6 +926,8 @@ impl SimStream {
         out.push_str("}\n\n");
     }
 
+    /// A chunk carrying `text` as content or reasoning (completions have no reasoning field, so
+    /// reasoning text streams as text there). Words are plain ASCII: no JSON escaping needed.
     fn delta_chunk(
         &self,
         out: &mut String,
@@ -931,28 +936,17 @@ impl SimStream {
         finish: Option<&str>,
         usage: Option<u32>,
     ) {
-        out.push_str("data: ");
-        self.head(out);
-        out.push_str("\"choices\":[{\"index\":0,");
-        if self.chat {
-            let field = match (reasoning, self.shared.cfg.reasoning_field) {
-                (false, _) => "content",
-                (true, ReasoningField::ReasoningContent) => "reasoning_content",
-                (true, ReasoningField::Reasoning) => "reasoning",
-            };
-            let _ = write!(out, "\"delta\":{{\"{field}\":\"{text}\"}}");
+        let field = match (reasoning, self.shared.cfg.reasoning_field) {
+            (false, _) => "content",
+            (true, ReasoningField::ReasoningContent) => "reasoning_content",
+            (true, ReasoningField::Reasoning) => "reasoning",
+        };
+        let members = if self.chat {
+            format!("\"{field}\":\"{text}\"")
         } else {
-            // Completions have no reasoning field; reasoning text streams as text.
-            let _ = write!(out, "\"text\":\"{text}\"");
-        }
-        out.push_str(",\"logprobs\":null,\"finish_reason\":");
-        push_opt_str(out, finish);
-        out.push_str("}]");
-        if let Some(c) = usage {
-            out.push_str(",\"usage\":");
-            self.usage(out, c);
-        }
-        out.push_str("}\n\n");
+            String::new()
+        };
+        self.chunk(out, &members, text, finish, usage);
     }
 
     fn full_body(&self, out: &mut String) {
