@@ -102,6 +102,7 @@ impl PreciseTimer {
 
 fn run(inner: &Inner) {
     set_timer_slack_ns(1);
+    raise_priority();
     let mut due: Vec<Waker> = Vec::new();
     let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
     loop {
@@ -160,6 +161,18 @@ fn set_timer_slack_ns(ns: u64) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = ns;
+}
+
+/// Best effort: a real-time priority lets this thread preempt the busy client threads the moment a
+/// deadline comes (it only ever runs briefly). Without the privilege it stays a normal thread.
+#[allow(unsafe_code)]
+fn raise_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: sched_setscheduler on the calling thread (pid 0) with a valid, initialised param.
+    unsafe {
+        let param = libc::sched_param { sched_priority: 1 };
+        libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+    }
 }
 
 /// A future that completes at `at` on the precise timer.
