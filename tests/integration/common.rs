@@ -64,3 +64,10 @@ pub(crate) fn records(dir: &Path) -> Vec<Value> {
 pub(crate) fn kind(r: &Value) -> Option<&str> {
     r["outcome"]["kind"].as_str()
 }
+
+/// Replays against `url` with artifacts in `dir`; `args` are further flags, whitespace-separated.
+pub(crate) async fn replay_at(url: &str, dir: &str, args: &str) -> RunOutcome {
+    let mut argv = vec!["--url", url, "--artifact-dir", dir];
+    argv.extend(args.split_whitespace());
+    run(config(&argv)).await
+}

@@ -1,6 +1,6 @@
 //! End-to-end replays: exact counts and token totals, streaming and not, both endpoints.
 
-use crate::common::{config, fast, records, run, sim};
+use crate::common::{config, fast, records, replay_at, run, sim};
 use specperf::sim::SimConfig;
 use std::time::Duration;
 
@@ -8,18 +8,11 @@ use std::time::Duration;
 async fn two_thousand_streams_at_concurrency_64_are_exact() {
     let s = sim(fast());
     let dir = tempfile::tempdir().unwrap();
-    let out = run(config(&[
-        "--url",
+    let out = replay_at(
         &s.url(),
-        "--concurrency",
-        "64",
-        "--request-count",
-        "2000",
-        "--osl",
-        "256",
-        "--artifact-dir",
         dir.path().to_str().unwrap(),
-    ]))
+        "--concurrency 64 --request-count 2000 --osl 256",
+    )
     .await;
     let c = &out.summary.counts;
     assert_eq!(
@@ -85,37 +78,17 @@ async fn completions_non_streaming_and_per_chunk_usage() {
     });
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let out = run(config(&[
-        "--url",
+    let out = replay_at(
         &s.url(),
-        "--endpoint-type",
-        "completions",
-        "--streaming",
-        "false",
-        "--request-count",
-        "20",
-        "--osl",
-        "32",
-        "--artifact-dir",
         d,
-    ]))
+        "--endpoint-type completions --streaming false --request-count 20 --osl 32",
+    )
     .await;
     assert_eq!(out.summary.counts.success, 20);
     assert_eq!(out.summary.total_completion_tokens, 20 * 32);
     assert_eq!(out.summary.tokens_counted_by["usage_final"], 20);
 
-    let out = run(config(&[
-        "--url",
-        &s.url(),
-        "--per-chunk-usage",
-        "--request-count",
-        "20",
-        "--osl",
-        "64",
-        "--artifact-dir",
-        d,
-    ]))
-    .await;
+    let out = replay_at(&s.url(), d, "--per-chunk-usage --request-count 20 --osl 64").await;
     assert_eq!(out.summary.counts.success, 20);
     assert_eq!(out.summary.tokens_counted_by["usage_per_chunk"], 20);
     assert_eq!(out.summary.total_reasoning_tokens, 20 * 5);
@@ -138,18 +111,11 @@ async fn measured_times_track_the_simulator_schedule() {
         ..SimConfig::default()
     });
     let dir = tempfile::tempdir().unwrap();
-    let out = run(config(&[
-        "--url",
+    let out = replay_at(
         &s.url(),
-        "--concurrency",
-        "4",
-        "--request-count",
-        "8",
-        "--osl",
-        "11",
-        "--artifact-dir",
         dir.path().to_str().unwrap(),
-    ]))
+        "--concurrency 4 --request-count 8 --osl 11",
+    )
     .await;
     assert_eq!(out.summary.counts.success, 8);
     let ttft = &out.summary.metrics["time_to_first_token_ms"];

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{config, fast, kind, records, run, run_with, sim};
+use crate::common::{config, fast, kind, records, replay_at, run_with, sim};
 use specperf::sim::SimConfig;
 use specperf::{StopReason, Stopper};
 
@@ -12,28 +12,12 @@ async fn with_fault(
     s: &specperf::sim::SimHandle,
     fault: &str,
     n: usize,
-    extra: &[&str],
+    extra: &str,
 ) -> (specperf::RunOutcome, Vec<serde_json::Value>) {
     let dir = tempfile::tempdir().unwrap();
-    let header = format!("x-specperf-fault:{fault}");
-    let count = n.to_string();
-    let url = s.url();
-    let mut args = vec![
-        "--url",
-        &url,
-        "--concurrency",
-        "2",
-        "--request-count",
-        &count,
-        "--osl",
-        "16",
-        "-H",
-        &header,
-        "--artifact-dir",
-        dir.path().to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let out = run(config(&args)).await;
+    let args =
+        format!("--concurrency 2 --request-count {n} --osl 16 -H x-specperf-fault:{fault} {extra}");
+    let out = replay_at(&s.url(), dir.path().to_str().unwrap(), &args).await;
     let recs = records(dir.path());
     assert_eq!(
         recs.len() as u64,
@@ -58,7 +42,7 @@ fn all_kind(recs: &[serde_json::Value], want: &str) {
 async fn http_error_statuses_are_counted_by_status() {
     let s = sim(fast());
     for (fault, status) in [("http429", 429u16), ("http500", 500), ("http503", 503)] {
-        let (out, recs) = with_fault(&s, fault, 4, &[]).await;
+        let (out, recs) = with_fault(&s, fault, 4, "").await;
         all_kind(&recs, "http_status");
         assert_eq!(out.summary.counts.http_status[&status], 4, "{fault}");
         assert_eq!(specperf::exit_code(&out, 0.05), 1, "all failed -> exit 1");
@@ -87,7 +71,7 @@ async fn mid_stream_faults_have_their_own_kinds_streaming_and_not() {
                 &s,
                 fault,
                 3,
-                &["--streaming", streaming, "--max-event-bytes", "1048576"],
+                &format!("--streaming {streaming} --max-event-bytes 1048576"),
             )
             .await;
             assert!(
@@ -102,7 +86,7 @@ async fn mid_stream_faults_have_their_own_kinds_streaming_and_not() {
 async fn stall_before_headers_is_a_ttft_timeout() {
     let s = sim(fast());
     let t = Instant::now();
-    let (_, recs) = with_fault(&s, "stall", 2, &["--ttft-timeout-seconds", "0.3"]).await;
+    let (_, recs) = with_fault(&s, "stall", 2, "--ttft-timeout-seconds 0.3").await;
     all_kind(&recs, "ttft_timeout");
     assert!(t.elapsed() < Duration::from_secs(10));
 }
@@ -110,13 +94,7 @@ async fn stall_before_headers_is_a_ttft_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stall_mid_stream_is_an_idle_timeout() {
     let s = sim(fast());
-    let (_, recs) = with_fault(
-        &s,
-        "stall-mid-stream",
-        2,
-        &["--idle-timeout-seconds", "0.3"],
-    )
-    .await;
+    let (_, recs) = with_fault(&s, "stall-mid-stream", 2, "--idle-timeout-seconds 0.3").await;
     all_kind(&recs, "idle_timeout");
     assert!(
         recs.iter().all(|r| r["first_token_ns"].is_u64()),
@@ -130,10 +108,10 @@ async fn slow_headers_count_in_ttft_and_can_time_out() {
         slow_headers: Duration::from_millis(300),
         ..fast()
     });
-    let (out, _) = with_fault(&s, "slow-headers", 2, &[]).await;
+    let (out, _) = with_fault(&s, "slow-headers", 2, "").await;
     assert_eq!(out.summary.counts.success, 2);
     assert!(out.summary.metrics["time_to_first_token_ms"].min >= 300.0);
-    let (_, recs) = with_fault(&s, "slow-headers", 2, &["--ttft-timeout-seconds", "0.1"]).await;
+    let (_, recs) = with_fault(&s, "slow-headers", 2, "--ttft-timeout-seconds 0.1").await;
     all_kind(&recs, "ttft_timeout");
 }
 
@@ -144,20 +122,11 @@ async fn slow_stream_hits_the_total_timeout() {
         ..fast()
     });
     let dir = tempfile::tempdir().unwrap();
-    let out = run(config(&[
-        "--url",
+    let out = replay_at(
         &s.url(),
-        "--concurrency",
-        "2",
-        "--request-count",
-        "2",
-        "--osl",
-        "200",
-        "--request-timeout-seconds",
-        "0.3",
-        "--artifact-dir",
         dir.path().to_str().unwrap(),
-    ]))
+        "--concurrency 2 --request-count 2 --osl 200 --request-timeout-seconds 0.3",
+    )
     .await;
     assert_eq!(out.summary.counts.failed_by_kind["total_timeout"], 2);
 }
@@ -172,18 +141,11 @@ async fn faults_at_a_rate_mix_with_healthy_requests_and_counts_add_up() {
         ..fast()
     });
     let dir = tempfile::tempdir().unwrap();
-    let out = run(config(&[
-        "--url",
+    let out = replay_at(
         &s.url(),
-        "--concurrency",
-        "8",
-        "--request-count",
-        "300",
-        "--osl",
-        "16",
-        "--artifact-dir",
         dir.path().to_str().unwrap(),
-    ]))
+        "--concurrency 8 --request-count 300 --osl 16",
+    )
     .await;
     let c = &out.summary.counts;
     assert_eq!(c.total, 300);
@@ -209,20 +171,11 @@ async fn run_deadline_cancels_in_flight_requests_and_still_writes_the_summary() 
     });
     let dir = tempfile::tempdir().unwrap();
     let t = Instant::now();
-    let out = run(config(&[
-        "--url",
+    let out = replay_at(
         &s.url(),
-        "--concurrency",
-        "4",
-        "--request-count",
-        "100",
-        "--osl",
-        "500",
-        "--timeout-seconds",
-        "0.5",
-        "--artifact-dir",
         dir.path().to_str().unwrap(),
-    ]))
+        "--concurrency 4 --request-count 100 --osl 500 --timeout-seconds 0.5",
+    )
     .await;
     assert!(t.elapsed() < Duration::from_secs(10));
     assert_eq!(out.stopped_by, Some(StopReason::Deadline));
@@ -272,7 +225,7 @@ async fn external_stop_is_the_same_cancellation_path() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_fault_header_is_a_400_naming_the_value() {
     let s = sim(fast());
-    let (out, recs) = with_fault(&s, "no-such-fault", 1, &[]).await;
+    let (out, recs) = with_fault(&s, "no-such-fault", 1, "").await;
     assert_eq!(out.summary.counts.http_status[&400], 1);
     assert!(recs[0]["error"].as_str().unwrap().contains("no-such-fault"));
 }

@@ -2,27 +2,18 @@
 
 use std::time::Duration;
 
-use crate::common::{config, fast, records, run, sim};
+use crate::common::{config, fast, records, replay_at, sim};
 use specperf::sim::{SimConfig, TlsFiles};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2c_prior_knowledge_multiplexes_streams() {
     let s = sim(fast());
     let dir = tempfile::tempdir().unwrap();
-    let out = run(config(&[
-        "--url",
+    let out = replay_at(
         &s.url(),
-        "--http",
-        "http2",
-        "--concurrency",
-        "16",
-        "--request-count",
-        "100",
-        "--osl",
-        "32",
-        "--artifact-dir",
         dir.path().to_str().unwrap(),
-    ]))
+        "--http http2 --concurrency 16 --request-count 100 --osl 32",
+    )
     .await;
     assert_eq!(out.summary.counts.success, 100);
     assert_eq!(s.http2_requests(), 100);
@@ -51,35 +42,19 @@ async fn tls_with_a_local_ca_over_http1_and_http2() {
     assert!(url.starts_with("https://"));
     let art = dir.path().join("a");
     let a = art.to_str().unwrap();
-    let out = run(config(&[
-        "--url",
+    let out = replay_at(
         &url,
-        "--ca-file",
-        &ca,
-        "--http",
-        "http1",
-        "--request-count",
-        "10",
-        "--osl",
-        "16",
-        "--artifact-dir",
         a,
-    ]))
+        &format!("--ca-file {ca} --http http1 --request-count 10 --osl 16"),
+    )
     .await;
     assert_eq!(out.summary.counts.success, 10);
     assert_eq!(s.http2_requests(), 0);
-    let out = run(config(&[
-        "--url",
+    let out = replay_at(
         &url,
-        "--ca-file",
-        &ca,
-        "--request-count",
-        "10",
-        "--osl",
-        "16",
-        "--artifact-dir",
         a,
-    ]))
+        &format!("--ca-file {ca} --request-count 10 --osl 16"),
+    )
     .await;
     assert_eq!(out.summary.counts.success, 10);
     assert_eq!(s.http2_requests(), 10, "ALPN picked h2 in auto mode");
@@ -125,20 +100,11 @@ async fn tls_handshake_that_never_completes_is_a_connect_timeout_record() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("https://127.0.0.1:{port}");
     let t = std::time::Instant::now();
-    let out = run(config(&[
-        "--url",
+    let out = replay_at(
         &url,
-        "--model",
-        "m",
-        "--concurrency",
-        "2",
-        "--request-count",
-        "3",
-        "--connect-timeout-seconds",
-        "0.3",
-        "--artifact-dir",
         dir.path().to_str().unwrap(),
-    ]))
+        "--model m --concurrency 2 --request-count 3 --connect-timeout-seconds 0.3",
+    )
     .await;
     assert_eq!(out.summary.counts.failed_by_kind["connect_timeout"], 3);
     assert!(t.elapsed() < Duration::from_secs(4));
@@ -169,17 +135,7 @@ async fn unreachable_server_without_a_model_is_not_ready_and_with_one_is_connect
         !dir.path().join("records.jsonl").exists(),
         "a run that never started writes no records"
     );
-    let out = run(config(&[
-        "--url",
-        &url,
-        "--model",
-        "m",
-        "--request-count",
-        "5",
-        "--artifact-dir",
-        d,
-    ]))
-    .await;
+    let out = replay_at(&url, d, "--model m --request-count 5").await;
     assert_eq!(out.summary.counts.failed_by_kind["connect"], 5);
     assert_eq!(specperf::exit_code(&out, 0.05), 1);
 }
