@@ -357,7 +357,8 @@ struct StreamState {
     streaming: bool,
     done: bool,
     first_token: Option<Instant>,
-    last_content: Option<Instant>,
+    /// Events of the current read, each stamped when its blank line was parsed; reused per read.
+    parsed: Vec<(Instant, Result<Event, String>)>,
     last_event: Instant,
     prev_completion_tokens: u64,
     per_chunk_usage: bool,
@@ -376,7 +377,7 @@ impl StreamState {
             streaming,
             done: false,
             first_token: None,
-            last_content: None,
+            parsed: Vec::new(),
             last_event: Instant::now(),
             prev_completion_tokens: 0,
             per_chunk_usage: false,
@@ -410,13 +411,14 @@ impl StreamState {
             self.error_body.extend_from_slice(data);
             return Ok(());
         }
-        let mut events = Vec::new();
+        let mut parsed = std::mem::take(&mut self.parsed);
         self.parser
-            .push(data, |ev| events.push(classify(ev).map_err(|m| m.0)))
+            .push(data, |ev| {
+                parsed.push((Instant::now(), classify(ev).map_err(|m| m.0)))
+            })
             .map_err(|e| (FailureKind::Oversized, e.to_string()))?;
-        for ev in events {
+        for (at, ev) in parsed.drain(..) {
             rec.events += 1;
-            let now_ns = clock.now_ns();
             match ev {
                 Err(m) => {
                     self.malformed.get_or_insert(m);
@@ -425,17 +427,24 @@ impl StreamState {
                 Ok(Event::Error(m)) => {
                     self.stream_error.get_or_insert(m);
                 }
-                Ok(Event::Chunk(c)) => self.on_chunk(c, now_ns, rec),
+                Ok(Event::Chunk(c)) => self.on_chunk(c, at, clock, rec),
             }
         }
+        self.parsed = parsed;
         if let Some(m) = self.malformed.take() {
             return Err((FailureKind::Malformed, m));
         }
         Ok(())
     }
 
-    fn on_chunk(&mut self, c: sse::ChunkInfo, now_ns: u64, rec: &mut RequestRecord) {
-        let now = Instant::now();
+    fn on_chunk(
+        &mut self,
+        c: sse::ChunkInfo,
+        now: Instant,
+        clock: &Clock,
+        rec: &mut RequestRecord,
+    ) {
+        let now_ns = clock.ns(now);
         let has_token = c.content || c.reasoning;
         let mut chunk_tokens = 0u64;
         if let Some(u) = c.usage {
@@ -476,7 +485,6 @@ impl StreamState {
             });
         }
         rec.last_token_ns = Some(now_ns);
-        self.last_content = Some(now);
     }
 
     fn finish_failed(
@@ -509,8 +517,7 @@ impl StreamState {
             let body = std::mem::take(&mut self.error_body);
             match classify(&body) {
                 Ok(Event::Chunk(c)) => {
-                    let now_ns = clock.now_ns();
-                    self.on_chunk(c, now_ns, &mut rec);
+                    self.on_chunk(c, Instant::now(), clock, &mut rec);
                     // One body, one usage: not a per-chunk count.
                     self.per_chunk_usage = false;
                     rec.first_chunk_tokens = None;
