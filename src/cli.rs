@@ -166,7 +166,7 @@ pub struct ReplayArgs {
     #[arg(long, num_args = 1.., action = clap::ArgAction::Append)]
     pub server_metrics: Vec<String>,
 
-    /// Artifact directory. Default: artifacts/<model>-<endpoint>-concurrency<N>.
+    /// Artifact directory. Default: `artifacts/<model>-<endpoint>-concurrency<N>`.
     #[arg(long, visible_alias = "output-artifact-dir")]
     pub artifact_dir: Option<PathBuf>,
 

@@ -474,10 +474,3 @@ fn default_artifact_dir(model: &str, cfg: &RunConfig) -> PathBuf {
     };
     Path::new("artifacts").join(format!("{safe}-{kind}-concurrency{}", cfg.concurrency))
 }
-
-impl Simulator {
-    /// Serves until `stop` fires (used by `specperf sim`).
-    pub async fn run_until(self, stop: &Stopper) {
-        self.run(stop.token().clone()).await
-    }
-}

@@ -252,8 +252,8 @@ impl Client {
                     Some(Ok(frame)) => {
                         let Ok(data) = frame.into_data() else { continue };
                         if !status.is_success() {
-                            if state.error_body.len() < 64 * 1024 {
-                                state.error_body.extend_from_slice(&data);
+                            if state.body.len() < 64 * 1024 {
+                                state.body.extend_from_slice(&data);
                             }
                             continue;
                         }
@@ -293,7 +293,7 @@ impl Client {
             let msg = format!(
                 "HTTP {}: {}",
                 status.as_u16(),
-                sse::error_message(&String::from_utf8_lossy(&state.error_body))
+                sse::error_message(&String::from_utf8_lossy(&state.body))
             );
             return fail(rec, clock, FailureKind::HttpStatus, msg);
         }
@@ -365,7 +365,7 @@ struct StreamState {
     final_usage: Option<sse::Usage>,
     stream_error: Option<String>,
     malformed: Option<String>,
-    error_body: Vec<u8>,
+    body: Vec<u8>,
     body_bytes: usize,
     max_body: usize,
 }
@@ -384,7 +384,7 @@ impl StreamState {
             final_usage: None,
             stream_error: None,
             malformed: None,
-            error_body: Vec::new(),
+            body: Vec::new(),
             body_bytes: 0,
             max_body,
         }
@@ -408,7 +408,7 @@ impl StreamState {
                     format!("response body exceeds {} bytes", self.max_body),
                 ));
             }
-            self.error_body.extend_from_slice(data);
+            self.body.extend_from_slice(data);
             return Ok(());
         }
         let mut parsed = std::mem::take(&mut self.parsed);
@@ -514,7 +514,7 @@ impl StreamState {
 
     fn finish(mut self, mut rec: RequestRecord, clock: &Clock, streaming: bool) -> RequestRecord {
         if !streaming {
-            let body = std::mem::take(&mut self.error_body);
+            let body = std::mem::take(&mut self.body);
             match classify(&body) {
                 Ok(Event::Chunk(c)) => {
                     self.on_chunk(c, Instant::now(), clock, &mut rec);

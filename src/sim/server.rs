@@ -24,7 +24,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::model::{plan, request_rng, Emission, EngineCounters, Plan, PlanParams};
-use super::timer::{PreciseTimer, SleepUntil};
+use super::timer::PreciseTimer;
 use super::{Fault, ReasoningField, SimConfig, SimError, FAULT_HEADER};
 
 /// Lateness of emissions against their schedule.
@@ -147,6 +147,11 @@ impl Simulator {
         }
         cancel.cancelled().await;
         tasks.shutdown().await;
+    }
+
+    /// Serves until `stop` fires (used by `specperf sim`).
+    pub async fn run_until(self, stop: &crate::engine::Stopper) {
+        self.run(stop.token().clone()).await
     }
 
     /// Binds and serves on a dedicated thread with its own runtime, so its timing does not depend
@@ -1150,10 +1155,4 @@ fn prom_escape(s: &str) -> String {
     }
     o.push('"');
     o
-}
-
-/// Waits on the precise timer (used by tests of the timer through the server module).
-#[allow(dead_code)]
-pub(crate) async fn sleep_precise(timer: &PreciseTimer, at: Instant) {
-    SleepUntil::new(timer, at).await
 }

@@ -175,39 +175,39 @@ fn raise_priority() {
     }
 }
 
-/// A future that completes at `at` on the precise timer.
-pub(crate) struct SleepUntil {
-    timer: PreciseTimer,
-    at: Instant,
-}
-
-impl SleepUntil {
-    pub(crate) fn new(timer: &PreciseTimer, at: Instant) -> Self {
-        SleepUntil {
-            timer: timer.clone(),
-            at,
-        }
-    }
-}
-
-impl std::future::Future for SleepUntil {
-    type Output = ();
-    fn poll(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        if Instant::now() >= self.at {
-            return std::task::Poll::Ready(());
-        }
-        // Registered again on a spurious poll: the waker may have changed; extra wake-ups are harmless.
-        self.timer.wake_at(self.at, cx.waker().clone());
-        std::task::Poll::Pending
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A future that completes at `at` on the precise timer.
+    struct SleepUntil {
+        timer: PreciseTimer,
+        at: Instant,
+    }
+
+    impl SleepUntil {
+        fn new(timer: &PreciseTimer, at: Instant) -> Self {
+            SleepUntil {
+                timer: timer.clone(),
+                at,
+            }
+        }
+    }
+
+    impl std::future::Future for SleepUntil {
+        type Output = ();
+        fn poll(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<()> {
+            if Instant::now() >= self.at {
+                return std::task::Poll::Ready(());
+            }
+            // Registered again on a spurious poll: the waker may have changed; extra wake-ups are harmless.
+            self.timer.wake_at(self.at, cx.waker().clone());
+            std::task::Poll::Pending
+        }
+    }
 
     #[tokio::test]
     async fn wakes_at_the_deadline_not_before() {
