@@ -35,6 +35,9 @@ fn run_config(url: &str, artifact_dir: &str) -> RunConfig {
         artifact_dir,
         "--progress-interval",
         "0",
+        // The simulator's counters are exact at once; no settle wait inside the measurement.
+        "--metrics-settle-seconds",
+        "0",
     ])
     .expect("flags parse");
     let Command::Replay(args) = cli.command else {

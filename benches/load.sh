@@ -73,7 +73,7 @@ start_sim() {
 replay() {
     local rc=0
     /usr/bin/time -v -o "$2.time" "$BIN" replay --url "$BASE" --concurrency "$CONCURRENCY" \
-        --request-count "$1" --osl 256 --progress-interval 0 --artifact-dir "$2.artifacts" \
+        --request-count "$1" --osl 256 --progress-interval 0 --metrics-settle-seconds 0 --artifact-dir "$2.artifacts" \
         >"$2.out" 2>"$2.err" || rc=$?
     if [[ $rc -ne 0 ]]; then
         echo "warning: replay exited $rc" >&2

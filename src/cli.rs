@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::client::HttpVersion;
 use crate::dataset::DatasetKind;
 use crate::render::EndpointType;
+use crate::scrape::acceptance::SpecEngine;
 use crate::sim::{Fault, ReasoningField};
 
 /// specperf: a load generator for OpenAI-compatible LLM servers that measures speculative decoding.
@@ -160,11 +161,9 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 4 << 20)]
     pub max_event_bytes: usize,
 
-    /// Prometheus endpoint to capture before and after the run (repeatable). `host:port`, a bare
-    /// port, or a URL; `/metrics` is appended when the URL has no metrics path. Default with the
-    /// embedded simulator: its own /metrics.
-    #[arg(long, num_args = 1.., action = clap::ArgAction::Append)]
-    pub server_metrics: Vec<String>,
+    /// Metrics scraping and acceptance length.
+    #[command(flatten)]
+    pub scrape: ScrapeArgs,
 
     /// Artifact directory. Default: `artifacts/<model>-<endpoint>-concurrency<N>`.
     #[arg(long, visible_alias = "output-artifact-dir")]
@@ -177,6 +176,44 @@ pub struct ReplayArgs {
     /// Settings of the embedded simulator (used only without --url).
     #[command(flatten)]
     pub sim: EmbeddedSimArgs,
+}
+
+/// Where and how the servers' Prometheus counters are scraped for acceptance length.
+#[derive(Debug, Args, Clone)]
+pub struct ScrapeArgs {
+    /// Prometheus endpoint of a worker to scrape (repeatable; every decode worker of a
+    /// deployment). `host:port`, a bare port, or a URL; `/metrics` is appended when the URL has no
+    /// metrics path. Without it: SPEEDBENCH_DECODE_METRICS_URLS, SPEEDBENCH_METRICS_URLS,
+    /// AIPERF_SERVER_METRICS_URLS, SPEEDBENCH_METRICS_PORTS (first set wins), else the target's own
+    /// /metrics. SPEEDBENCH_TRTLLM_JSON_METRICS_URLS adds TensorRT-LLM JSON iteration-stats URLs.
+    #[arg(long, visible_alias = "metrics-url", num_args = 1.., action = clap::ArgAction::Append)]
+    pub server_metrics: Vec<String>,
+
+    /// Do not scrape any metrics endpoint.
+    #[arg(long, conflicts_with = "server_metrics")]
+    pub no_server_metrics: bool,
+
+    /// Seconds between scrapes during the run (live AL; TensorRT-LLM JSON poll period).
+    #[arg(long, default_value_t = 1.0)]
+    pub metrics_interval_seconds: f64,
+
+    /// Per-scrape timeout, seconds.
+    #[arg(long, env = "SPEEDBENCH_METRICS_CURL_TIMEOUT", default_value_t = 10.0)]
+    pub metrics_timeout_seconds: f64,
+
+    /// Wait after the last response before the final scrape (engines export counters
+    /// asynchronously). Default 10 s against a server, 0 against the embedded simulator.
+    #[arg(long)]
+    pub metrics_settle_seconds: Option<f64>,
+
+    /// Engine whose speculative-decoding counters to read (auto: detect from the page).
+    #[arg(long, value_enum, default_value_t = SpecEngine::Auto)]
+    pub spec_engine: SpecEngine,
+
+    /// Draft tokens per step (k), for validation and the fixed-k fallbacks. Default: inferred
+    /// from the per-position counters where the engine has them.
+    #[arg(long)]
+    pub num_spec_tokens: Option<u32>,
 }
 
 /// Timing and acceptance of the simulator.

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::cli::{ReplayArgs, SimArgs};
+use crate::cli::{ReplayArgs, ScrapeArgs, SimArgs};
 use crate::client::{build_headers, ClientOptions, Timeouts};
 use crate::dataset::{DatasetKind, SpeedBenchSelect};
 use crate::render::{EndpointType, RenderOptions};
+use crate::scrape::acceptance::AcceptanceOptions;
 use crate::sim::{Acceptance, SimConfig, TlsFiles};
 
 /// A configuration error (exit code 2).
@@ -83,7 +84,7 @@ pub struct RunConfig {
     /// Failed fraction above which the run exits 1.
     pub failed_request_threshold: f64,
     pub(crate) artifact_dir: Option<PathBuf>,
-    pub(crate) server_metrics: Vec<String>,
+    pub(crate) scrape: ScrapeConfig,
     /// Progress line period (None: no progress line).
     pub progress_interval: Option<Duration>,
 }
@@ -141,13 +142,19 @@ pub fn normalize_url(raw: &str) -> Result<String, ConfigError> {
     Ok(url.trim_end_matches('/').to_owned())
 }
 
-/// Normalises a metrics endpoint: `8000` and `:8000` -> `http://0.0.0.0:8000/metrics`; no scheme
-/// -> `http://`; no metrics path -> `/metrics` appended.
-pub fn metrics_url(raw: &str) -> Result<String, ConfigError> {
+/// Normalises one metrics endpoint (`inferencex-contract.md` §9.2): one trailing `,` then one
+/// trailing `/` stripped; `8000` and `:8000` -> `http://0.0.0.0:8000/metrics`; no scheme ->
+/// `http://`; no metrics path -> `/metrics` appended. `None` for an empty item.
+pub fn metrics_url(raw: &str) -> Result<Option<String>, ConfigError> {
     let t = raw.trim();
-    if t.is_empty() || t.contains(char::is_whitespace) {
+    let t = t.strip_suffix(',').unwrap_or(t);
+    let t = t.strip_suffix('/').unwrap_or(t);
+    if t.is_empty() {
+        return Ok(None);
+    }
+    if t.contains(char::is_whitespace) {
         return err(format!(
-            "--server-metrics {raw:?} must be a non-empty URL without spaces"
+            "metrics endpoint {raw:?} must be a URL without spaces"
         ));
     }
     let port = t.strip_prefix(':').unwrap_or(t);
@@ -159,11 +166,130 @@ pub fn metrics_url(raw: &str) -> Result<String, ConfigError> {
         format!("http://{t}")
     };
     if !(url.ends_with("/metrics") || url.contains("/metrics?")) {
-        url = format!("{}/metrics", url.trim_end_matches('/'));
+        url = format!("{url}/metrics");
     }
     url.parse::<http::Uri>()
-        .map_err(|e| ConfigError(format!("--server-metrics {raw:?} is not a URL: {e}")))?;
-    Ok(url)
+        .map_err(|e| ConfigError(format!("metrics endpoint {raw:?} is not a URL: {e}")))?;
+    Ok(Some(url))
+}
+
+/// Metrics endpoints from flags, else the InferenceX environment (`inferencex-contract.md` §9.1,
+/// first non-empty source wins), normalised; duplicates are an error (they would double count).
+/// Empty means "the target's own /metrics".
+pub fn metrics_endpoints(
+    flags: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<String>, ConfigError> {
+    let split_loose = |v: &str| -> Vec<String> {
+        v.split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut items: Vec<String> = flags.to_vec();
+    let mut source = "--server-metrics";
+    for var in ["SPEEDBENCH_DECODE_METRICS_URLS", "SPEEDBENCH_METRICS_URLS"] {
+        if items.is_empty() {
+            items = env(var).map(|v| split_loose(&v)).unwrap_or_default();
+            source = var;
+        }
+    }
+    if items.is_empty() {
+        if let Some(v) = env("AIPERF_SERVER_METRICS_URLS").filter(|v| !v.trim().is_empty()) {
+            let parts: Vec<&str> = v.trim().split(',').collect();
+            if parts
+                .iter()
+                .any(|p| p.is_empty() || p.contains(char::is_whitespace))
+            {
+                return err(
+                    "AIPERF_SERVER_METRICS_URLS must be a comma-separated list of non-empty URLs",
+                );
+            }
+            items = parts.into_iter().map(str::to_owned).collect();
+            source = "AIPERF_SERVER_METRICS_URLS";
+        }
+    }
+    if items.is_empty() {
+        items = env("SPEEDBENCH_METRICS_PORTS")
+            .map(|v| split_loose(&v))
+            .unwrap_or_default();
+        source = "SPEEDBENCH_METRICS_PORTS";
+    }
+    if !items.is_empty() {
+        items.extend(
+            env("SPEEDBENCH_TRTLLM_JSON_METRICS_URLS")
+                .map(|v| split_loose(&v))
+                .unwrap_or_default(),
+        );
+    }
+    let mut out: Vec<String> = Vec::new();
+    for item in &items {
+        let Some(url) = metrics_url(item).map_err(|e| ConfigError(format!("{source}: {e}")))?
+        else {
+            continue;
+        };
+        if out.contains(&url) {
+            return err(format!(
+                "{source}: metrics endpoint {url} listed twice (its counters would be counted \
+                 twice); list each worker once"
+            ));
+        }
+        out.push(url);
+    }
+    Ok(out)
+}
+
+/// Validated scrape settings; endpoints resolved against the target at run time.
+#[derive(Clone, Debug)]
+pub(crate) struct ScrapeConfig {
+    /// Explicit endpoints (empty: the target's own /metrics).
+    pub(crate) endpoints: Vec<String>,
+    pub(crate) enabled: bool,
+    pub(crate) interval: Duration,
+    pub(crate) timeout: Duration,
+    pub(crate) settle: Option<Duration>,
+    pub(crate) acceptance: AcceptanceOptions,
+}
+
+impl ScrapeConfig {
+    pub(crate) fn from_args(
+        a: &ScrapeArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ScrapeConfig, ConfigError> {
+        let positive = |flag: &str, v: f64| {
+            Duration::try_from_secs_f64(v)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| ConfigError(format!("--{flag} {v} must be a positive number")))
+        };
+        if a.num_spec_tokens == Some(0) {
+            return err("--num-spec-tokens must be at least 1");
+        }
+        Ok(ScrapeConfig {
+            endpoints: if a.no_server_metrics {
+                Vec::new()
+            } else {
+                metrics_endpoints(&a.server_metrics, env)?
+            },
+            enabled: !a.no_server_metrics,
+            interval: positive("metrics-interval-seconds", a.metrics_interval_seconds)?,
+            timeout: positive("metrics-timeout-seconds", a.metrics_timeout_seconds)?,
+            settle: a
+                .metrics_settle_seconds
+                .map(|v| {
+                    Duration::try_from_secs_f64(v).map_err(|_| {
+                        ConfigError(format!(
+                            "--metrics-settle-seconds {v} must be zero or a positive number"
+                        ))
+                    })
+                })
+                .transpose()?,
+            acceptance: AcceptanceOptions {
+                engine: a.spec_engine,
+                num_spec_tokens: a.num_spec_tokens,
+            },
+        })
+    }
 }
 
 /// Parses `--extra-inputs`: `key:value` pairs (JSON value when it parses) or JSON objects.
@@ -320,11 +446,7 @@ impl RunConfig {
             wait_for_model,
             failed_request_threshold: a.failed_request_threshold,
             artifact_dir: a.artifact_dir.clone(),
-            server_metrics: a
-                .server_metrics
-                .iter()
-                .map(|u| metrics_url(u))
-                .collect::<Result<_, _>>()?,
+            scrape: ScrapeConfig::from_args(&a.scrape, &|k| std::env::var(k).ok())?,
             progress_interval: (a.progress_interval > 0.0)
                 .then(|| Duration::try_from_secs_f64(a.progress_interval).ok())
                 .flatten(),
@@ -400,15 +522,66 @@ mod tests {
                 "http://h:8000/prometheus/metrics",
                 "http://h:8000/prometheus/metrics",
             ),
-            ("node3:8081", "http://node3:8081/metrics"),
+            ("node3:8081,", "http://node3:8081/metrics"),
             ("8000", "http://0.0.0.0:8000/metrics"),
             (":8000", "http://0.0.0.0:8000/metrics"),
             ("h:1/metrics?x=1", "http://h:1/metrics?x=1"),
         ];
         for (raw, want) in cases {
-            assert_eq!(metrics_url(raw).unwrap(), want, "{raw}");
+            assert_eq!(metrics_url(raw).unwrap().as_deref(), Some(want), "{raw}");
         }
         assert!(metrics_url("a b").is_err());
+        assert_eq!(metrics_url(" ,").unwrap(), None);
+    }
+
+    #[test]
+    fn metrics_endpoints_take_the_first_non_empty_source_and_refuse_duplicates() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let both = env(&[
+            ("SPEEDBENCH_DECODE_METRICS_URLS", "a:1, b:2\nc:3"),
+            ("SPEEDBENCH_METRICS_URLS", "z:9"),
+        ]);
+        assert_eq!(
+            metrics_endpoints(&[], &both).unwrap(),
+            [
+                "http://a:1/metrics",
+                "http://b:2/metrics",
+                "http://c:3/metrics"
+            ]
+        );
+        // Flags win over the environment.
+        assert_eq!(
+            metrics_endpoints(&["8000".into()], &both).unwrap(),
+            ["http://0.0.0.0:8000/metrics"]
+        );
+        let ports = env(&[
+            ("SPEEDBENCH_METRICS_PORTS", "8081 node2:8082"),
+            (
+                "SPEEDBENCH_TRTLLM_JSON_METRICS_URLS",
+                "http://t:8000/metrics",
+            ),
+        ]);
+        assert_eq!(
+            metrics_endpoints(&[], &ports).unwrap(),
+            [
+                "http://0.0.0.0:8081/metrics",
+                "http://node2:8082/metrics",
+                "http://t:8000/metrics"
+            ]
+        );
+        let aiperf = env(&[("AIPERF_SERVER_METRICS_URLS", "http://a:1,,http://b:2")]);
+        let e = metrics_endpoints(&[], &aiperf).unwrap_err().to_string();
+        assert!(e.contains("comma-separated list of non-empty URLs"), "{e}");
+        let dup = metrics_endpoints(&["h:1".into(), "http://h:1/".into()], &|_| None);
+        assert!(dup.unwrap_err().to_string().contains("listed twice"));
+        assert!(metrics_endpoints(&[], &|_| None).unwrap().is_empty());
     }
 
     #[test]

@@ -13,13 +13,14 @@ use http::Uri;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Client, ClientError, Clock, Prepared};
+use crate::client::{Client, ClientError, Clock, Fetched, Prepared};
 use crate::config::{DatasetSource, RunConfig, Target};
 use crate::dataset::{self, DatasetError, Sample};
 use crate::metrics::{self, Progress, RunMeta, Summary};
 use crate::record::RequestRecord;
 use crate::render;
 use crate::schedule::ClosedLoop;
+use crate::scrape::{ScrapeSettings, Scraper};
 use crate::sim::{SimError, SimHandle, Simulator};
 
 /// The collection bundled into the binary (`datasets/qualitative.jsonl`).
@@ -158,15 +159,7 @@ pub async fn replay(
         }
     };
     let client = Client::new(cfg.client.clone())?;
-    let metrics_urls: Vec<String> = match (&cfg.target, cfg.server_metrics.is_empty()) {
-        // The first run already captures the simulator's counters.
-        (Target::Embedded(_), true) => sim
-            .iter()
-            .flat_map(|h| h.urls())
-            .map(|u| format!("{u}/metrics"))
-            .collect(),
-        _ => cfg.server_metrics.clone(),
-    };
+    let scrape_settings = scrape_settings(&cfg, sim.as_ref(), &base_url);
     // Like AIPerf, a given model and no --wait-for-model-timeout means no readiness wait: an
     // unreachable server then shows up as failed records. Without a model, one is discovered.
     let model = match &cfg.model {
@@ -213,7 +206,15 @@ pub async fn replay(
     })?;
     let sink: Box<dyn std::io::Write + Send> = Box::new(std::io::BufWriter::new(file));
 
-    let mut scrapes = capture_metrics(&client, &metrics_urls, &dir, "before").await;
+    let progress = Arc::new(progress);
+    let scraper = match scrape_settings {
+        Some(mut settings) => {
+            settings.save_dir = Some(dir.clone());
+            let s = Scraper::baseline(client.clone(), settings, stop.token()).await;
+            Some(s.spawn(stop.token().clone(), Some(progress.clone())))
+        }
+        None => None,
+    };
     let start_unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -221,7 +222,7 @@ pub async fn replay(
     let clock = Clock::new();
     let (tx, rx) = mpsc::channel::<RequestRecord>(1024);
     let progress_rx = progress.subscribe();
-    let aggregator = tokio::spawn(metrics::aggregate(rx, Some(sink), progress));
+    let aggregator = tokio::spawn(metrics::aggregate(rx, Some(sink), progress.clone()));
     let schedule = Arc::new(ClosedLoop::new(request_count, samples.len()));
     let guards = spawn_guards(&cfg, &stop, progress_rx, schedule.clone());
 
@@ -256,10 +257,10 @@ pub async fn replay(
     let agg = aggregator
         .await
         .unwrap_or_else(|_| metrics::Aggregate::new());
-    let after = capture_metrics(&client, &metrics_urls, &dir, "after").await;
-    for (s, a) in scrapes.iter_mut().zip(after) {
-        s.after = a.before;
-    }
+    let acceptance = match scraper {
+        Some(task) => task.finish(Instant::now()).await,
+        None => None,
+    };
     drop(sim);
 
     let stopped_by = stop.reason();
@@ -280,7 +281,6 @@ pub async fn replay(
         input: cfg.dataset.describe(),
         start_unix_s,
         stopped_by: stopped_by.map(|r| r.as_str().to_owned()),
-        server_metrics: scrapes,
         timeouts_s: [
             ("connect", t.connect.as_secs_f64()),
             ("first_token", t.first_token.as_secs_f64()),
@@ -291,7 +291,8 @@ pub async fn replay(
         .into_iter()
         .collect(),
     };
-    let summary = agg.summary(meta);
+    let mut summary = agg.summary(meta);
+    summary.acceptance = acceptance;
     let mut artifact_error = agg.write_error.clone();
     if let Err(e) = crate::report::write_artifacts(&dir, &summary) {
         artifact_error.get_or_insert(e.to_string());
@@ -304,41 +305,36 @@ pub async fn replay(
     })
 }
 
-/// GETs every metrics endpoint once and saves the page as
-/// `server_metrics/endpoint<i>_<when>.txt`. Failures are recorded, never fatal.
-async fn capture_metrics(
-    client: &Client,
-    urls: &[String],
-    dir: &Path,
-    when: &str,
-) -> Vec<metrics::MetricsScrape> {
-    let mut out = Vec::new();
-    for (i, url) in urls.iter().enumerate() {
-        let status = match url.parse::<Uri>() {
-            Err(e) => format!("invalid URL: {e}"),
-            Ok(uri) => match client
-                .get(uri, Duration::from_secs(10), "text/plain;version=0.0.4")
-                .await
-            {
-                Err(e) => format!("error: {e}"),
-                Ok((code, body)) => {
-                    let sub = dir.join("server_metrics");
-                    let file = sub.join(format!("endpoint{i}_{when}.txt"));
-                    match std::fs::create_dir_all(&sub).and_then(|()| std::fs::write(&file, &body))
-                    {
-                        Ok(()) => format!("HTTP {code}, {} bytes", body.len()),
-                        Err(e) => format!("HTTP {code}, not saved: {e}"),
-                    }
-                }
-            },
-        };
-        out.push(metrics::MetricsScrape {
-            url: url.clone(),
-            before: status,
-            after: String::new(),
-        });
+/// Where to scrape: the configured endpoints, else the target's own `/metrics` (every listener
+/// of the embedded simulator). `None` with `--no-server-metrics`.
+fn scrape_settings(cfg: &RunConfig, sim: Option<&SimHandle>, base: &str) -> Option<ScrapeSettings> {
+    let sc = &cfg.scrape;
+    if !sc.enabled {
+        return None;
     }
-    out
+    let endpoints = if !sc.endpoints.is_empty() {
+        sc.endpoints.clone()
+    } else if let Some(h) = sim {
+        h.urls().iter().map(|u| format!("{u}/metrics")).collect()
+    } else {
+        vec![format!("{}/metrics", base.trim_end_matches('/'))]
+    };
+    // The simulator's counters are exact the moment a response ends; real engines lag.
+    let settle = sc.settle.unwrap_or(if sim.is_some() {
+        Duration::ZERO
+    } else {
+        Duration::from_secs(10)
+    });
+    Some(ScrapeSettings {
+        endpoints,
+        interval: sc.interval,
+        timeout: sc.timeout,
+        settle,
+        require_stable: false,
+        stable_max: Duration::from_secs(30),
+        acceptance: sc.acceptance,
+        save_dir: None,
+    })
 }
 
 fn load_samples(cfg: &RunConfig) -> Result<Vec<Sample>, EngineError> {
@@ -401,12 +397,17 @@ async fn probe(
     base: &str,
     wait: Duration,
     stop: &Stopper,
-) -> Result<(u16, Bytes), EngineError> {
+) -> Result<Fetched, EngineError> {
     let uri = join(base, "/v1/models")?;
     let until = Instant::now() + wait;
     loop {
         let attempt = client
-            .get(uri.clone(), Duration::from_secs(10), "application/json")
+            .get(
+                uri.clone(),
+                Duration::from_secs(10),
+                "application/json",
+                1 << 20,
+            )
             .await;
         match attempt {
             Ok(ok) => return Ok(ok),
@@ -427,7 +428,7 @@ async fn discover_model(
     wait: Duration,
     stop: &Stopper,
 ) -> Result<String, EngineError> {
-    let (status, body) = probe(client, base, wait, stop).await?;
+    let Fetched { status, body, .. } = probe(client, base, wait, stop).await?;
     if status != 200 {
         return Err(EngineError::NoModel(format!(
             "GET {base}/v1/models answered HTTP {status}"
@@ -451,7 +452,7 @@ async fn warm_pool(client: &Client, base: &str, n: usize, limit: Duration) {
     for _ in 0..n.min(1024) {
         let (c, u) = (client.clone(), uri.clone());
         set.spawn(async move {
-            let _ = c.get(u, limit, "*/*").await;
+            let _ = c.get(u, limit, "*/*", 64 << 10).await;
         });
     }
     while set.join_next().await.is_some() {}

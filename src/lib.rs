@@ -8,6 +8,8 @@
 //!  Sample      body       Ticket       RequestRecord           Summary, records.jsonl     table, summary.json
 //!                                            │
 //!                             engine: one Stopper (deadline, stall, SIGINT, SIGTERM)
+//!                                            │
+//!  scrape (side task, same Stopper): /metrics pages ──> prom::parse ──> acceptance::evaluate ──> AL
 //!
 //!  sim: the built-in OpenAI-compatible server with speculative-decoding counters (embedded default)
 //! ```
@@ -25,19 +27,19 @@ mod record;
 mod render;
 mod report;
 mod schedule;
+pub mod scrape;
 pub mod sim;
 
-pub use cli::{Cli, Command, EmbeddedSimArgs, ReplayArgs, SimArgs};
+pub use cli::{Cli, Command, EmbeddedSimArgs, ReplayArgs, ScrapeArgs, SimArgs};
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
 pub use config::{
-    metrics_url, normalize_url, parse_extra_inputs, sim_config, ConfigError, RunConfig,
+    metrics_endpoints, metrics_url, normalize_url, parse_extra_inputs, sim_config, ConfigError,
+    RunConfig,
 };
 pub use dataset::{DatasetError, DatasetKind, Sample};
 pub use engine::{replay, EngineError, RunOutcome, StopReason, Stopper, BUNDLED_COLLECTION};
-pub use metrics::{
-    percentile_sorted, Counts, MetricsScrape, Progress, RunMeta, Stat, Summary, SUMMARY_SCHEMA,
-};
+pub use metrics::{percentile_sorted, Counts, Progress, RunMeta, Stat, Summary, SUMMARY_SCHEMA};
 pub use record::{ChunkGap, FailureKind, Outcome, RequestRecord, TokenSource};
 pub use render::EndpointType;
 pub use report::{console_table, write_artifacts};

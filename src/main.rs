@@ -77,8 +77,12 @@ async fn print_progress(mut rx: watch::Receiver<Progress>, every: Duration) {
         tick.tick().await;
         let p = *rx.borrow_and_update();
         let t = start.elapsed().as_secs_f64();
+        let al = p
+            .acceptance_length
+            .map(|a| format!(" | AL {a:.3}"))
+            .unwrap_or_default();
         eprintln!(
-            "[{t:7.1}s] done {} (ok {}, failed {}, cancelled {}) | {:.1} req/s | {:.0} output tok/s",
+            "[{t:7.1}s] done {} (ok {}, failed {}, cancelled {}) | {:.1} req/s | {:.0} output tok/s{al}",
             p.done,
             p.ok,
             p.failed,

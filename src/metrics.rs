@@ -6,12 +6,14 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::Arc;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
 use crate::record::{FailureKind, Outcome, RequestRecord, TokenSource};
+use crate::scrape::ScrapeReport;
 
 /// Statistics of one metric. Percentiles use numpy's default linear interpolation over all
 /// values; `std` is the population standard deviation.
@@ -125,6 +127,8 @@ pub struct Progress {
     pub cancelled: u64,
     /// Completion tokens of successful records.
     pub output_tokens: u64,
+    /// Live acceptance length (baseline scrape to the latest one), when known.
+    pub acceptance_length: Option<f64>,
 }
 
 /// Request counts by outcome.
@@ -337,6 +341,7 @@ impl Aggregate {
             zero_gap_fraction,
             metrics,
             warnings,
+            acceptance: None,
         }
     }
 }
@@ -369,21 +374,8 @@ pub struct RunMeta {
     pub start_unix_s: f64,
     /// Why the run ended early, if it did (`deadline`, `interrupted`, `terminated`, `stalled`).
     pub stopped_by: Option<String>,
-    /// Metrics endpoints captured before and after the run (raw pages in `server_metrics/`).
-    pub server_metrics: Vec<MetricsScrape>,
     /// The per-request timeouts used.
     pub timeouts_s: BTreeMap<&'static str, f64>,
-}
-
-/// One metrics endpoint and how its two captures went.
-#[derive(Clone, Debug, Serialize)]
-pub struct MetricsScrape {
-    /// The endpoint.
-    pub url: String,
-    /// Outcome of the capture before the first request.
-    pub before: String,
-    /// Outcome of the capture after the last request.
-    pub after: String,
 }
 
 /// The run's summary (also written as `summary.json`).
@@ -425,6 +417,9 @@ pub struct Summary {
     pub metrics: BTreeMap<String, Stat>,
     /// Things the reader should know about these numbers.
     pub warnings: Vec<String>,
+    /// Acceptance length from the servers' counters, with the scrape outcomes (absent when no
+    /// metrics endpoint was scraped).
+    pub acceptance: Option<ScrapeReport>,
 }
 
 fn ms(ns: u64) -> f64 {
@@ -439,7 +434,7 @@ fn secs(ns: u64) -> f64 {
 pub(crate) async fn aggregate(
     mut rx: mpsc::Receiver<RequestRecord>,
     mut sink: Option<Box<dyn Write + Send>>,
-    progress: watch::Sender<Progress>,
+    progress: Arc<watch::Sender<Progress>>,
 ) -> Aggregate {
     let mut agg = Aggregate::new();
     let mut line = Vec::with_capacity(1024);

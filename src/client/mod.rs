@@ -13,7 +13,9 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use http::header::{
+    HeaderName, HeaderValue, ACCEPT, ACCEPT_ENCODING, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE,
+};
 use http::{HeaderMap, Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -107,6 +109,28 @@ impl Clock {
     }
 }
 
+/// A GET answer: status, lower-cased `Content-Type`, and the body (gzip already undone).
+#[derive(Debug)]
+pub(crate) struct Fetched {
+    pub(crate) status: u16,
+    pub(crate) content_type: Option<String>,
+    pub(crate) body: Bytes,
+}
+
+/// Inflates a gzip body, refusing to grow past `max` bytes (a zip bomb must not exhaust memory).
+fn gunzip(body: &[u8], max: usize) -> Result<Bytes, String> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .take(max as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("gzip body does not inflate: {e}"))?;
+    if out.len() > max {
+        return Err(format!("gzip body inflates past the {max}-byte cap"));
+    }
+    Ok(Bytes::from(out))
+}
+
 /// One request ready to send.
 #[derive(Clone, Debug)]
 pub(crate) struct Prepared {
@@ -151,24 +175,39 @@ impl Client {
         uri: Uri,
         limit: Duration,
         accept: &str,
-    ) -> Result<(u16, Bytes), String> {
+        max: usize,
+    ) -> Result<Fetched, String> {
         let mut req = Request::builder().method(Method::GET).uri(uri);
         for (k, v) in &self.opts.headers {
             req = req.header(k, v);
         }
         req = req.header(ACCEPT, accept);
+        req = req.header(ACCEPT_ENCODING, "gzip, identity");
         let req = req
             .body(Full::new(Bytes::new()))
             .map_err(|e| e.to_string())?;
         let fut = async {
             let resp = self.inner.request(req).await.map_err(|e| describe(&e))?;
             let status = resp.status().as_u16();
-            let body = http_body_util::Limited::new(resp.into_body(), self.opts.max_body_bytes)
+            let header = |name| {
+                resp.headers()
+                    .get(name)
+                    .and_then(|v: &HeaderValue| v.to_str().ok())
+                    .map(str::to_ascii_lowercase)
+            };
+            let content_type = header(CONTENT_TYPE);
+            let gzip = header(CONTENT_ENCODING).is_some_and(|e| e.contains("gzip"));
+            let body = http_body_util::Limited::new(resp.into_body(), max)
                 .collect()
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("{e} (body cap {max} bytes)"))?
                 .to_bytes();
-            Ok((status, body))
+            let body = if gzip { gunzip(&body, max)? } else { body };
+            Ok(Fetched {
+                status,
+                content_type,
+                body,
+            })
         };
         tokio::time::timeout(limit, fut)
             .await

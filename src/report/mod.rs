@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::metrics::Summary;
+use crate::scrape::acceptance::AcceptanceStatus;
+use crate::scrape::ScrapeReport;
 
 /// Rows of the console table: (metric key, label).
 const ROWS: [(&str, &str); 12] = [
@@ -91,6 +93,9 @@ pub fn console_table(s: &Summary) -> String {
         "Tokens: {} prompt, {} completion ({} reasoning), counted from usage",
         s.total_prompt_tokens, s.total_completion_tokens, s.total_reasoning_tokens
     );
+    if let Some(r) = &s.acceptance {
+        acceptance_line(&mut o, r);
+    }
     if let Some(r) = &m.stopped_by {
         let _ = writeln!(o, "Stopped early: {r}");
     }
@@ -98,6 +103,83 @@ pub fn console_table(s: &Summary) -> String {
         let _ = writeln!(o, "Warning: {w}");
     }
     o
+}
+
+/// The acceptance line(s) of the console table.
+fn acceptance_line(o: &mut String, r: &ScrapeReport) {
+    let a = &r.acceptance;
+    let n = &a.numbers;
+    match (a.status, n.acceptance_length) {
+        (AcceptanceStatus::Ok, Some(al)) => {
+            let mut line = format!("Acceptance length: {al:.4}");
+            if let Some(ar) = n.acceptance_rate {
+                let _ = write!(line, ", acceptance rate {ar:.4}");
+            }
+            if let Some(k) = a.num_speculative_tokens {
+                let _ = write!(line, ", k {k}");
+            }
+            if !n.per_position_acceptance.is_empty() {
+                let p: Vec<String> = n
+                    .per_position_acceptance
+                    .iter()
+                    .map(|p| format!("{p:.3}"))
+                    .collect();
+                let _ = write!(line, ", per position {}", p.join(" "));
+            }
+            let _ = write!(
+                line,
+                " ({} drafts, {} accepted; {})",
+                n.drafts, n.accepted_tokens, a.metric_source
+            );
+            let _ = writeln!(o, "{line}");
+        }
+        (status, _) => {
+            let _ = writeln!(
+                o,
+                "Acceptance length: not measured ({}: {})",
+                serde_json::to_value(status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                a.reason.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if a.approximate {
+        let _ = writeln!(
+            o,
+            "Warning: acceptance length from a gauge (last-window value), not from counters"
+        );
+    }
+    if a.partial {
+        let failed: Vec<&str> = a
+            .endpoints
+            .iter()
+            .filter(|e| e.error.is_some())
+            .map(|e| e.url.as_str())
+            .collect();
+        let _ = writeln!(
+            o,
+            "Warning: acceptance is partial: {} of {} metrics endpoints failed ({})",
+            failed.len(),
+            a.endpoints.len(),
+            failed.join(", ")
+        );
+    }
+    if !a.resets.is_empty() {
+        let _ = writeln!(
+            o,
+            "Warning: {} counter reset(s) during the window (counted as Prometheus increase() \
+             does; first: {} {} on {})",
+            a.resets.len(),
+            a.resets[0].kind,
+            a.resets[0].series,
+            a.resets[0].endpoint
+        );
+    }
+    for w in &a.warnings {
+        let _ = writeln!(o, "Warning: acceptance: {w}");
+    }
 }
 
 /// Writes `summary.json` and `console.txt` into `dir`.

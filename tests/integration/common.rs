@@ -29,7 +29,15 @@ pub(crate) fn fast() -> SimConfig {
 
 /// Parses `specperf replay <args>` into a validated config.
 pub(crate) fn config(args: &[&str]) -> RunConfig {
-    let mut argv = vec!["specperf", "replay", "--progress-interval", "0"];
+    // The simulator's counters are exact at once: no settle wait before the final scrape.
+    let mut argv = vec![
+        "specperf",
+        "replay",
+        "--progress-interval",
+        "0",
+        "--metrics-settle-seconds",
+        "0",
+    ];
     argv.extend_from_slice(args);
     let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("flags parse: {e}"));
     let Command::Replay(a) = cli.command else {

@@ -204,10 +204,29 @@ async fn metrics_pages_of_two_servers_with_two_engines_each_match_the_stream() {
         counter_sum(&page(0, "before"), "vllm:spec_decode_num_drafts_total"),
         0.0
     );
-    assert!(out
-        .summary
-        .meta
-        .server_metrics
+    let report = out.summary.acceptance.expect("metrics were scraped");
+    assert!(report
+        .endpoints
         .iter()
-        .all(|m| m.after.starts_with("HTTP 200")));
+        .all(|e| e.before == "ok" && e.after == "ok"));
+    let a = report.acceptance;
+    // Exactly the simulator's own counters over the same window.
+    assert_eq!(a.numbers.drafts, t.drafts as f64);
+    assert_eq!(a.numbers.accepted_tokens, t.accepted as f64);
+    assert_eq!(
+        a.numbers.acceptance_length,
+        Some(1.0 + t.accepted as f64 / t.drafts as f64)
+    );
+    assert_eq!(a.metric_source, "vllm-prometheus-counters-endpoints2");
+    assert!(!a.partial && a.resets.is_empty());
+    // Four engines over two ports, each its own series; only server 0's took requests.
+    let engines: Vec<(&str, bool)> = a
+        .engines
+        .iter()
+        .map(|e| (e.engine.as_str(), e.numbers.drafts > 0.0))
+        .collect();
+    assert_eq!(
+        engines,
+        [("0", true), ("1", true), ("2", false), ("3", false)]
+    );
 }

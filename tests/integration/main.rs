@@ -1,6 +1,7 @@
 //! Integration tests: loopback only (127.0.0.1, port 0), against the built-in simulator, every
 //! request loop bounded in count and time. One binary, topic modules.
 
+mod acceptance;
 mod common;
 mod engine;
 mod faults;

@@ -1,0 +1,441 @@
+//! The metrics side task: scrapes every worker's `/metrics` beside the engine and turns counter
+//! increases into acceptance length.
+//!
+//! A baseline scrape before the first request, one scrape per interval while the run goes (the
+//! live AL, and the only poller of TensorRT-LLM's draining JSON queue), and a final scrape after
+//! the last response plus a settle wait, because engines export their counters asynchronously.
+//! It runs under the run's cancellation token: a stopped run skips the settle wait but still takes
+//! its final scrape, so what was measured is kept.
+
+pub mod acceptance;
+pub mod prom;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::Uri;
+use serde::Serialize;
+use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{Client, Fetched};
+use crate::metrics::Progress;
+use acceptance::{
+    evaluate, Acceptance, AcceptanceOptions, AcceptanceStatus, EndpointWindow, IterationTotals,
+    Snapshot,
+};
+use prom::Format;
+
+/// The one `Accept` header we send: never ask for OpenMetrics (prometheus_client then escapes
+/// colons in names unless told otherwise).
+pub const ACCEPT: &str = "text/plain;version=0.0.4";
+
+/// Largest metrics page accepted (after gzip), bytes.
+pub const MAX_PAGE_BYTES: usize = 64 << 20;
+
+/// How the side task scrapes.
+#[derive(Clone, Debug)]
+pub(crate) struct ScrapeSettings {
+    /// Normalised endpoint URLs.
+    pub(crate) endpoints: Vec<String>,
+    /// Time between scrapes during the run (also the TensorRT-LLM JSON poll period).
+    pub(crate) interval: Duration,
+    /// Per-scrape timeout.
+    pub(crate) timeout: Duration,
+    /// Wait after the last response before the final scrape.
+    pub(crate) settle: Duration,
+    /// Take the baseline and final scrapes only once two consecutive scrapes one interval apart
+    /// show identical counters (at most `stable_max`), as the AL gate does.
+    pub(crate) require_stable: bool,
+    /// Upper bound on waiting for stable counters.
+    pub(crate) stable_max: Duration,
+    /// Engine and k.
+    pub(crate) acceptance: AcceptanceOptions,
+    /// Where raw pages are saved (`endpoint<i>_before.txt` / `_after.txt`), if anywhere.
+    pub(crate) save_dir: Option<PathBuf>,
+}
+
+/// One point of the AL timeline (baseline to that scrape).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct AlPoint {
+    /// Seconds since the baseline scrape.
+    pub t_s: f64,
+    /// AL over baseline..now (`None` while no drafts).
+    pub acceptance_length: Option<f64>,
+    /// Δdrafts over baseline..now.
+    pub drafts: f64,
+}
+
+/// How one endpoint's scrapes went.
+#[derive(Clone, Debug, Serialize)]
+pub struct EndpointStatus {
+    /// The endpoint.
+    pub url: String,
+    /// `ok`, or the error of the baseline scrape.
+    pub before: String,
+    /// `ok`, or the error of the final scrape.
+    pub after: String,
+    /// `prometheus`, `openmetrics` or `trtllm-json` (from the content type).
+    pub format: Option<&'static str>,
+    /// Scrapes that failed during the run (live display only).
+    pub failed_live_scrapes: u64,
+}
+
+/// The side task's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScrapeReport {
+    /// Acceptance over baseline..final.
+    pub acceptance: Acceptance,
+    /// Per-endpoint scrape outcomes.
+    pub endpoints: Vec<EndpointStatus>,
+    /// AL after each live scrape.
+    pub timeline: Vec<AlPoint>,
+    /// Seconds waited after the last response before the final scrape.
+    pub settle_s: f64,
+    /// Seconds from the baseline scrape to the final scrape.
+    pub window_s: f64,
+    /// False when stable counters were required and two identical consecutive scrapes did not
+    /// come within the limit (the gate's `counters_not_settled`).
+    pub counters_settled: bool,
+}
+
+/// What one scrape of one endpoint produced.
+enum Scraped {
+    Page(Snapshot, &'static str),
+    Iterations(IterationTotals),
+}
+
+async fn scrape_one(
+    client: &Client,
+    url: &str,
+    timeout: Duration,
+) -> Result<(Scraped, String), String> {
+    let uri: Uri = url.parse().map_err(|e| format!("invalid URL: {e}"))?;
+    let Fetched {
+        status,
+        content_type,
+        body,
+    } = client.get(uri, timeout, ACCEPT, MAX_PAGE_BYTES).await?;
+    if status != 200 {
+        return Err(format!("HTTP {status}"));
+    }
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let ct = content_type.unwrap_or_default();
+    let format = if ct.starts_with("application/json") {
+        let mut it = IterationTotals::default();
+        it.add_page(&body)?;
+        return Ok((Scraped::Iterations(it), text));
+    } else if ct.starts_with("application/openmetrics-text") {
+        Format::OpenMetrics
+    } else if ct.starts_with("text/plain") || ct.is_empty() {
+        Format::Text
+    } else {
+        return Err(format!(
+            "unexpected Content-Type {ct:?} (want text/plain, application/openmetrics-text or \
+             application/json)"
+        ));
+    };
+    let page = prom::parse(&text, format).map_err(|e| format!("malformed page: {e}"))?;
+    let name = match format {
+        Format::Text => "prometheus",
+        Format::OpenMetrics => "openmetrics",
+    };
+    Ok((Scraped::Page(Snapshot::from_page(&page), name), text))
+}
+
+/// Per-endpoint state kept by the task.
+struct Endpoint {
+    url: String,
+    baseline: Result<Snapshot, String>,
+    last: Result<Snapshot, String>,
+    /// JSON iteration stats summed since the baseline poll (which is drained and discarded).
+    iterations: Option<IterationTotals>,
+    format: Option<&'static str>,
+    failed_live: u64,
+}
+
+impl Endpoint {
+    fn window(&self) -> EndpointWindow {
+        EndpointWindow {
+            url: self.url.clone(),
+            before: self.baseline.clone(),
+            after: self.last.clone(),
+            iterations: self.iterations,
+        }
+    }
+}
+
+/// The running side task.
+pub(crate) struct Scraper {
+    settings: ScrapeSettings,
+    client: Client,
+    endpoints: Vec<Endpoint>,
+    started: Instant,
+    timeline: Vec<AlPoint>,
+    last_texts: Vec<Option<String>>,
+    unsettled: bool,
+}
+
+/// Handle on the spawned task: [`ScrapeTask::finish`] says the last response is in.
+pub(crate) struct ScrapeTask {
+    finish: oneshot::Sender<Instant>,
+    handle: tokio::task::JoinHandle<ScrapeReport>,
+}
+
+impl ScrapeTask {
+    /// Signals that the last response completed at `last_response` and waits for the report.
+    pub(crate) async fn finish(self, last_response: Instant) -> Option<ScrapeReport> {
+        let _ = self.finish.send(last_response);
+        self.handle.await.ok()
+    }
+}
+
+impl Scraper {
+    /// Takes the baseline scrape of every endpoint (stable if required).
+    pub(crate) async fn baseline(
+        client: Client,
+        settings: ScrapeSettings,
+        cancel: &CancellationToken,
+    ) -> Scraper {
+        let mut s = Scraper {
+            endpoints: settings
+                .endpoints
+                .iter()
+                .map(|u| Endpoint {
+                    url: u.clone(),
+                    baseline: Err("not scraped".into()),
+                    last: Err("not scraped".into()),
+                    iterations: None,
+                    format: None,
+                    failed_live: 0,
+                })
+                .collect(),
+            settings,
+            client,
+            started: Instant::now(),
+            timeline: Vec::new(),
+            last_texts: Vec::new(),
+            unsettled: false,
+        };
+        let stable = s.settings.require_stable;
+        let pages = s.scrape_all(stable, true, cancel).await;
+        for (ep, r) in s.endpoints.iter_mut().zip(pages) {
+            ep.baseline = r.clone();
+            ep.last = r;
+        }
+        s.save_pages("before");
+        s.started = Instant::now();
+        s
+    }
+
+    /// Whether any endpoint showed speculative counters at the baseline (a settle wait is
+    /// pointless otherwise).
+    fn has_counters(&self) -> bool {
+        self.endpoints.iter().any(|e| {
+            e.iterations.is_some() || e.baseline.as_ref().is_ok_and(|b| !b.values.is_empty())
+        })
+    }
+
+    /// Runs the live loop until `finish`, then settles and takes the final scrape.
+    pub(crate) fn spawn(
+        mut self,
+        cancel: CancellationToken,
+        progress: Option<Arc<watch::Sender<Progress>>>,
+    ) -> ScrapeTask {
+        let (tx, mut rx) = oneshot::channel::<Instant>();
+        let handle = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(self.settings.interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            let last_response = loop {
+                tokio::select! {
+                    r = &mut rx => break r.unwrap_or_else(|_| Instant::now()),
+                    _ = tick.tick() => {
+                        self.live_scrape(&cancel).await;
+                        if let Some(p) = &progress {
+                            let al = self.timeline.last().and_then(|t| t.acceptance_length);
+                            p.send_modify(|p| p.acceptance_length = al);
+                        }
+                    }
+                }
+            };
+            // Settle: keep polling (TensorRT-LLM's queue drains) until the wait is over.
+            let settle_until = last_response + self.settings.settle;
+            let settle = !cancel.is_cancelled() && self.has_counters();
+            if settle {
+                while Instant::now() < settle_until && !cancel.is_cancelled() {
+                    let wait = self.settings.interval.min(settle_until - Instant::now());
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = cancel.cancelled() => {}
+                    }
+                    if self.iterations_polled() {
+                        self.live_scrape(&cancel).await;
+                    }
+                }
+            }
+            let settle_s = if settle {
+                last_response.elapsed().as_secs_f64()
+            } else {
+                0.0
+            };
+            self.final_report(&cancel, settle_s).await
+        });
+        ScrapeTask { finish: tx, handle }
+    }
+
+    fn iterations_polled(&self) -> bool {
+        self.endpoints.iter().any(|e| e.iterations.is_some())
+    }
+
+    async fn live_scrape(&mut self, cancel: &CancellationToken) {
+        let pages = self.scrape_all(false, false, cancel).await;
+        for (ep, r) in self.endpoints.iter_mut().zip(pages) {
+            match r {
+                Ok(s) => ep.last = Ok(s),
+                Err(_) => ep.failed_live += 1,
+            }
+        }
+        let a = self.evaluate();
+        self.timeline.push(AlPoint {
+            t_s: self.started.elapsed().as_secs_f64(),
+            acceptance_length: a
+                .numbers
+                .acceptance_length
+                .filter(|_| a.status == AcceptanceStatus::Ok),
+            drafts: a.numbers.drafts,
+        });
+    }
+
+    fn evaluate(&self) -> Acceptance {
+        let windows: Vec<EndpointWindow> = self.endpoints.iter().map(Endpoint::window).collect();
+        evaluate(&windows, self.settings.acceptance)
+    }
+
+    async fn final_report(mut self, cancel: &CancellationToken, settle_s: f64) -> ScrapeReport {
+        // A stopped run takes one quick final scrape; a finished one may wait for stability.
+        let stable = self.settings.require_stable && !cancel.is_cancelled();
+        let never = CancellationToken::new();
+        let pages = self
+            .scrape_all(stable, false, if stable { cancel } else { &never })
+            .await;
+        for (ep, r) in self.endpoints.iter_mut().zip(pages) {
+            ep.last = r;
+        }
+        self.save_pages("after");
+        let acceptance = self.evaluate();
+        let endpoints = self
+            .endpoints
+            .iter()
+            .map(|e| EndpointStatus {
+                url: e.url.clone(),
+                before: status_text(&e.baseline),
+                after: status_text(&e.last),
+                format: e.format,
+                failed_live_scrapes: e.failed_live,
+            })
+            .collect();
+        ScrapeReport {
+            acceptance,
+            endpoints,
+            timeline: self.timeline,
+            settle_s,
+            window_s: self.started.elapsed().as_secs_f64(),
+            counters_settled: !self.unsettled,
+        }
+    }
+
+    /// Scrapes every endpoint, repeating (with `stable`) until two consecutive rounds one
+    /// interval apart agree on the counters, for at most `stable_max`. JSON endpoints add what
+    /// they drained to the window's totals, except with `discard_json` (the baseline).
+    async fn scrape_all(
+        &mut self,
+        stable: bool,
+        discard_json: bool,
+        cancel: &CancellationToken,
+    ) -> Vec<Result<Snapshot, String>> {
+        let deadline = Instant::now() + self.settings.stable_max;
+        let mut previous: Option<Vec<Result<Snapshot, String>>> = None;
+        loop {
+            let snaps = self.round(discard_json).await;
+            if !stable {
+                return snaps;
+            }
+            if let Some(prev) = &previous {
+                let same = prev.iter().zip(&snaps).all(|(a, b)| match (a, b) {
+                    (Ok(a), Ok(b)) => a.counters_equal(b),
+                    (Err(_), Err(_)) => true,
+                    _ => false,
+                });
+                if same || Instant::now() >= deadline || cancel.is_cancelled() {
+                    self.unsettled |= !same;
+                    return snaps;
+                }
+            }
+            previous = Some(snaps);
+            tokio::select! {
+                _ = tokio::time::sleep(self.settings.interval) => {}
+                _ = cancel.cancelled() => {}
+            }
+        }
+    }
+
+    /// One concurrent scrape of every endpoint; keeps the raw texts for saving.
+    async fn round(&mut self, discard_json: bool) -> Vec<Result<Snapshot, String>> {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, ep) in self.endpoints.iter().enumerate() {
+            let (client, url, timeout) =
+                (self.client.clone(), ep.url.clone(), self.settings.timeout);
+            set.spawn(async move { (i, scrape_one(&client, &url, timeout).await) });
+        }
+        let mut out: Vec<Result<Snapshot, String>> =
+            vec![Err("scrape task failed".into()); self.endpoints.len()];
+        self.last_texts = vec![None; self.endpoints.len()];
+        while let Some(joined) = set.join_next().await {
+            let Ok((i, result)) = joined else { continue };
+            let ep = &mut self.endpoints[i];
+            out[i] = match result {
+                Err(e) => Err(e),
+                Ok((Scraped::Page(snap, format), text)) => {
+                    ep.format = Some(format);
+                    self.last_texts[i] = Some(text);
+                    Ok(snap)
+                }
+                Ok((Scraped::Iterations(it), text)) => {
+                    ep.format = Some("trtllm-json");
+                    let totals = ep.iterations.get_or_insert_with(IterationTotals::default);
+                    if !discard_json {
+                        totals.add(&it);
+                    }
+                    self.last_texts[i] = Some(text);
+                    Ok(Snapshot::default())
+                }
+            };
+        }
+        out
+    }
+
+    /// Saves the last round's raw pages as `server_metrics/endpoint<i>_<when>.txt`.
+    fn save_pages(&self, when: &str) {
+        let Some(dir) = &self.settings.save_dir else {
+            return;
+        };
+        let sub = dir.join("server_metrics");
+        for (i, text) in self.last_texts.iter().enumerate() {
+            if let Some(text) = text {
+                // Raw pages are a convenience; a failed write never costs the measurement.
+                let _ = std::fs::create_dir_all(&sub).and_then(|()| {
+                    std::fs::write(sub.join(format!("endpoint{i}_{when}.txt")), text)
+                });
+            }
+        }
+    }
+}
+
+fn status_text(r: &Result<Snapshot, String>) -> String {
+    match r {
+        Ok(_) => "ok".into(),
+        Err(e) => e.clone(),
+    }
+}
