@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::client::HttpVersion;
 use crate::dataset::DatasetKind;
 use crate::render::EndpointType;
+use crate::schedule::ArrivalPattern;
 use crate::scrape::acceptance::SpecEngine;
 use crate::sim::{Fault, ReasoningField};
 
@@ -59,9 +60,14 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub streaming: bool,
 
-    /// Requests kept in flight (closed loop).
-    #[arg(long, default_value_t = 64)]
-    pub concurrency: usize,
+    /// Requests kept in flight (closed loop; default 64). With --request-rate: a cap on requests
+    /// in flight (arrivals wait for a free slot, which shows as schedule lag).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+
+    /// Load shape: open loop, duration, warmup, ramp-up, shards.
+    #[command(flatten)]
+    pub load: LoadArgs,
 
     /// Requests to send. Default: each sample of the collection once. More than the collection
     /// cycles through it again (reported as dataset reuse).
@@ -176,6 +182,98 @@ pub struct ReplayArgs {
     /// Settings of the embedded simulator (used only without --url).
     #[command(flatten)]
     pub sim: EmbeddedSimArgs,
+}
+
+/// Load shape beyond a fixed concurrency.
+#[derive(Debug, Args, Clone)]
+pub struct LoadArgs {
+    /// Open loop: requests per second, released at precomputed arrival times whatever the server
+    /// does (latency is also reported from the intended time).
+    #[arg(long)]
+    pub request_rate: Option<f64>,
+
+    /// Open loop: inter-arrival distribution.
+    #[arg(long, visible_alias = "request-rate-mode", value_enum, default_value_t = ArrivalPattern::Poisson)]
+    pub arrival_pattern: ArrivalPattern,
+
+    /// Open loop, gamma: shape of the gamma gaps (1 = Poisson, < 1 burstier, > 1 smoother).
+    /// Implies --arrival-pattern gamma when not 1.
+    #[arg(long, visible_alias = "vllm-burstiness", default_value_t = 1.0)]
+    pub arrival_smoothness: f64,
+
+    /// Seed of the arrival schedule (ChaCha8; identical on every platform and shard).
+    #[arg(long, default_value_t = 0)]
+    pub random_seed: u64,
+
+    /// Stop issuing requests after this many seconds (then --benchmark-grace-period).
+    #[arg(long)]
+    pub benchmark_duration: Option<f64>,
+
+    /// After --benchmark-duration, wait this long for requests in flight, then cancel them and
+    /// count them as failed (`grace_period_expired`). `inf` waits for every request.
+    #[arg(long, default_value_t = 30.0)]
+    pub benchmark_grace_period: f64,
+
+    /// Warmup requests before profiling (excluded from every statistic and from the AL window).
+    #[arg(long)]
+    pub warmup_request_count: Option<u64>,
+
+    /// Warmup for this many seconds before profiling.
+    #[arg(long)]
+    pub warmup_duration: Option<f64>,
+
+    /// Concurrency of the warmup phase (default: --concurrency).
+    #[arg(long)]
+    pub warmup_concurrency: Option<usize>,
+
+    /// Closed loop: grow the requests in flight linearly from 1 to --concurrency over this many
+    /// seconds.
+    #[arg(long)]
+    pub concurrency_ramp_duration: Option<f64>,
+
+    /// Open loop: grow the arrival rate linearly from 0 to --request-rate over this many seconds.
+    #[arg(long)]
+    pub request_rate_ramp_duration: Option<f64>,
+
+    /// Open loop: an arrival released more than this many ms after its intended time counts as
+    /// late.
+    #[arg(long, default_value_t = 5.0)]
+    pub schedule_lag_tolerance_ms: f64,
+
+    /// Replay the input file's `timestamp`s (ms). On by default when every row has one and no
+    /// --request-rate is given.
+    #[arg(long)]
+    pub fixed_schedule: bool,
+
+    /// Trace replay: shift timestamps so the first replayed row starts at 0.
+    #[arg(long)]
+    pub fixed_schedule_auto_offset: bool,
+
+    /// Trace replay: skip rows before this timestamp (ms).
+    #[arg(long)]
+    pub fixed_schedule_start_offset: Option<f64>,
+
+    /// Trace replay: skip rows after this timestamp (ms).
+    #[arg(long)]
+    pub fixed_schedule_end_offset: Option<f64>,
+
+    /// Trace replay: play the trace this many times faster (2 = half the gaps).
+    #[arg(long, default_value_t = 1.0)]
+    pub trace_speedup: f64,
+
+    /// Run shard `i/N` of a sharded run (0-based). Default: from SLURM_PROCID/SLURM_NTASKS, or
+    /// JOB_COMPLETION_INDEX with --shard-count; else a single process.
+    #[arg(long)]
+    pub shard: Option<String>,
+
+    /// Total shards of a Kubernetes Indexed Job (with JOB_COMPLETION_INDEX).
+    #[arg(long, env = "SPECPERF_SHARD_COUNT")]
+    pub shard_count: Option<u32>,
+
+    /// The shard that scrapes the metrics endpoints (the others do not, so counters are read
+    /// once).
+    #[arg(long, default_value_t = 0)]
+    pub metrics_shard: u32,
 }
 
 /// Where and how the servers' Prometheus counters are scraped for acceptance length.

@@ -16,10 +16,10 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{Client, ClientError, Clock, Fetched, Prepared};
 use crate::config::{DatasetSource, RunConfig, Target};
 use crate::dataset::{self, DatasetError, Sample};
-use crate::metrics::{self, Progress, RunMeta, Summary};
-use crate::record::RequestRecord;
+use crate::metrics::{self, LoadMeta, Progress, RunMeta, Summary};
+use crate::record::{FailureKind, Outcome, Phase, RequestRecord};
 use crate::render;
-use crate::schedule::ClosedLoop;
+use crate::schedule::{self, arrivals, DispatchStats, Issued, Plan, Tickets};
 use crate::scrape::{ScrapeSettings, Scraper};
 use crate::sim::{SimError, SimHandle, Simulator};
 
@@ -113,6 +113,9 @@ pub enum EngineError {
         /// Why.
         reason: String,
     },
+    /// The load settings do not fit the collection.
+    #[error("{0}")]
+    Load(String),
     /// The artifact directory or a file in it could not be created.
     #[error("cannot write artifacts in {path}: {source} (pass a writable --artifact-dir)")]
     Artifacts {
@@ -189,7 +192,9 @@ pub async fn replay(
             url: base_url.clone(),
             reason: e.to_string(),
         })?;
-    let request_count = cfg.request_count.unwrap_or(samples.len() as u64);
+    let shard = cfg.load.shard;
+    let plan = profiling_plan(&cfg, &samples)?;
+    let request_count = plan.len().unwrap_or(0);
 
     let dir = cfg
         .artifact_dir
@@ -207,14 +212,6 @@ pub async fn replay(
     let sink: Box<dyn std::io::Write + Send> = Box::new(std::io::BufWriter::new(file));
 
     let progress = Arc::new(progress);
-    let scraper = match scrape_settings {
-        Some(mut settings) => {
-            settings.save_dir = Some(dir.clone());
-            let s = Scraper::baseline(client.clone(), settings, stop.token()).await;
-            Some(s.spawn(stop.token().clone(), Some(progress.clone())))
-        }
-        None => None,
-    };
     let start_unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -223,34 +220,53 @@ pub async fn replay(
     let (tx, rx) = mpsc::channel::<RequestRecord>(1024);
     let progress_rx = progress.subscribe();
     let aggregator = tokio::spawn(metrics::aggregate(rx, Some(sink), progress.clone()));
-    let schedule = Arc::new(ClosedLoop::new(request_count, samples.len()));
-    let guards = spawn_guards(&cfg, &stop, progress_rx, schedule.clone());
+    let issued = Arc::new(Issued::default());
+    let guards = spawn_guards(&cfg, &stop, progress_rx, issued.clone());
+    let ctx = Arc::new(Launch {
+        client: client.clone(),
+        bodies: bodies.into(),
+        uri,
+        streaming: cfg.streaming,
+        clock,
+        tx,
+    });
 
-    let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..cfg.concurrency.min(request_count.max(1) as usize) {
-        let (client, tx, stop, schedule) =
-            (client.clone(), tx.clone(), stop.clone(), schedule.clone());
-        let bodies_uri = (bodies.clone(), uri.clone(), cfg.streaming);
-        workers.spawn(async move {
-            let (bodies, uri, streaming) = bodies_uri;
-            while !stop.token().is_cancelled() {
-                let Some(ticket) = schedule.next() else { break };
-                let intended = clock.now_ns();
-                let req = Prepared {
-                    uri: uri.clone(),
-                    body: bodies[ticket.sample].clone(),
-                    streaming,
-                };
-                let rec = RequestRecord::started(ticket.id, ticket.sample, intended, intended);
-                let rec = client.execute(&req, rec, &clock, stop.token()).await;
-                if tx.send(rec).await.is_err() {
-                    break;
-                }
-            }
-        });
+    // Warmup: its own closed-loop phase, finished before the AL baseline and the profiling clock.
+    let mut warmup_stats = None;
+    if let Some(w) = cfg.load.warmup {
+        let plan = Plan {
+            tickets: Tickets::Closed {
+                count: w.count.unwrap_or(u64::MAX),
+            },
+            samples: samples.len(),
+            slots: Some(shard.part(w.concurrency as u64).max(1) as usize),
+            ramp: None,
+            duration: w.duration,
+            shard,
+        };
+        warmup_stats =
+            Some(run_phase(&ctx, &plan, Phase::Warmup, &cfg, &stop, &issued, None).await);
     }
-    drop(tx);
-    while workers.join_next().await.is_some() {}
+
+    let scraper = match scrape_settings.filter(|_| shard.index == cfg.load.metrics_shard) {
+        Some(mut settings) => {
+            settings.save_dir = Some(dir.clone());
+            let s = Scraper::baseline(client.clone(), settings, stop.token()).await;
+            Some(s.spawn(stop.token().clone(), Some(progress.clone())))
+        }
+        None => None,
+    };
+    let dispatch_stats = run_phase(
+        &ctx,
+        &plan,
+        Phase::Profiling,
+        &cfg,
+        &stop,
+        &issued,
+        cfg.load.grace,
+    )
+    .await;
+    drop(ctx);
     for g in guards {
         g.abort();
     }
@@ -277,7 +293,8 @@ pub async fn replay(
         concurrency: cfg.concurrency,
         request_count,
         samples: samples.len(),
-        dataset_reused: request_count > samples.len() as u64,
+        dataset_reused: dispatch_stats.issued > samples.len() as u64,
+        load: load_meta(&cfg, &plan, dispatch_stats, warmup_stats),
         input: cfg.dataset.describe(),
         start_unix_s,
         stopped_by: stopped_by.map(|r| r.as_str().to_owned()),
@@ -303,6 +320,212 @@ pub async fn replay(
         artifact_error,
         stopped_by,
     })
+}
+
+/// What every request task of a run shares.
+struct Launch {
+    client: Client,
+    bodies: Arc<[Bytes]>,
+    uri: Uri,
+    streaming: bool,
+    clock: Clock,
+    tx: mpsc::Sender<RequestRecord>,
+}
+
+/// Dispatches one phase's plan and waits for its requests. After a duration limit, requests still
+/// in flight get `grace` (`None`: unbounded), then are cancelled and recorded as failed.
+async fn run_phase(
+    ctx: &Arc<Launch>,
+    plan: &Plan,
+    phase: Phase,
+    cfg: &RunConfig,
+    stop: &Stopper,
+    issued: &Issued,
+    grace: Option<Duration>,
+) -> DispatchStats {
+    let tracker = tokio_util::task::TaskTracker::new();
+    // Grace expiry cancels only the requests; a stop cancels them through the parent.
+    let requests = stop.token().child_token();
+    let start = tokio::time::Instant::now();
+    let start_ns = ctx.clock.now_ns();
+    let stats = schedule::dispatch(
+        plan,
+        start,
+        stop.token(),
+        cfg.load.lag_tolerance,
+        issued,
+        |r| {
+            let (ctx, requests, stopped) = (ctx.clone(), requests.clone(), stop.token().clone());
+            tracker.spawn(async move {
+                let req = Prepared {
+                    uri: ctx.uri.clone(),
+                    body: ctx.bodies[r.ticket.sample].clone(),
+                    streaming: ctx.streaming,
+                };
+                let intended = start_ns + r.intended.as_nanos() as u64;
+                let mut rec = RequestRecord::started(
+                    r.ticket.id,
+                    r.ticket.sample,
+                    intended,
+                    ctx.clock.now_ns(),
+                );
+                rec.phase = phase;
+                let mut rec = ctx.client.execute(&req, rec, &ctx.clock, &requests).await;
+                if rec.outcome == Outcome::Cancelled && !stopped.is_cancelled() {
+                    rec.outcome = Outcome::Failed(FailureKind::GracePeriodExpired);
+                    rec.error =
+                        Some("still in flight when --benchmark-grace-period ran out".to_owned());
+                }
+                let _ = ctx.tx.send(rec).await;
+                drop(r.permit);
+            });
+        },
+    )
+    .await;
+    tracker.close();
+    match (plan.duration, grace) {
+        (Some(_), Some(g)) => {
+            if tokio::time::timeout(g, tracker.wait()).await.is_err() {
+                requests.cancel();
+                tracker.wait().await;
+            }
+        }
+        _ => tracker.wait().await,
+    }
+    stats
+}
+
+/// Trace rows to replay: `(sample, offset)` inside the window, shifted and sped up; `None` when
+/// the samples carry no timestamps (and --fixed-schedule was not asked for).
+fn trace_rows(
+    cfg: &RunConfig,
+    samples: &[Sample],
+) -> Result<Option<Vec<(usize, Duration)>>, EngineError> {
+    let t = cfg.load.trace;
+    let timed = samples.iter().all(|s| s.timestamp_ms.is_some());
+    if !timed {
+        if t.forced {
+            return Err(EngineError::Load(
+                "--fixed-schedule needs a `timestamp` (ms) on every row of the input file".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    if cfg.load.rate.is_some() {
+        return Ok(None);
+    }
+    let kept: Vec<(usize, f64)> = samples
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.timestamp_ms.map(|ts| (i, ts)))
+        .filter(|(_, ts)| t.start_ms.is_none_or(|a| *ts >= a) && t.end_ms.is_none_or(|b| *ts <= b))
+        .collect();
+    if kept.is_empty() {
+        return Err(EngineError::Load(
+            "no trace rows inside --fixed-schedule-start-offset/--fixed-schedule-end-offset".into(),
+        ));
+    }
+    let base = if t.auto_offset {
+        kept[0].1
+    } else {
+        t.start_ms.unwrap_or(0.0)
+    };
+    let mut rows: Vec<(usize, Duration)> = kept
+        .into_iter()
+        .map(|(i, ts)| {
+            (
+                i,
+                Duration::from_secs_f64(((ts - base) / t.speedup).max(0.0) / 1e3),
+            )
+        })
+        .collect();
+    if let Some(c) = cfg.request_count {
+        rows.truncate(c as usize);
+    }
+    Ok(Some(rows))
+}
+
+/// The profiling phase's tickets: closed loop, open-loop arrivals computed up front, or a trace.
+fn profiling_plan(cfg: &RunConfig, samples: &[Sample]) -> Result<Plan, EngineError> {
+    let l = &cfg.load;
+    let n = samples.len() as u64;
+    let shard = l.shard;
+    let (tickets, slots, ramp) = match (trace_rows(cfg, samples)?, l.rate) {
+        (Some(rows), _) => (
+            Tickets::Trace { rows },
+            l.cap.map(|c| shard.part(c as u64).max(1) as usize),
+            None,
+        ),
+        (None, None) => (
+            Tickets::Closed {
+                count: cfg
+                    .request_count
+                    .unwrap_or(if l.duration.is_some() { u64::MAX } else { n }),
+            },
+            Some(shard.part(cfg.concurrency as u64).max(1) as usize),
+            l.ramp,
+        ),
+        (None, Some((rate, pattern, shape))) => {
+            let arrivals = match (cfg.request_count, l.duration) {
+                (Some(c), _) => arrivals(rate, pattern, shape, c as usize, l.seed, l.ramp),
+                (None, Some(d)) => {
+                    // Arrivals are prefix-stable in the count: grow until past the duration.
+                    let mut k = (rate * d.as_secs_f64() * 1.2) as usize + 100;
+                    loop {
+                        let mut a = arrivals(rate, pattern, shape, k, l.seed, l.ramp);
+                        if a.last().is_some_and(|t| *t >= d) {
+                            a.retain(|t| *t < d);
+                            break a;
+                        }
+                        k *= 2;
+                    }
+                }
+                (None, None) => arrivals(rate, pattern, shape, n as usize, l.seed, l.ramp),
+            };
+            (
+                Tickets::Open { arrivals },
+                l.cap.map(|c| shard.part(c as u64).max(1) as usize),
+                None,
+            )
+        }
+    };
+    Ok(Plan {
+        tickets,
+        samples: samples.len(),
+        slots,
+        ramp,
+        duration: l.duration,
+        shard,
+    })
+}
+
+fn load_meta(
+    cfg: &RunConfig,
+    plan: &Plan,
+    dispatch: DispatchStats,
+    warmup: Option<DispatchStats>,
+) -> LoadMeta {
+    let l = &cfg.load;
+    let secs = |d: Duration| d.as_secs_f64();
+    LoadMeta {
+        mode: match plan.tickets {
+            Tickets::Closed { .. } => "closed",
+            Tickets::Open { .. } => "open",
+            Tickets::Trace { .. } => "trace",
+        },
+        request_rate: l.rate.map(|r| r.0),
+        arrival_pattern: l.rate.map(|r| r.1),
+        arrival_smoothness: l.rate.map(|r| r.2),
+        concurrency_cap: l.cap,
+        random_seed: l.seed,
+        ramp_s: l.ramp.map(secs),
+        benchmark_duration_s: l.duration.map(secs),
+        grace_period_s: l.grace.map(secs),
+        schedule_lag_tolerance_ms: l.lag_tolerance.as_secs_f64() * 1e3,
+        shard: l.shard,
+        dispatch,
+        warmup,
+    }
 }
 
 /// Where to scrape: the configured endpoints, else the target's own `/metrics` (every listener
@@ -354,7 +577,7 @@ fn spawn_guards(
     cfg: &RunConfig,
     stop: &Stopper,
     mut progress: watch::Receiver<Progress>,
-    schedule: Arc<ClosedLoop>,
+    issued: Arc<Issued>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let deadline = {
         let (stop, limit) = (stop.clone(), cfg.run_timeout);
@@ -370,7 +593,7 @@ fn spawn_guards(
                 match tokio::time::timeout(limit, progress.changed()).await {
                     Ok(Ok(())) => continue,
                     Ok(Err(_)) => return,
-                    Err(_) if schedule.issued() > 0 => {
+                    Err(_) if issued.get() > 0 => {
                         stop.stop(StopReason::Stalled);
                         return;
                     }

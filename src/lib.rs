@@ -30,19 +30,22 @@ mod schedule;
 pub mod scrape;
 pub mod sim;
 
-pub use cli::{Cli, Command, EmbeddedSimArgs, ReplayArgs, ScrapeArgs, SimArgs};
+pub use cli::{Cli, Command, EmbeddedSimArgs, LoadArgs, ReplayArgs, ScrapeArgs, SimArgs};
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
 pub use config::{
-    metrics_endpoints, metrics_url, normalize_url, parse_extra_inputs, sim_config, ConfigError,
-    RunConfig,
+    metrics_endpoints, metrics_url, normalize_url, parse_extra_inputs, resolve_shard, sim_config,
+    ConfigError, RunConfig,
 };
 pub use dataset::{DatasetError, DatasetKind, Sample};
 pub use engine::{replay, EngineError, RunOutcome, StopReason, Stopper, BUNDLED_COLLECTION};
-pub use metrics::{percentile_sorted, Counts, Progress, RunMeta, Stat, Summary, SUMMARY_SCHEMA};
-pub use record::{ChunkGap, FailureKind, Outcome, RequestRecord, TokenSource};
+pub use metrics::{
+    percentile_sorted, Counts, LoadMeta, Progress, RunMeta, Stat, Summary, SUMMARY_SCHEMA,
+};
+pub use record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
 pub use render::EndpointType;
 pub use report::{console_table, write_artifacts};
+pub use schedule::{arrivals, ArrivalPattern, DispatchStats, Shard};
 
 /// Process exit codes (documented in `--help`).
 pub mod exit {

@@ -61,6 +61,7 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
             match e {
                 e if e.is_not_ready() => exit::NOT_READY,
                 specperf::EngineError::Dataset(_)
+                | specperf::EngineError::Load(_)
                 | specperf::EngineError::NoModel(_)
                 | specperf::EngineError::Url { .. } => exit::USAGE,
                 _ => exit::FAILED,

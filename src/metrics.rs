@@ -12,7 +12,8 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
-use crate::record::{FailureKind, Outcome, RequestRecord, TokenSource};
+use crate::record::{FailureKind, Outcome, Phase, RequestRecord, TokenSource};
+use crate::schedule::{ArrivalPattern, DispatchStats, Shard};
 use crate::scrape::ScrapeReport;
 
 /// Statistics of one metric. Percentiles use numpy's default linear interpolation over all
@@ -129,6 +130,8 @@ pub struct Progress {
     pub output_tokens: u64,
     /// Live acceptance length (baseline scrape to the latest one), when known.
     pub acceptance_length: Option<f64>,
+    /// Warmup records received.
+    pub warmup: u64,
 }
 
 /// Request counts by outcome.
@@ -146,6 +149,8 @@ pub struct Counts {
     pub failed_by_kind: BTreeMap<&'static str, u64>,
     /// Failed with an HTTP status, by status.
     pub http_status: BTreeMap<u16, u64>,
+    /// Warmup requests (any outcome; in no other count or statistic).
+    pub warmup: u64,
 }
 
 /// Everything the aggregator accumulated.
@@ -199,6 +204,10 @@ impl Aggregate {
 
     /// Folds one record in.
     pub(crate) fn add(&mut self, r: &RequestRecord) {
+        if r.phase == Phase::Warmup {
+            self.counts.warmup += 1;
+            return;
+        }
         self.first_sent_ns = Some(self.first_sent_ns.map_or(r.sent_ns, |f| f.min(r.sent_ns)));
         self.last_end_ns = self.last_end_ns.max(r.end_ns);
         self.push(
@@ -239,12 +248,23 @@ impl Aggregate {
         self.reasoning_tokens += r.reasoning_tokens.unwrap_or(0);
         let latency = r.latency_ns();
         self.push("request_latency_ms", ms(latency));
+        // From the intended start: what a user arriving on schedule saw (coordinated omission).
+        self.push(
+            "effective_latency_ms",
+            ms(r.end_ns.saturating_sub(r.intended_ns)),
+        );
         self.push("output_sequence_length", osl as f64);
         if r.prompt_tokens.is_some() {
             self.push("input_sequence_length", isl as f64);
         }
         if let Some(ttft) = r.ttft_ns() {
             self.push("time_to_first_token_ms", ms(ttft));
+            if let Some(t) = r.first_token_ns {
+                self.push(
+                    "effective_time_to_first_token_ms",
+                    ms(t.saturating_sub(r.intended_ns)),
+                );
+            }
             if isl > 0 && ttft > 0 {
                 self.push("prefill_throughput_per_user_tps", isl as f64 / secs(ttft));
             }
@@ -374,8 +394,41 @@ pub struct RunMeta {
     pub start_unix_s: f64,
     /// Why the run ended early, if it did (`deadline`, `interrupted`, `terminated`, `stalled`).
     pub stopped_by: Option<String>,
+    /// Load shape and what the dispatcher did.
+    pub load: LoadMeta,
     /// The per-request timeouts used.
     pub timeouts_s: BTreeMap<&'static str, f64>,
+}
+
+/// How the load was shaped, and what the dispatcher did.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadMeta {
+    /// `closed` (fixed concurrency), `open` (request rate) or `trace` (timestamps).
+    pub mode: &'static str,
+    /// Open loop: requests per second (this shard's share is every N-th arrival).
+    pub request_rate: Option<f64>,
+    /// Open loop: arrival distribution.
+    pub arrival_pattern: Option<ArrivalPattern>,
+    /// Open loop, gamma: shape.
+    pub arrival_smoothness: Option<f64>,
+    /// Open loop: cap on requests in flight.
+    pub concurrency_cap: Option<usize>,
+    /// Arrival schedule seed.
+    pub random_seed: u64,
+    /// Concurrency or rate ramp, seconds.
+    pub ramp_s: Option<f64>,
+    /// Issue limit, seconds.
+    pub benchmark_duration_s: Option<f64>,
+    /// Grace after the issue limit, seconds (`null`: unbounded).
+    pub grace_period_s: Option<f64>,
+    /// Lag above which an open-loop arrival counts as late, ms.
+    pub schedule_lag_tolerance_ms: f64,
+    /// This process's shard.
+    pub shard: Shard,
+    /// Profiling phase dispatch.
+    pub dispatch: DispatchStats,
+    /// Warmup phase dispatch, when there was one.
+    pub warmup: Option<DispatchStats>,
 }
 
 /// The run's summary (also written as `summary.json`).
@@ -456,6 +509,10 @@ pub(crate) async fn aggregate(
         }
         agg.add(&rec);
         progress.send_modify(|p| {
+            if rec.phase == Phase::Warmup {
+                p.warmup += 1;
+                return;
+            }
             p.done += 1;
             match rec.outcome {
                 Outcome::Success => {

@@ -36,11 +36,14 @@ pub enum FailureKind {
     NoOutput,
     /// Any other transport error (I/O, protocol violation).
     Transport,
+    /// Still in flight when --benchmark-grace-period ran out after --benchmark-duration;
+    /// cancelled and counted as failed.
+    GracePeriodExpired,
 }
 
 impl FailureKind {
     /// Every kind, in report order.
-    pub const ALL: [FailureKind; 13] = [
+    pub const ALL: [FailureKind; 14] = [
         FailureKind::Connect,
         FailureKind::ConnectTimeout,
         FailureKind::TtftTimeout,
@@ -54,6 +57,7 @@ impl FailureKind {
         FailureKind::MissingUsage,
         FailureKind::NoOutput,
         FailureKind::Transport,
+        FailureKind::GracePeriodExpired,
     ];
 
     /// The stable name used in JSON and tables.
@@ -72,6 +76,7 @@ impl FailureKind {
             FailureKind::MissingUsage => "missing_usage",
             FailureKind::NoOutput => "no_output",
             FailureKind::Transport => "transport",
+            FailureKind::GracePeriodExpired => "grace_period_expired",
         }
     }
 
@@ -118,11 +123,24 @@ pub enum TokenSource {
     None,
 }
 
+/// Which phase of the run a request belongs to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Before profiling; never in statistics.
+    Warmup,
+    /// The measured phase.
+    #[default]
+    Profiling,
+}
+
 /// One request, start to end. Times are nanoseconds since the run's monotonic start.
 #[derive(Clone, Debug, Serialize)]
 pub struct RequestRecord {
     /// Dispatch order, 0-based.
     pub id: u64,
+    /// `warmup` (excluded from every statistic) or `profiling`.
+    pub phase: Phase,
     /// Index of the sample in the loaded collection.
     pub sample_index: usize,
     /// How the request ended.
@@ -185,6 +203,7 @@ impl RequestRecord {
     pub(crate) fn started(id: u64, sample_index: usize, intended_ns: u64, sent_ns: u64) -> Self {
         RequestRecord {
             id,
+            phase: Phase::Profiling,
             sample_index,
             outcome: Outcome::Cancelled,
             http_status: None,

@@ -99,6 +99,7 @@ mod tests {
             id: "a".into(),
             prompt: "hi \"there\"".into(),
             max_tokens: None,
+            timestamp_ms: None,
         };
         let v: Value = serde_json::from_slice(&body(&s, &opts(EndpointType::Chat))).unwrap();
         assert_eq!(v["messages"][0]["content"], "hi \"there\"");
@@ -112,6 +113,7 @@ mod tests {
         let s = Sample {
             id: "a".into(),
             prompt: "x".into(),
+            timestamp_ms: None,
             max_tokens: Some(9),
         };
         let mut o = opts(EndpointType::Completions);

@@ -21,6 +21,8 @@ pub struct Sample {
     pub prompt: String,
     /// Output tokens the row asks for, if it does.
     pub max_tokens: Option<u32>,
+    /// Trace rows: when the request was sent in the original trace, ms.
+    pub timestamp_ms: Option<f64>,
 }
 
 /// Input formats.
@@ -32,6 +34,9 @@ pub enum DatasetKind {
     SpeedBench,
     /// AIPerf `single_turn` JSONL: `{"text": ...}` or `{"texts": [...]}`, optional `max_tokens`.
     SingleTurn,
+    /// Mooncake-style trace JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`
+    /// (or `text_input`); replayed at its timestamps.
+    MooncakeTrace,
 }
 
 /// Loading failures.
@@ -95,6 +100,7 @@ pub(crate) fn load_str(
     let samples = match kind {
         DatasetKind::SpeedBench => speed_bench(text, select).map_err(invalid)?,
         DatasetKind::SingleTurn => single_turn(text).map_err(invalid)?,
+        DatasetKind::MooncakeTrace => mooncake_trace(text).map_err(invalid)?,
     };
     if samples.is_empty() {
         return Err(invalid(
@@ -169,10 +175,121 @@ fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<Sample>, Str
             id,
             prompt: content.to_owned(),
             max_tokens: None,
+            timestamp_ms: None,
         });
     }
     if let Some(seed) = select.shuffle_seed {
         python_shuffle(&mut out, seed);
+    }
+    Ok(out)
+}
+
+/// Tokens per `hash_ids` block in Mooncake traces.
+const TRACE_BLOCK: usize = 512;
+
+/// Common English words that most BPE vocabularies hold as one token with a leading space, so a
+/// synthesized prompt of n words is close to n tokens (exact lengths need a tokenizer).
+const FILLER: [&str; 32] = [
+    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
+    "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
+    "had", "they", "you", "were", "their",
+];
+
+/// The words of one trace block: the same `hash_id` gives the same text, so requests that share
+/// a prefix of blocks share a prompt prefix (what prefix caching sees in the original trace).
+fn trace_block(hash_id: u64, words: usize, out: &mut String) {
+    let mut x = hash_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    for _ in 0..words {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.push(' ');
+        out.push_str(FILLER[(x % FILLER.len() as u64) as usize]);
+    }
+}
+
+fn mooncake_trace(text: &str) -> Result<Vec<Sample>, String> {
+    let mut out = Vec::new();
+    let mut last = f64::NEG_INFINITY;
+    for (n, line) in lines(text) {
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| format!("line {n}: expected a JSON object"))?;
+        let uint = |key: &str| -> Result<Option<u64>, String> {
+            match obj.get(key) {
+                None => Ok(None),
+                Some(v) => v
+                    .as_u64()
+                    .map(Some)
+                    .ok_or_else(|| format!("line {n}: `{key}` must be a non-negative integer")),
+            }
+        };
+        let ts = match obj.get("timestamp") {
+            Some(v) => v
+                .as_f64()
+                .filter(|t| t.is_finite() && *t >= 0.0)
+                .ok_or_else(|| {
+                    format!("line {n}: `timestamp` must be a non-negative number of ms")
+                })?,
+            None => return Err(format!("line {n}: missing `timestamp` (ms) of a trace row")),
+        };
+        if ts < last {
+            return Err(format!(
+                "line {n}: timestamp {ts} is earlier than the previous row's {last}; sort the trace by timestamp"
+            ));
+        }
+        last = ts;
+        let prompt = if let Some(t) = obj.get("text_input") {
+            t.as_str()
+                .ok_or_else(|| format!("line {n}: `text_input` must be a string"))?
+                .to_owned()
+        } else {
+            let len = uint("input_length")?.ok_or_else(|| {
+                format!("line {n}: needs `input_length` (with `hash_ids`) or `text_input`")
+            })? as usize;
+            let ids: Vec<u64> = match obj.get("hash_ids") {
+                None => Vec::new(),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|h| {
+                        h.as_u64()
+                            .ok_or_else(|| format!("line {n}: `hash_ids` must hold integers"))
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(_) => return Err(format!("line {n}: `hash_ids` must be an array")),
+            };
+            let mut p = String::with_capacity(len * 5);
+            let mut left = len;
+            for (i, id) in ids.iter().enumerate() {
+                let words = if i + 1 == ids.len() {
+                    left
+                } else {
+                    TRACE_BLOCK.min(left)
+                };
+                trace_block(*id, words, &mut p);
+                left -= words;
+            }
+            if left > 0 {
+                // No (or too few) blocks: fill from the row number, unshared.
+                trace_block(u64::MAX - n as u64, left, &mut p);
+            }
+            p.trim_start().to_owned()
+        };
+        let max_tokens = uint("output_length")?
+            .map(|x| {
+                u32::try_from(x)
+                    .ok()
+                    .filter(|x| *x > 0)
+                    .ok_or_else(|| format!("line {n}: `output_length` must be a positive integer"))
+            })
+            .transpose()?;
+        out.push(Sample {
+            id: format!("line-{n}"),
+            prompt,
+            max_tokens,
+            timestamp_ms: Some(ts),
+        });
     }
     Ok(out)
 }
@@ -184,11 +301,21 @@ fn single_turn(text: &str) -> Result<Vec<Sample>, String> {
         let obj = v
             .as_object()
             .ok_or_else(|| format!("line {n}: expected a JSON object"))?;
-        for key in ["timestamp", "delay"] {
-            if obj.contains_key(key) {
-                return Err(format!("line {n}: `{key}` (timed replay) is not supported by this version; remove it to replay at fixed concurrency"));
-            }
+        if obj.contains_key("delay") {
+            return Err(format!(
+                "line {n}: `delay` belongs to multi-turn sessions; use --custom-dataset-type multi_turn"
+            ));
         }
+        let timestamp_ms = match obj.get("timestamp") {
+            None => None,
+            Some(v) => Some(
+                v.as_f64()
+                    .filter(|t| t.is_finite() && *t >= 0.0)
+                    .ok_or_else(|| {
+                        format!("line {n}: `timestamp` must be a non-negative number of ms")
+                    })?,
+            ),
+        };
         let prompt = match (obj.get("text"), obj.get("texts")) {
             (Some(Value::String(s)), None) => s.clone(),
             (None, Some(Value::Array(a))) if !a.is_empty() => {
@@ -216,6 +343,7 @@ fn single_turn(text: &str) -> Result<Vec<Sample>, String> {
             id: format!("line-{n}"),
             prompt,
             max_tokens,
+            timestamp_ms,
         });
     }
     Ok(out)
@@ -289,7 +417,8 @@ mod tests {
             Sample {
                 id: "line-2".into(),
                 prompt: "a\nb".into(),
-                max_tokens: Some(7)
+                max_tokens: Some(7),
+                timestamp_ms: None,
             }
         );
         assert!(load_str(
@@ -299,5 +428,38 @@ mod tests {
             &SpeedBenchSelect::default()
         )
         .is_err());
+    }
+
+    #[test]
+    fn mooncake_rows_share_prompt_prefixes_by_hash_id_and_must_be_sorted() {
+        let text = "{\"timestamp\": 0, \"input_length\": 700, \"output_length\": 9, \"hash_ids\": [7, 8]}\n\
+                    {\"timestamp\": 5.5, \"input_length\": 600, \"output_length\": 3, \"hash_ids\": [7, 9]}\n\
+                    {\"timestamp\": 6, \"text_input\": \"hi\", \"output_length\": 1}\n";
+        let s = load_str(
+            text,
+            "t",
+            DatasetKind::MooncakeTrace,
+            &SpeedBenchSelect::default(),
+        )
+        .unwrap();
+        let words = |p: &str| p.split(' ').count();
+        assert_eq!((words(&s[0].prompt), words(&s[1].prompt)), (700, 600));
+        // Block 7 (512 words) is the same text in both rows; the next block differs.
+        let w0: Vec<&str> = s[0].prompt.split(' ').collect();
+        let w1: Vec<&str> = s[1].prompt.split(' ').collect();
+        assert_eq!(w0[..512], w1[..512]);
+        assert_ne!(w0[512..600], w1[512..600]);
+        assert_eq!((s[1].timestamp_ms, s[1].max_tokens), (Some(5.5), Some(3)));
+        assert_eq!(s[2].prompt, "hi");
+        let unsorted = "{\"timestamp\": 5, \"text_input\": \"a\"}\n{\"timestamp\": 1, \"text_input\": \"b\"}\n";
+        let e = load_str(
+            unsorted,
+            "t",
+            DatasetKind::MooncakeTrace,
+            &SpeedBenchSelect::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 2") && e.contains("sort"), "{e}");
     }
 }

@@ -230,3 +230,147 @@ async fn metrics_pages_of_two_servers_with_two_engines_each_match_the_stream() {
         [("0", true), ("1", true), ("2", false), ("3", false)]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_requests_carry_their_precomputed_arrival_times() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        "--request-rate 400 --arrival-pattern poisson --random-seed 5 --request-count 40 --osl 8",
+    )
+    .await;
+    assert_eq!(out.summary.counts.success, 40);
+    let load = &out.summary.meta.load;
+    assert_eq!((load.mode, load.dispatch.issued), ("open", 40));
+    let want = specperf::arrivals(400.0, specperf::ArrivalPattern::Poisson, 1.0, 40, 5, None);
+    let mut recs = records(dir.path());
+    recs.sort_by_key(|r| r["id"].as_u64().unwrap());
+    let t0 = recs[0]["intended_ns"].as_u64().unwrap();
+    for (r, w) in recs.iter().zip(&want) {
+        let offset = r["intended_ns"].as_u64().unwrap() - t0;
+        assert_eq!(
+            offset,
+            w.as_nanos() as u64,
+            "intended time is the schedule's"
+        );
+        assert!(r["sent_ns"].as_u64().unwrap() >= r["intended_ns"].as_u64().unwrap());
+    }
+    assert!(out.summary.metrics.contains_key("effective_latency_ms"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capped_open_loop_against_a_slow_server_reports_lag_and_late_arrivals() {
+    let s = sim(SimConfig {
+        itl: Duration::from_millis(10),
+        ..fast()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    // 100/s offered, at most 2 in flight, ~100 ms each: the server manages ~20/s.
+    let out = replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        "--request-rate 100 --arrival-pattern constant --concurrency 2 --request-count 20 --osl 30",
+    )
+    .await;
+    assert_eq!(out.summary.counts.success, 20, "nothing silently dropped");
+    let d = out.summary.meta.load.dispatch;
+    assert!(d.late >= 15, "{d:?}");
+    assert!(d.max_lag_ms > 500.0, "{d:?}");
+    let lat = out.summary.metrics["request_latency_ms"].p("p50");
+    let eff = out.summary.metrics["effective_latency_ms"].p("p50");
+    assert!(
+        eff > 3.0 * lat,
+        "latency from the intended time shows the queue: {eff} vs {lat}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warmup_is_recorded_but_excluded_from_statistics() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        "--warmup-request-count 6 --warmup-concurrency 2 --request-count 10 --osl 8",
+    )
+    .await;
+    let c = &out.summary.counts;
+    assert_eq!((c.warmup, c.total, c.success), (6, 10, 10));
+    let recs = records(dir.path());
+    assert_eq!(recs.iter().filter(|r| r["phase"] == "warmup").count(), 6);
+    assert_eq!(out.summary.metrics["request_latency_ms"].count, 10);
+    // The AL window starts after warmup: the simulator counted more drafts than the report.
+    let a = out.summary.acceptance.unwrap().acceptance;
+    assert!(a.numbers.drafts < s.totals().drafts as f64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duration_limit_then_grace_cancels_stragglers_as_failures() {
+    let s = sim(SimConfig {
+        itl: Duration::from_millis(20),
+        ..fast()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        "--concurrency 3 --osl 1000 --benchmark-duration 0.3 --benchmark-grace-period 0.2",
+    )
+    .await;
+    let c = &out.summary.counts;
+    assert_eq!(c.total, 3, "three started before the limit, none after");
+    assert_eq!(c.failed_by_kind.get("grace_period_expired"), Some(&3));
+    assert_eq!(out.stopped_by, None);
+    assert_eq!(records(dir.path()).len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mooncake_trace_replays_at_its_timestamps_within_the_window() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let rows: String = [1000, 1100, 1250, 1600, 1700, 5000]
+        .iter()
+        .enumerate()
+        .map(|(i, ts)| {
+            format!(
+                "{{\"timestamp\": {ts}, \"input_length\": 600, \"output_length\": {}, \"hash_ids\": [1, {}]}}\n",
+                4 + i,
+                10 + i
+            )
+        })
+        .collect();
+    std::fs::write(&trace, rows).unwrap();
+    let out = replay_at(
+        &s.url(),
+        dir.path().join("out").to_str().unwrap(),
+        &format!(
+            "--input-file {} --custom-dataset-type mooncake_trace --fixed-schedule-auto-offset \
+             --fixed-schedule-end-offset 2000 --trace-speedup 10",
+            trace.display()
+        ),
+    )
+    .await;
+    assert_eq!(
+        out.summary.counts.success, 5,
+        "the 5000 ms row is outside the window"
+    );
+    assert_eq!(out.summary.meta.load.mode, "trace");
+    let mut recs = records(&dir.path().join("out"));
+    recs.sort_by_key(|r| r["id"].as_u64().unwrap());
+    let t0 = recs[0]["intended_ns"].as_u64().unwrap();
+    let offsets: Vec<u64> = recs
+        .iter()
+        .map(|r| (r["intended_ns"].as_u64().unwrap() - t0) / 1_000_000)
+        .collect();
+    // (ts - 1000 ms) / 10.
+    assert_eq!(offsets, [0, 10, 25, 60, 70]);
+    // Output lengths come from the trace rows.
+    let osl: Vec<u64> = recs
+        .iter()
+        .map(|r| r["completion_tokens"].as_u64().unwrap())
+        .collect();
+    assert_eq!(osl, [4, 5, 6, 7, 8]);
+}
