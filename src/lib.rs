@@ -14,20 +14,26 @@
 //!
 //! `main.rs` parses flags (`cli`), validates them (`config`), runs `engine::replay` and maps the
 //! outcome to an exit code. The library never prints and never exits.
+//!
+//! Beside the pipeline: `golden` (golden AL curves and curve selection, shared with the AL gate)
+//! and `inject` (`specperf inject`: recipe rewriting for synthetic acceptance).
 
 mod cli;
 mod client;
 mod config;
 mod dataset;
 mod engine;
+pub mod golden;
+mod inject;
 mod metrics;
 mod record;
 mod render;
 mod report;
 mod schedule;
 pub mod sim;
+mod yaml;
 
-pub use cli::{Cli, Command, EmbeddedSimArgs, ReplayArgs, SimArgs};
+pub use cli::{Cli, Command, EmbeddedSimArgs, InjectArgs, ReplayArgs, SimArgs};
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
 pub use config::{
@@ -35,12 +41,17 @@ pub use config::{
 };
 pub use dataset::{DatasetError, DatasetKind, Sample};
 pub use engine::{replay, EngineError, RunOutcome, StopReason, Stopper, BUNDLED_COLLECTION};
+pub use inject::{
+    inject, EntryReport, EntryState, InjectConfig, InjectError, InjectOutcome, InjectReport,
+    LineChange,
+};
 pub use metrics::{
     percentile_sorted, Counts, MetricsScrape, Progress, RunMeta, Stat, Summary, SUMMARY_SCHEMA,
 };
 pub use record::{ChunkGap, FailureKind, Outcome, RequestRecord, TokenSource};
 pub use render::EndpointType;
 pub use report::{console_table, write_artifacts};
+pub use yaml::YamlError;
 
 /// Process exit codes (documented in `--help`).
 pub mod exit {
