@@ -34,6 +34,8 @@ pub enum Command {
     Replay(Box<ReplayArgs>),
     /// Run the built-in OpenAI-compatible simulator with speculative-decoding counters.
     Sim(Box<SimArgs>),
+    /// Make a recipe's speculative entries fake the golden acceptance length (synthetic acceptance).
+    Inject(Box<InjectArgs>),
 }
 
 /// `specperf replay`.
@@ -402,6 +404,53 @@ pub struct SimArgs {
     /// Private key (PEM) for --tls-cert.
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+}
+
+const INJECT_EXIT_CODES: &str = "Exit codes: 0 rewritten, already synthetic, opted out \
+(SYNTHETIC_ACCEPTANCE unset or false: recipe untouched), or --check found no broken entry; \
+1 injection failed (unparseable recipe, no backend or speculative entry, no golden value, AL out of \
+range, mixed or unknown frameworks; recipe untouched) or --check found a broken entry; \
+2 bad flag or environment value. Launchers must stop on failure: `specperf inject recipe.yaml || exit 1`.";
+
+/// `specperf inject`.
+#[derive(Debug, Args)]
+#[command(after_help = INJECT_EXIT_CODES)]
+pub struct InjectArgs {
+    /// Recipe YAML (srt-slurm), rewritten in place unless --output is given.
+    pub recipe: PathBuf,
+
+    /// Framework: vllm, dynamo-vllm, sglang, dynamo-sglang, trt, trtllm, dynamo-trt, atom.
+    /// Default: the recipe's backend.type. Must agree with the recipe.
+    #[arg(env = "FRAMEWORK")]
+    pub framework: Option<String>,
+
+    /// Golden curve directory (golden_al_distribution/) or one curve file.
+    #[arg(long)]
+    pub golden: Option<PathBuf>,
+
+    /// Write the result here (atomically) instead of rewriting the recipe.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+
+    /// Report each speculative entry as real or synthetic (and at what AL); write nothing.
+    #[arg(long)]
+    pub check: bool,
+
+    /// Opt in: `true` or `false` (any case). Unset or empty: off, the recipe is left untouched.
+    #[arg(long, env = "SYNTHETIC_ACCEPTANCE")]
+    pub synthetic_acceptance: Option<String>,
+
+    /// Explicit AL instead of the golden lookup (refused when it contradicts the committed curve).
+    #[arg(long, env = "SYNTHETIC_ACCEPTANCE_LENGTH")]
+    pub synthetic_acceptance_length: Option<String>,
+
+    /// Model prefix selecting the golden curve, e.g. dsv4, kimik2.5, minimaxm3.
+    #[arg(long, env = "MODEL_PREFIX")]
+    pub model_prefix: Option<String>,
+
+    /// thinking_on or thinking_off; required for the golden lookup, never inferred.
+    #[arg(long, env = "THINKING_MODE")]
+    pub thinking_mode: Option<String>,
 }
 
 fn parse_fault_rate(s: &str) -> Result<(Fault, f64), String> {

@@ -16,12 +16,17 @@
 //!
 //! `main.rs` parses flags (`cli`), validates them (`config`), runs `engine::replay` and maps the
 //! outcome to an exit code. The library never prints and never exits.
+//!
+//! Beside the pipeline: `golden` (golden AL curves and curve selection, shared with the AL gate)
+//! and `inject` (`specperf inject`: recipe rewriting for synthetic acceptance).
 
 mod cli;
 mod client;
 mod config;
 mod dataset;
 mod engine;
+pub mod golden;
+mod inject;
 mod metrics;
 mod record;
 mod render;
@@ -29,8 +34,11 @@ mod report;
 mod schedule;
 pub mod scrape;
 pub mod sim;
+mod yaml;
 
-pub use cli::{Cli, Command, EmbeddedSimArgs, LoadArgs, ReplayArgs, ScrapeArgs, SimArgs};
+pub use cli::{
+    Cli, Command, EmbeddedSimArgs, InjectArgs, LoadArgs, ReplayArgs, ScrapeArgs, SimArgs,
+};
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
 pub use config::{
@@ -39,6 +47,10 @@ pub use config::{
 };
 pub use dataset::{DatasetError, DatasetKind, Sample};
 pub use engine::{replay, EngineError, RunOutcome, StopReason, Stopper, BUNDLED_COLLECTION};
+pub use inject::{
+    inject, EntryReport, EntryState, InjectConfig, InjectError, InjectOutcome, InjectReport,
+    LineChange,
+};
 pub use metrics::{
     percentile_sorted, Counts, LoadMeta, Progress, RunMeta, Stat, Summary, SUMMARY_SCHEMA,
 };
@@ -46,6 +58,7 @@ pub use record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSour
 pub use render::EndpointType;
 pub use report::{console_table, write_artifacts};
 pub use schedule::{arrivals, ArrivalPattern, DispatchStats, Shard};
+pub use yaml::YamlError;
 
 /// Process exit codes (documented in `--help`).
 pub mod exit {

@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Replay(args) => replay(&args).await,
             Command::Sim(args) => sim(&args).await,
+            Command::Inject(args) => inject(&args),
         }
     });
     ExitCode::from(code as u8)
@@ -112,6 +113,20 @@ fn spawn_signal_handlers(stop: &Stopper) {
             }
         });
     }
+}
+
+/// `specperf inject`: prints each changed line and a line per entry; errors as one `ERROR:` line.
+fn inject(args: &specperf::InjectArgs) -> i32 {
+    let result = specperf::InjectConfig::from_args(args).and_then(|c| specperf::inject(&c));
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ERROR: {e}");
+            return e.exit_code();
+        }
+    };
+    print!("{}", report.console_text());
+    report.exit_code()
 }
 
 async fn sim(args: &specperf::SimArgs) -> i32 {
