@@ -69,9 +69,12 @@ pub enum EncodeError {
     /// NaN or an infinity would have to be printed as JSON.
     #[error("non-finite number in JSON (NaN and infinities have no JSON form)")]
     NonFiniteNumber,
+    /// A Hugging Face chat template failed to parse or render (including `raise_exception`).
+    #[error("chat template: {0:#}")]
+    Template(#[from] minijinja::Error),
 }
 
-/// A file this crate was asked to load (chat template, tokenizer, vector file) could not be used.
+/// A file this crate was asked to load (chat template, vector file) could not be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {

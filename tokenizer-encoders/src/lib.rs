@@ -11,21 +11,24 @@
 //! chat_template_kwargs ───┼─> Encoder::render ─> prompt
 //! request-level tools ────┘     ├─ Dsv4 / Dsv41   deepseek::render_request (serving wrapper)
 //!                               │                   └─ deepseek::encode_messages (encoder)
+//!                               ├─ Template        ChatTemplate (Hugging Face Jinja, minijinja)
 //!                               └─ None            the text as written
 //! ```
 //!
 //! # API
 //!
-//! - [`Encoder`]`::{Dsv4, Dsv41, None}` and
+//! - [`Encoder`]`::{Dsv4, Dsv41, Template(`[`ChatTemplate`]`), None}` and
 //!   [`Encoder::render`]`(messages, kwargs, tools) -> Result<String, EncodeError>`: one call for
 //!   every renderer, taking what a chat request carries.
 //! - [`deepseek::encode_messages`] with [`deepseek::EncodeOptions`]: the DeepSeek encoder level
 //!   (thinking mode, `drop_thinking`, `context`, `continue_final_message`, ...).
+//! - [`ChatTemplate::from_path`] (model directory, `tokenizer_config.json` or `.jinja` file) and
+//!   [`ChatTemplate::from_source`].
 //! - [`check_vector_file`]: runs a vector file in the shared format; its [`VectorReport`]
 //!   displays each failure's diff and ends with `N passed, M failed`.
 //!
 //! Errors are typed: [`EncodeError`] has one variant per input the reference renderers reject;
-//! [`LoadError`] covers files that cannot be read.
+//! [`LoadError`] covers files that cannot be read or used.
 //!
 //! JSON key order matters in prompts (Python dicts keep insertion order), so this crate enables
 //! `serde_json`'s `preserve_order` (and `float_roundtrip`, so floats parse exactly as in Python);
@@ -34,11 +37,13 @@
 pub mod deepseek;
 mod error;
 mod pyjson;
+mod template;
 mod vectors;
 
 use serde_json::{Map, Value};
 
 pub use error::{EncodeError, LoadError};
+pub use template::ChatTemplate;
 pub use vectors::{check_vector_file, check_vector_lines, VectorOutcome, VectorReport};
 
 /// Which client-side renderer turns a chat request into the wire prompt.
@@ -48,6 +53,8 @@ pub enum Encoder {
     Dsv4,
     /// DeepSeek-V4.1 serving wrapper + encoder.
     Dsv41,
+    /// A Hugging Face chat template.
+    Template(ChatTemplate),
     /// No template: the messages' text as written (see [`Encoder::render`]).
     None,
 }
@@ -71,6 +78,7 @@ impl Encoder {
             Encoder::Dsv41 => {
                 deepseek::render_request(deepseek::DeepSeekVersion::V41, messages, kwargs, tools)
             }
+            Encoder::Template(t) => t.render(messages, kwargs, tools),
             Encoder::None => plain_text(messages),
         }
     }

@@ -18,78 +18,101 @@ use crate::EncodeError;
 /// non-ASCII raw, floats as Python `repr`. Non-finite numbers cannot come out of `serde_json`, but
 /// the check stays so the error is the documented one if that ever changes.
 pub(crate) fn dumps(v: &Value) -> Result<String, EncodeError> {
+    dumps_with(v, &Dump::default())
+}
+
+/// The `json.dumps` keyword arguments that chat templates pass through `tojson`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Dump {
+    pub(crate) indent: Option<usize>,
+    /// `(item_separator, key_separator)`; `None` is Python's default for the `indent` given.
+    pub(crate) separators: Option<(String, String)>,
+    pub(crate) ensure_ascii: bool,
+    pub(crate) sort_keys: bool,
+}
+
+/// `json.dumps(value, indent=..., separators=..., ensure_ascii=..., sort_keys=...)`.
+pub(crate) fn dumps_with(v: &Value, opts: &Dump) -> Result<String, EncodeError> {
+    let (item, key) = match &opts.separators {
+        Some((i, k)) => (i.as_str(), k.as_str()),
+        // Python drops the space after `,` when indenting (it would trail each line).
+        None if opts.indent.is_some() => (",", ": "),
+        None => (", ", ": "),
+    };
+    let w = Writer { opts, item, key };
     let mut out = String::new();
-    write_value(&mut out, v, None, 0)?;
+    w.value(&mut out, v, 0)?;
     Ok(out)
 }
 
-fn write_value(
-    out: &mut String,
-    v: &Value,
-    indent: Option<usize>,
-    level: usize,
-) -> Result<(), EncodeError> {
-    match v {
-        Value::Null => out.push_str("null"),
-        Value::Bool(true) => out.push_str("true"),
-        Value::Bool(false) => out.push_str("false"),
-        Value::Number(n) => out.push_str(&number(n)?),
-        Value::String(s) => write_str(out, s),
-        Value::Array(items) => {
-            if items.is_empty() {
-                out.push_str("[]");
-                return Ok(());
-            }
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                separator(out, i, indent, level + 1);
-                write_value(out, item, indent, level + 1)?;
-            }
-            close(out, indent, level);
-            out.push(']');
-        }
-        Value::Object(map) => {
-            if map.is_empty() {
-                out.push_str("{}");
-                return Ok(());
-            }
-            out.push('{');
-            for (i, (k, item)) in map.iter().enumerate() {
-                separator(out, i, indent, level + 1);
-                write_str(out, k);
-                out.push_str(": ");
-                write_value(out, item, indent, level + 1)?;
-            }
-            close(out, indent, level);
-            out.push('}');
-        }
-    }
-    Ok(())
+struct Writer<'a> {
+    opts: &'a Dump,
+    item: &'a str,
+    key: &'a str,
 }
 
-fn separator(out: &mut String, i: usize, indent: Option<usize>, level: usize) {
-    match indent {
-        None if i > 0 => out.push_str(", "),
-        None => {}
-        Some(n) => {
-            if i > 0 {
-                out.push(',');
+impl Writer<'_> {
+    fn value(&self, out: &mut String, v: &Value, level: usize) -> Result<(), EncodeError> {
+        match v {
+            Value::Null => out.push_str("null"),
+            Value::Bool(true) => out.push_str("true"),
+            Value::Bool(false) => out.push_str("false"),
+            Value::Number(n) => out.push_str(&number(n)?),
+            Value::String(s) => write_str(out, s, self.opts.ensure_ascii),
+            Value::Array(items) => {
+                if items.is_empty() {
+                    out.push_str("[]");
+                    return Ok(());
+                }
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    self.separator(out, i, level + 1);
+                    self.value(out, item, level + 1)?;
+                }
+                self.newline(out, level);
+                out.push(']');
             }
+            Value::Object(map) => {
+                if map.is_empty() {
+                    out.push_str("{}");
+                    return Ok(());
+                }
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                if self.opts.sort_keys {
+                    entries.sort_by(|a, b| a.0.cmp(b.0));
+                }
+                out.push('{');
+                for (i, (k, item)) in entries.into_iter().enumerate() {
+                    self.separator(out, i, level + 1);
+                    write_str(out, k, self.opts.ensure_ascii);
+                    out.push_str(self.key);
+                    self.value(out, item, level + 1)?;
+                }
+                self.newline(out, level);
+                out.push('}');
+            }
+        }
+        Ok(())
+    }
+
+    fn separator(&self, out: &mut String, i: usize, level: usize) {
+        if i > 0 {
+            out.push_str(self.item);
+        }
+        self.newline(out, level);
+    }
+
+    fn newline(&self, out: &mut String, level: usize) {
+        if let Some(n) = self.opts.indent {
             out.push('\n');
             out.extend(std::iter::repeat_n(' ', n * level));
         }
     }
 }
 
-fn close(out: &mut String, indent: Option<usize>, level: usize) {
-    if let Some(n) = indent {
-        out.push('\n');
-        out.extend(std::iter::repeat_n(' ', n * level));
-    }
-}
-
-/// Python's `json` string escaping with `ensure_ascii=False`: only `"`, `\` and C0 controls.
-fn write_str(out: &mut String, s: &str) {
+/// Python's `json` string escaping: `"`, `\\` and C0 controls; with `ensure_ascii` also every
+/// non-ASCII character as `\\uXXXX` (UTF-16 surrogate pairs above the BMP).
+fn write_str(out: &mut String, s: &str, ensure_ascii: bool) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -100,7 +123,12 @@ fn write_str(out: &mut String, s: &str) {
             '\t' => out.push_str("\\t"),
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if (c as u32) < 0x20 || (ensure_ascii && !(' '..='~').contains(&c)) => {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{:04x}", u));
+                }
+            }
             c => out.push(c),
         }
     }
@@ -297,6 +325,28 @@ mod tests {
         assert_eq!(
             dumps(&v).unwrap(),
             "[-0.0, 12345678901234567890, -9223372036854775808, 3.0, 100.0]"
+        );
+    }
+
+    #[test]
+    fn dumps_with_takes_tojson_keywords() {
+        let v = json!({"b": [1, 2], "a": {}, "é": "😀"});
+        let dump = |opts: Dump| dumps_with(&v, &opts).unwrap();
+        assert_eq!(
+            dump(Dump {
+                indent: Some(2),
+                ..Dump::default()
+            }),
+            "{\n  \"b\": [\n    1,\n    2\n  ],\n  \"a\": {},\n  \"é\": \"😀\"\n}"
+        );
+        assert_eq!(
+            dump(Dump {
+                separators: Some((",".into(), ":".into())),
+                sort_keys: true,
+                ensure_ascii: true,
+                ..Dump::default()
+            }),
+            r#"{"a":{},"b":[1,2],"\u00e9":"\ud83d\ude00"}"#
         );
     }
 
