@@ -74,7 +74,7 @@ pub enum EncodeError {
     Template(#[from] minijinja::Error),
 }
 
-/// A file this crate was asked to load (chat template, vector file) could not be used.
+/// A file this crate was asked to load (chat template, tokenizer, vector file) could not be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {

@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! messages (OpenAI JSON) ─┐
-//! chat_template_kwargs ───┼─> Encoder::render ─> prompt
+//! chat_template_kwargs ───┼─> Encoder::render ─> prompt ─> Tokenizer::count (ISL)
 //! request-level tools ────┘     ├─ Dsv4 / Dsv41   deepseek::render_request (serving wrapper)
 //!                               │                   └─ deepseek::encode_messages (encoder)
 //!                               ├─ Template        ChatTemplate (Hugging Face Jinja, minijinja)
@@ -24,6 +24,7 @@
 //!   (thinking mode, `drop_thinking`, `context`, `continue_final_message`, ...).
 //! - [`ChatTemplate::from_path`] (model directory, `tokenizer_config.json` or `.jinja` file) and
 //!   [`ChatTemplate::from_source`].
+//! - [`Tokenizer::from_path`] (file or model directory) and [`Tokenizer::count`].
 //! - [`check_vector_file`]: runs a vector file in the shared format; its [`VectorReport`]
 //!   displays each failure's diff and ends with `N passed, M failed`.
 //!
@@ -38,12 +39,14 @@ pub mod deepseek;
 mod error;
 mod pyjson;
 mod template;
+mod tokenizer;
 mod vectors;
 
 use serde_json::{Map, Value};
 
 pub use error::{EncodeError, LoadError};
 pub use template::ChatTemplate;
+pub use tokenizer::{TokenizeError, Tokenizer};
 pub use vectors::{check_vector_file, check_vector_lines, VectorOutcome, VectorReport};
 
 /// Which client-side renderer turns a chat request into the wire prompt.
