@@ -47,7 +47,7 @@ use serde_json::{Map, Value};
 pub use error::{EncodeError, LoadError};
 pub use template::ChatTemplate;
 pub use tokenizer::{TokenizeError, Tokenizer};
-pub use vectors::{check_vector_file, check_vector_lines, VectorOutcome, VectorReport};
+pub use vectors::{check_vector_file, VectorOutcome, VectorReport};
 
 /// Which client-side renderer turns a chat request into the wire prompt.
 #[derive(Clone, Debug)]

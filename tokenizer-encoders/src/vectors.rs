@@ -77,7 +77,7 @@ pub fn check_vector_file(path: &Path) -> Result<VectorReport, LoadError> {
 }
 
 /// Runs every vector in `text` (the contents of a vector file).
-pub fn check_vector_lines(text: &str) -> VectorReport {
+pub(crate) fn check_vector_lines(text: &str) -> VectorReport {
     let outcomes = text
         .lines()
         .enumerate()
