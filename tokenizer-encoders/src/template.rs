@@ -6,6 +6,10 @@
 //! `raise_exception`, `strftime_now`, and a `tojson` that prints like Python's `json.dumps`
 //! (minijinja's own escapes HTML characters and drops the spaces after `,` and `:`).
 //! Loading reads files; rendering is pure apart from `strftime_now` reading the clock.
+//!
+//! Known difference from Python Jinja2: a list or dict printed directly (`{{ [1, 'a'] }}`, not
+//! through `tojson`) shows its strings in double quotes (`[1, "a"]`) where Python's `repr` uses
+//! single quotes; `None`, `True` and floats print as in Python.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
