@@ -42,8 +42,8 @@ pub(crate) struct RenderOptions {
 pub(crate) fn body(sample: &Sample, o: &RenderOptions) -> Bytes {
     let mut b = Map::new();
     b.insert("model".into(), Value::String(o.model.clone()));
-    let prompt =
-        tokenizer_encoders::render_user_turn(tokenizer_encoders::Renderer::Raw, &sample.prompt);
+    // The text as written; client-side encoders (`tokenizer_encoders::Encoder`) plug in here.
+    let prompt = sample.prompt.clone();
     match o.endpoint {
         EndpointType::Chat => {
             b.insert(

@@ -1,0 +1,77 @@
+//! Rendering a 20,000-character prompt through each renderer, and counting its tokens.
+//!
+//! Rendering and counting run once per request before the clock starts (never on the hot path),
+//! so these bound how long preparing a large collection takes. The prompt is the 20k code-review
+//! text of the shared vectors (`long_content/20k-code-block`), cut to exactly 20,000 characters,
+//! behind a short system message. Token counting needs `scripts/fetch-tokenizer.sh` to have run.
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
+use std::hint::black_box;
+use std::path::Path;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use serde_json::{json, Map, Value};
+use tokenizer_encoders::{ChatTemplate, Encoder, Tokenizer};
+
+const CHARS: usize = 20_000;
+
+fn manifest() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The 20k code-review prompt of the vectors, exactly `CHARS` characters long.
+fn prompt_20k() -> String {
+    let text = std::fs::read_to_string(manifest().join("tests/vectors/dsv4.jsonl")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("\"dsv4/encoder/long_content/20k-code-block-chat\""))
+        .expect("20k vector present");
+    let v: Value = serde_json::from_str(line).unwrap();
+    let content = v["input"]["messages"][0]["content"].as_str().unwrap();
+    let s: String = content.chars().cycle().take(CHARS).collect();
+    assert_eq!(s.chars().count(), CHARS);
+    s
+}
+
+fn bench(c: &mut Criterion) {
+    let prompt = prompt_20k();
+    let messages = [
+        json!({"role": "system", "content": "You are a careful code reviewer."}),
+        json!({"role": "user", "content": prompt}),
+    ];
+    let kwargs = Map::new();
+    let qwen =
+        ChatTemplate::from_path(&manifest().join("tests/fixtures/templates/qwen2.5")).unwrap();
+    let encoders = [
+        ("dsv4", Encoder::Dsv4),
+        ("dsv41", Encoder::Dsv41),
+        ("template_qwen2.5", Encoder::Template(qwen)),
+    ];
+
+    let mut g = c.benchmark_group("render_20k");
+    g.throughput(Throughput::Bytes(prompt.len() as u64));
+    for (name, enc) in &encoders {
+        g.bench_function(*name, |b| {
+            b.iter(|| enc.render(black_box(&messages), &kwargs, None).unwrap())
+        });
+    }
+    g.finish();
+
+    let path = std::env::var_os("SPECPERF_DSV4_TOKENIZER").map_or_else(
+        || manifest().join("../target/fixtures/deepseek-v4/tokenizer.json"),
+        Into::into,
+    );
+    let tok = Tokenizer::from_path(&path).unwrap_or_else(|e| {
+        panic!("{e}: run scripts/fetch-tokenizer.sh first (or set SPECPERF_DSV4_TOKENIZER)")
+    });
+    let rendered = Encoder::Dsv4.render(&messages, &kwargs, None).unwrap();
+    let mut g = c.benchmark_group("count_tokens");
+    g.throughput(Throughput::Bytes(rendered.len() as u64));
+    g.bench_function("dsv4_20k", |b| {
+        b.iter(|| tok.count(black_box(&rendered)).unwrap())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
