@@ -36,6 +36,26 @@ pub enum Command {
     Sim(Box<SimArgs>),
     /// Make a recipe's speculative entries fake the golden acceptance length (synthetic acceptance).
     Inject(Box<InjectArgs>),
+    /// Print the request bodies a replay would send (to diff against a server's own template), or
+    /// check an encoder vector file.
+    Render(Box<RenderArgs>),
+}
+
+/// `specperf render`.
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// Requests to print (the first N of the collection, in replay order).
+    #[arg(long, default_value_t = 3)]
+    pub count: usize,
+
+    /// Run an encoder vector file in the shared format instead (JSONL with id, encoder, level,
+    /// input, expected); prints a diff per failure and `N passed, M failed`; exit 1 on any failure.
+    #[arg(long)]
+    pub check_vectors: Option<PathBuf>,
+
+    /// The collection and rendering flags, as for `replay`.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
 }
 
 /// `specperf replay`.
@@ -100,6 +120,78 @@ pub struct ReplayArgs {
     /// Default: unset (server decides), except against the embedded simulator (256).
     #[arg(long, visible_alias = "output-tokens-mean")]
     pub osl: Option<u32>,
+
+    /// Client-side renderer for `/v1/completions` prompts: `dsv4`, `dsv41` (DeepSeek-V4/V4.1
+    /// serving wrappers, byte-exact with vLLM's), `template:PATH` (a Hugging Face chat template:
+    /// model directory, tokenizer_config.json or .jinja file), or `none` (the text as written).
+    /// Chat requests always carry the messages and the server renders them.
+    #[arg(long, default_value = "none")]
+    pub encoder: String,
+
+    /// `chat_template_kwargs` as a JSON object: sent with chat requests, passed to the encoder for
+    /// completions (e.g. '{"thinking": true, "reasoning_effort": "high"}').
+    #[arg(long)]
+    pub chat_template_kwargs: Option<String>,
+
+    /// Send every user turn of a SPEED-Bench row as a session (each turn after the previous
+    /// response). Default: the first user turn only, as `vllm bench serve` does.
+    #[arg(long)]
+    pub all_turns: bool,
+
+    /// Local tokenizer (`tokenizer.json` or a model directory) for client-side input token counts
+    /// and synthetic prompts. Never downloaded.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+
+    /// Generate prompts instead of reading a file: --isl tokens each (needs --tokenizer).
+    #[arg(long, conflicts_with = "input_file")]
+    pub synthetic: bool,
+
+    /// Synthetic: mean input length, tokens.
+    #[arg(
+        long,
+        visible_alias = "synthetic-input-tokens-mean",
+        default_value_t = 550
+    )]
+    pub isl: u32,
+
+    /// Synthetic: standard deviation of the input length, tokens.
+    #[arg(
+        long,
+        visible_alias = "synthetic-input-tokens-stddev",
+        default_value_t = 0.0
+    )]
+    pub isl_stddev: f64,
+
+    /// Synthetic: standard deviation of the output length around --osl, tokens.
+    #[arg(long, visible_alias = "output-tokens-stddev", default_value_t = 0.0)]
+    pub osl_stddev: f64,
+
+    /// Synthetic: number of distinct prompts.
+    #[arg(long, default_value_t = 100)]
+    pub num_dataset_entries: usize,
+
+    /// Sampling: `temperature` (sent only when given).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Sampling: `top_p` (sent only when given).
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    /// Sampling: `top_k` (sent only when given).
+    #[arg(long, allow_negative_numbers = true)]
+    pub top_k: Option<i64>,
+    /// Sampling: `min_p` (sent only when given).
+    #[arg(long)]
+    pub min_p: Option<f64>,
+    /// Sampling: `presence_penalty` (sent only when given).
+    #[arg(long, allow_negative_numbers = true)]
+    pub presence_penalty: Option<f64>,
+    /// Sampling: `frequency_penalty` (sent only when given).
+    #[arg(long, allow_negative_numbers = true)]
+    pub frequency_penalty: Option<f64>,
+    /// Sampling: `repetition_penalty` (sent only when given).
+    #[arg(long)]
+    pub repetition_penalty: Option<f64>,
 
     /// Send `max_tokens` instead of `max_completion_tokens` on chat.
     #[arg(long)]

@@ -51,6 +51,82 @@ pub(crate) enum DatasetSource {
         /// Its format.
         kind: DatasetKind,
     },
+    /// Generated prompts of exact token lengths.
+    Synthetic(SyntheticSpec),
+}
+
+/// `--synthetic` settings.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SyntheticSpec {
+    pub(crate) isl: u32,
+    pub(crate) isl_stddev: f64,
+    pub(crate) osl: Option<u32>,
+    pub(crate) osl_stddev: f64,
+    pub(crate) entries: usize,
+    pub(crate) seed: u64,
+}
+
+/// `--encoder`, validated (the template itself is loaded with the collection).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum EncoderSpec {
+    None,
+    Dsv4,
+    Dsv41,
+    Template(PathBuf),
+}
+
+impl EncoderSpec {
+    pub(crate) fn parse(s: &str) -> Result<EncoderSpec, ConfigError> {
+        Ok(match s {
+            "none" | "" => EncoderSpec::None,
+            "dsv4" | "deepseek_v4" => EncoderSpec::Dsv4,
+            "dsv41" | "deepseek_v41" => EncoderSpec::Dsv41,
+            t => match t.strip_prefix("template:") {
+                Some(p) if !p.is_empty() => {
+                    let path = PathBuf::from(p);
+                    if !path.exists() {
+                        return err(format!(
+                            "--encoder {t}: {p} does not exist (give a model directory, a tokenizer_config.json or a .jinja file)"
+                        ));
+                    }
+                    EncoderSpec::Template(path)
+                }
+                _ => {
+                    return err(format!(
+                        "--encoder {t:?}: expected dsv4, dsv41, template:PATH or none"
+                    ))
+                }
+            },
+        })
+    }
+}
+
+/// Sampling fields, only those given.
+fn sampling(a: &ReplayArgs) -> Result<Map<String, Value>, ConfigError> {
+    let mut m = Map::new();
+    let floats = [
+        ("temperature", a.temperature),
+        ("top_p", a.top_p),
+        ("min_p", a.min_p),
+        ("presence_penalty", a.presence_penalty),
+        ("frequency_penalty", a.frequency_penalty),
+        ("repetition_penalty", a.repetition_penalty),
+    ];
+    for (k, v) in floats {
+        if let Some(v) = v {
+            if !v.is_finite() {
+                return err(format!(
+                    "--{} {v} must be a finite number",
+                    k.replace('_', "-")
+                ));
+            }
+            m.insert(k.into(), serde_json::json!(v));
+        }
+    }
+    if let Some(k) = a.top_k {
+        m.insert("top_k".into(), serde_json::json!(k));
+    }
+    Ok(m)
 }
 
 impl DatasetSource {
@@ -58,6 +134,10 @@ impl DatasetSource {
         match self {
             DatasetSource::Bundled => "bundled datasets/qualitative.jsonl".into(),
             DatasetSource::File { path, .. } => path.display().to_string(),
+            DatasetSource::Synthetic(s) => format!(
+                "synthetic: {} prompts of {} ± {} tokens",
+                s.entries, s.isl, s.isl_stddev
+            ),
         }
     }
 }
@@ -77,6 +157,10 @@ pub struct RunConfig {
     pub(crate) dataset: DatasetSource,
     pub(crate) select: SpeedBenchSelect,
     pub(crate) osl: Option<u32>,
+    pub(crate) encoder: EncoderSpec,
+    pub(crate) chat_template_kwargs: Map<String, Value>,
+    pub(crate) sampling: Map<String, Value>,
+    pub(crate) tokenizer: Option<PathBuf>,
     pub(crate) legacy_max_tokens: bool,
     pub(crate) per_chunk_usage: bool,
     pub(crate) extra_inputs: Map<String, Value>,
@@ -93,7 +177,11 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    pub(crate) fn render_options(&self, model: String) -> RenderOptions {
+    pub(crate) fn render_options(
+        &self,
+        model: String,
+        encoder: std::sync::Arc<tokenizer_encoders::Encoder>,
+    ) -> RenderOptions {
         RenderOptions {
             endpoint: self.endpoint_type,
             model,
@@ -102,6 +190,9 @@ impl RunConfig {
             osl: self.osl,
             legacy_max_tokens: self.legacy_max_tokens,
             extra_inputs: self.extra_inputs.clone(),
+            encoder,
+            chat_template_kwargs: self.chat_template_kwargs.clone(),
+            sampling: self.sampling.clone(),
         }
     }
 
@@ -612,6 +703,29 @@ impl RunConfig {
                 path: p.clone(),
                 kind: a.custom_dataset_type,
             },
+            None if a.synthetic => {
+                if a.tokenizer.is_none() {
+                    return err(
+                        "--synthetic needs --tokenizer PATH to make prompts of exact token lengths",
+                    );
+                }
+                if a.isl == 0 || a.num_dataset_entries == 0 {
+                    return err("--isl and --num-dataset-entries must be at least 1");
+                }
+                for (flag, v) in [("isl-stddev", a.isl_stddev), ("osl-stddev", a.osl_stddev)] {
+                    if !(v.is_finite() && v >= 0.0) {
+                        return err(format!("--{flag} {v} must be a non-negative number"));
+                    }
+                }
+                DatasetSource::Synthetic(SyntheticSpec {
+                    isl: a.isl,
+                    isl_stddev: a.isl_stddev,
+                    osl: a.osl,
+                    osl_stddev: a.osl_stddev,
+                    entries: a.num_dataset_entries,
+                    seed: a.load.random_seed,
+                })
+            }
             None => DatasetSource::Bundled,
         };
         let headers = build_headers(
@@ -648,6 +762,29 @@ impl RunConfig {
             select: SpeedBenchSelect {
                 category: a.category.clone(),
                 shuffle_seed: (!a.no_shuffle).then_some(a.seed),
+                all_turns: a.all_turns,
+            },
+            encoder: EncoderSpec::parse(&a.encoder)?,
+            chat_template_kwargs: match &a.chat_template_kwargs {
+                None => Map::new(),
+                Some(t) => match serde_json::from_str::<Value>(t) {
+                    Ok(Value::Object(m)) => m,
+                    _ => {
+                        return err(format!(
+                            "--chat-template-kwargs {t:?} must be a JSON object, e.g. '{{\"thinking\": true}}'"
+                        ))
+                    }
+                },
+            },
+            sampling: sampling(a)?,
+            tokenizer: match &a.tokenizer {
+                Some(p) if !p.exists() => {
+                    return err(format!(
+                        "--tokenizer {}: no such file or directory (pass a local tokenizer.json or a model directory; nothing is downloaded)",
+                        p.display()
+                    ))
+                }
+                other => other.clone(),
             },
             osl,
             legacy_max_tokens: a.use_legacy_max_tokens,
@@ -711,6 +848,7 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
             }),
             _ => None,
         },
+        record_requests: 0,
     };
     cfg.validate().map_err(|e| ConfigError(e.to_string()))?;
     Ok(cfg)

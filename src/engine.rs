@@ -14,14 +14,15 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{Client, ClientError, Clock, Fetched, Prepared};
-use crate::config::{DatasetSource, RunConfig, Target};
+use crate::config::{DatasetSource, EncoderSpec, RunConfig, Target};
 use crate::dataset::{self, DatasetError, Sample};
 use crate::metrics::{self, LoadMeta, Progress, RunMeta, Summary};
 use crate::record::{FailureKind, Outcome, Phase, RequestRecord};
-use crate::render;
+use crate::render::{self, RenderOptions};
 use crate::schedule::{self, arrivals, DispatchStats, Issued, Plan, Tickets};
 use crate::scrape::{ScrapeSettings, Scraper};
 use crate::sim::{SimError, SimHandle, Simulator};
+use tokenizer_encoders::{ChatTemplate, EncodeError, Encoder, Tokenizer};
 
 /// The collection bundled into the binary (`datasets/qualitative.jsonl`).
 pub const BUNDLED_COLLECTION: &str = include_str!("../datasets/qualitative.jsonl");
@@ -113,6 +114,17 @@ pub enum EngineError {
         /// Why.
         reason: String,
     },
+    /// A sample could not be rendered by the encoder.
+    #[error("cannot render sample {sample}: {source}")]
+    Render {
+        /// The sample's id.
+        sample: String,
+        /// What the encoder rejected.
+        source: EncodeError,
+    },
+    /// The tokenizer or chat template could not be loaded or used.
+    #[error("{0}")]
+    Tokenizer(String),
     /// The load settings do not fit the collection.
     #[error("{0}")]
     Load(String),
@@ -151,7 +163,8 @@ pub async fn replay(
     stop: Stopper,
     progress: watch::Sender<Progress>,
 ) -> Result<RunOutcome, EngineError> {
-    let samples = load_samples(&cfg)?;
+    let collection = load_collection(&cfg)?;
+    let samples: Arc<[Sample]> = collection.samples.clone().into();
     // Keep the embedded simulator alive for the whole run.
     let (sim, base_url): (Option<SimHandle>, String) = match &cfg.target {
         Target::Url(u) => (None, u.clone()),
@@ -181,11 +194,9 @@ pub async fn replay(
     )
     .await;
 
-    let render_opts = cfg.render_options(model.clone());
-    let bodies: Vec<Bytes> = samples
-        .iter()
-        .map(|s| render::body(s, &render_opts))
-        .collect();
+    let render_opts = Arc::new(cfg.render_options(model.clone(), collection.encoder.clone()));
+    let (bodies, client_isl) =
+        render_bodies(&samples, &render_opts, collection.tokenizer.as_ref())?;
     let uri: Uri = format!("{}{}", base_url.trim_end_matches('/'), cfg.endpoint_path)
         .parse()
         .map_err(|e: http::uri::InvalidUri| EngineError::Url {
@@ -219,12 +230,19 @@ pub async fn replay(
     let clock = Clock::new();
     let (tx, rx) = mpsc::channel::<RequestRecord>(1024);
     let progress_rx = progress.subscribe();
-    let aggregator = tokio::spawn(metrics::aggregate(rx, Some(sink), progress.clone()));
+    let aggregator = tokio::spawn(metrics::aggregate(
+        rx,
+        Some(sink),
+        progress.clone(),
+        client_isl.map(Into::into),
+    ));
     let issued = Arc::new(Issued::default());
     let guards = spawn_guards(&cfg, &stop, progress_rx, issued.clone());
     let ctx = Arc::new(Launch {
         client: client.clone(),
         bodies: bodies.into(),
+        samples: samples.clone(),
+        render: render_opts,
         uri,
         streaming: cfg.streaming,
         clock,
@@ -326,6 +344,8 @@ pub async fn replay(
 struct Launch {
     client: Client,
     bodies: Arc<[Bytes]>,
+    samples: Arc<[Sample]>,
+    render: Arc<RenderOptions>,
     uri: Uri,
     streaming: bool,
     clock: Clock,
@@ -357,26 +377,16 @@ async fn run_phase(
         |r| {
             let (ctx, requests, stopped) = (ctx.clone(), requests.clone(), stop.token().clone());
             tracker.spawn(async move {
-                let req = Prepared {
-                    uri: ctx.uri.clone(),
-                    body: ctx.bodies[r.ticket.sample].clone(),
-                    streaming: ctx.streaming,
-                };
-                let intended = start_ns + r.intended.as_nanos() as u64;
-                let mut rec = RequestRecord::started(
+                run_session(
+                    &ctx,
                     r.ticket.id,
                     r.ticket.sample,
-                    intended,
-                    ctx.clock.now_ns(),
-                );
-                rec.phase = phase;
-                let mut rec = ctx.client.execute(&req, rec, &ctx.clock, &requests).await;
-                if rec.outcome == Outcome::Cancelled && !stopped.is_cancelled() {
-                    rec.outcome = Outcome::Failed(FailureKind::GracePeriodExpired);
-                    rec.error =
-                        Some("still in flight when --benchmark-grace-period ran out".to_owned());
-                }
-                let _ = ctx.tx.send(rec).await;
+                    start_ns + r.intended.as_nanos() as u64,
+                    phase,
+                    &requests,
+                    &stopped,
+                )
+                .await;
                 drop(r.permit);
             });
         },
@@ -443,6 +453,76 @@ fn trace_rows(
         rows.truncate(c as usize);
     }
     Ok(Some(rows))
+}
+
+/// Sends one ticket: a single request, or every turn of a multi-turn session in order (each
+/// later turn carries the conversation so far, the server's replies included, after its delay).
+/// A failed or cancelled turn ends the session.
+async fn run_session(
+    ctx: &Launch,
+    id: u64,
+    sample_index: usize,
+    intended_ns: u64,
+    phase: Phase,
+    requests: &CancellationToken,
+    stopped: &CancellationToken,
+) {
+    let sample = &ctx.samples[sample_index];
+    let session = !sample.turns.is_empty();
+    let mut history = if session {
+        render::first_messages(sample)
+    } else {
+        Vec::new()
+    };
+    let mut body = ctx.bodies[sample_index].clone();
+    let mut intended = intended_ns;
+    for turn in 0..=sample.turns.len() {
+        if turn > 0 {
+            let next = &sample.turns[turn - 1];
+            if let Some(ms) = next.delay_ms {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs_f64(ms / 1e3)) => {}
+                    _ = requests.cancelled() => return,
+                }
+            }
+            history.push(serde_json::json!({"role": "user", "content": next.text}));
+            intended = ctx.clock.now_ns();
+            match render::body(&history, next.max_tokens, &ctx.render) {
+                Ok(b) => body = b,
+                Err(e) => {
+                    let mut rec = RequestRecord::started(id, sample_index, intended, intended);
+                    rec.phase = phase;
+                    rec.turn = turn as u32;
+                    rec.outcome = Outcome::Failed(FailureKind::Transport);
+                    rec.error = Some(format!("cannot render turn {turn}: {e}"));
+                    let _ = ctx.tx.send(rec).await;
+                    return;
+                }
+            }
+        }
+        let req = Prepared {
+            uri: ctx.uri.clone(),
+            body: body.clone(),
+            streaming: ctx.streaming,
+            capture_text: turn < sample.turns.len(),
+        };
+        let mut rec = RequestRecord::started(id, sample_index, intended, ctx.clock.now_ns());
+        rec.phase = phase;
+        rec.turn = turn as u32;
+        let mut rec = ctx.client.execute(&req, rec, &ctx.clock, requests).await;
+        if rec.outcome == Outcome::Cancelled && !stopped.is_cancelled() {
+            rec.outcome = Outcome::Failed(FailureKind::GracePeriodExpired);
+            rec.error = Some("still in flight when --benchmark-grace-period ran out".to_owned());
+        }
+        let ok = rec.outcome == Outcome::Success;
+        if session {
+            let reply = rec.response_text.take().unwrap_or_default();
+            history.push(serde_json::json!({"role": "assistant", "content": reply}));
+        }
+        if ctx.tx.send(rec).await.is_err() || !ok {
+            return;
+        }
+    }
 }
 
 /// The profiling phase's tickets: closed loop, open-loop arrivals computed up front, or a trace.
@@ -560,16 +640,113 @@ fn scrape_settings(cfg: &RunConfig, sim: Option<&SimHandle>, base: &str) -> Opti
     })
 }
 
-fn load_samples(cfg: &RunConfig) -> Result<Vec<Sample>, EngineError> {
-    Ok(match &cfg.dataset {
-        DatasetSource::Bundled => dataset::load_str(
+/// The first `n` request bodies a replay of `cfg` would send, in replay order (no server needed;
+/// the model is `--model` or `"<model>"`).
+pub fn render_requests(cfg: &RunConfig, n: usize) -> Result<Vec<serde_json::Value>, EngineError> {
+    let collection = load_collection(cfg)?;
+    let model = cfg.model.clone().unwrap_or_else(|| "<model>".into());
+    let opts = cfg.render_options(model, collection.encoder.clone());
+    let plan = profiling_plan(cfg, &collection.samples)?;
+    let mut out = Vec::new();
+    for id in 0..plan.len().unwrap_or(n as u64).min(n as u64) {
+        let Some(t) = plan.ticket_for(id) else { break };
+        let s = &collection.samples[t];
+        let body =
+            render::body(&render::first_messages(s), s.max_tokens, &opts).map_err(|source| {
+                EngineError::Render {
+                    sample: s.id.clone(),
+                    source,
+                }
+            })?;
+        out.push(serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null));
+    }
+    Ok(out)
+}
+
+/// A collection ready to render: samples, the encoder and the optional tokenizer.
+pub(crate) struct Collection {
+    pub(crate) samples: Vec<Sample>,
+    pub(crate) encoder: Arc<Encoder>,
+    pub(crate) tokenizer: Option<Tokenizer>,
+}
+
+/// Loads the samples, the encoder (a chat template is read here) and the tokenizer.
+pub(crate) fn load_collection(cfg: &RunConfig) -> Result<Collection, EngineError> {
+    let tokenizer = cfg
+        .tokenizer
+        .as_deref()
+        .map(Tokenizer::from_path)
+        .transpose()
+        .map_err(|e| EngineError::Tokenizer(format!("--tokenizer: {e}")))?;
+    let encoder = match &cfg.encoder {
+        EncoderSpec::None => Encoder::None,
+        EncoderSpec::Dsv4 => Encoder::Dsv4,
+        EncoderSpec::Dsv41 => Encoder::Dsv41,
+        EncoderSpec::Template(p) => Encoder::Template(ChatTemplate::from_path(p).map_err(|e| {
+            EngineError::Tokenizer(format!("--encoder template:{}: {e}", p.display()))
+        })?),
+    };
+    let bundled = || {
+        dataset::load_str(
             BUNDLED_COLLECTION,
             "bundled datasets/qualitative.jsonl",
             dataset::DatasetKind::SpeedBench,
             &cfg.select,
-        )?,
+        )
+    };
+    let samples = match &cfg.dataset {
+        DatasetSource::Bundled => bundled()?,
         DatasetSource::File { path, kind } => dataset::load_file(path, *kind, &cfg.select)?,
+        DatasetSource::Synthetic(spec) => {
+            let tok = tokenizer
+                .as_ref()
+                .ok_or_else(|| EngineError::Tokenizer("--synthetic needs --tokenizer".into()))?;
+            let corpus: Vec<String> = dataset::load_str(
+                BUNDLED_COLLECTION,
+                "bundled datasets/qualitative.jsonl",
+                dataset::DatasetKind::SpeedBench,
+                &Default::default(),
+            )?
+            .into_iter()
+            .map(|s| s.prompt)
+            .collect();
+            dataset::synthetic::generate(spec, tok, &corpus.join("\n\n"))
+                .map_err(|e| EngineError::Tokenizer(format!("--synthetic: {e}")))?
+        }
+    };
+    Ok(Collection {
+        samples,
+        encoder: Arc::new(encoder),
+        tokenizer,
     })
+}
+
+/// Each sample's first request body, built before the clock starts; with a tokenizer, the
+/// client-side input token count of what is sent (the rendered prompt, or the messages'
+/// rendering by the encoder for chat).
+pub(crate) fn render_bodies(
+    samples: &[Sample],
+    opts: &RenderOptions,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<(Vec<Bytes>, Option<Vec<u64>>), EngineError> {
+    let mut bodies = Vec::with_capacity(samples.len());
+    let mut counts = tokenizer.map(|_| Vec::with_capacity(samples.len()));
+    for s in samples {
+        let messages = render::first_messages(s);
+        let fail = |source| EngineError::Render {
+            sample: s.id.clone(),
+            source,
+        };
+        bodies.push(render::body(&messages, s.max_tokens, opts).map_err(fail)?);
+        if let (Some(t), Some(c)) = (tokenizer, counts.as_mut()) {
+            let text = render::prompt(&messages, opts).map_err(fail)?;
+            let n = t
+                .count(&text)
+                .map_err(|e| EngineError::Tokenizer(format!("sample {}: {e}", s.id)))?;
+            c.push(n as u64);
+        }
+    }
+    Ok((bodies, counts))
 }
 
 /// Deadline and stall watchdog, both feeding the one stopper.

@@ -37,7 +37,8 @@ pub mod sim;
 mod yaml;
 
 pub use cli::{
-    Cli, Command, EmbeddedSimArgs, InjectArgs, LoadArgs, ReplayArgs, ScrapeArgs, SimArgs,
+    Cli, Command, EmbeddedSimArgs, InjectArgs, LoadArgs, RenderArgs, ReplayArgs, ScrapeArgs,
+    SimArgs,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
@@ -46,7 +47,9 @@ pub use config::{
     ConfigError, RunConfig,
 };
 pub use dataset::{DatasetError, DatasetKind, Sample};
-pub use engine::{replay, EngineError, RunOutcome, StopReason, Stopper, BUNDLED_COLLECTION};
+pub use engine::{
+    render_requests, replay, EngineError, RunOutcome, StopReason, Stopper, BUNDLED_COLLECTION,
+};
 pub use inject::{
     inject, EntryReport, EntryState, InjectConfig, InjectError, InjectOutcome, InjectReport,
     LineChange,

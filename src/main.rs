@@ -24,6 +24,7 @@ fn main() -> ExitCode {
             Command::Replay(args) => replay(&args).await,
             Command::Sim(args) => sim(&args).await,
             Command::Inject(args) => inject(&args),
+            Command::Render(args) => render(&args),
         }
     });
     ExitCode::from(code as u8)
@@ -67,6 +68,44 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
                 | specperf::EngineError::Url { .. } => exit::USAGE,
                 _ => exit::FAILED,
             }
+        }
+    }
+}
+
+fn render(args: &specperf::RenderArgs) -> i32 {
+    if let Some(path) = &args.check_vectors {
+        return match tokenizer_encoders::check_vector_file(path) {
+            Ok(report) => {
+                println!("{}", report.to_string().trim_end());
+                if report.failed() == 0 {
+                    exit::OK
+                } else {
+                    exit::FAILED
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                exit::USAGE
+            }
+        };
+    }
+    let cfg = match specperf::RunConfig::from_args(&args.replay) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return exit::USAGE;
+        }
+    };
+    match specperf::render_requests(&cfg, args.count) {
+        Ok(bodies) => {
+            for b in bodies {
+                println!("{}", serde_json::to_string_pretty(&b).unwrap_or_default());
+            }
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit::USAGE
         }
     }
 }

@@ -170,6 +170,8 @@ pub(crate) struct Aggregate {
     zero_gaps: u64,
     gaps: u64,
     pub(crate) write_error: Option<String>,
+    /// Client-side input token counts per sample (`--tokenizer`), for first turns.
+    pub(crate) client_isl: Option<Arc<[u64]>>,
 }
 
 fn hist() -> Histogram<u64> {
@@ -195,6 +197,7 @@ impl Aggregate {
             zero_gaps: 0,
             gaps: 0,
             write_error: None,
+            client_isl: None,
         }
     }
 
@@ -256,6 +259,14 @@ impl Aggregate {
         self.push("output_sequence_length", osl as f64);
         if r.prompt_tokens.is_some() {
             self.push("input_sequence_length", isl as f64);
+        }
+        if let Some(n) = self
+            .client_isl
+            .as_ref()
+            .filter(|_| r.turn == 0)
+            .and_then(|c| c.get(r.sample_index))
+        {
+            self.push("client_input_sequence_length", *n as f64);
         }
         if let Some(ttft) = r.ttft_ns() {
             self.push("time_to_first_token_ms", ms(ttft));
@@ -488,8 +499,10 @@ pub(crate) async fn aggregate(
     mut rx: mpsc::Receiver<RequestRecord>,
     mut sink: Option<Box<dyn Write + Send>>,
     progress: Arc<watch::Sender<Progress>>,
+    client_isl: Option<Arc<[u64]>>,
 ) -> Aggregate {
     let mut agg = Aggregate::new();
+    agg.client_isl = client_isl;
     let mut line = Vec::with_capacity(1024);
     while let Some(rec) = rx.recv().await {
         if let Some(w) = sink.as_mut() {

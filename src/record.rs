@@ -141,6 +141,8 @@ pub struct RequestRecord {
     pub id: u64,
     /// `warmup` (excluded from every statistic) or `profiling`.
     pub phase: Phase,
+    /// Turn of a multi-turn session (0 for single-turn requests); `id` is the session's.
+    pub turn: u32,
     /// Index of the sample in the loaded collection.
     pub sample_index: usize,
     /// How the request ended.
@@ -187,6 +189,9 @@ pub struct RequestRecord {
     /// (0 when per-chunk usage is unavailable). Not serialized: it feeds the histograms.
     #[serde(skip)]
     pub chunk_gaps: Vec<ChunkGap>,
+    /// The response text, kept only for multi-turn sessions (the next turn's history).
+    #[serde(skip)]
+    pub response_text: Option<String>,
 }
 
 /// Time between two content events and the tokens the later one carried (0 = unknown).
@@ -204,6 +209,7 @@ impl RequestRecord {
         RequestRecord {
             id,
             phase: Phase::Profiling,
+            turn: 0,
             sample_index,
             outcome: Outcome::Cancelled,
             http_status: None,
@@ -226,6 +232,7 @@ impl RequestRecord {
             first_chunk_tokens: None,
             finish_reason: None,
             chunk_gaps: Vec::new(),
+            response_text: None,
         }
     }
 

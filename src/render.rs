@@ -4,6 +4,10 @@
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+use std::sync::Arc;
+
+use tokenizer_encoders::{EncodeError, Encoder};
+
 use crate::dataset::Sample;
 
 /// Which OpenAI-compatible endpoint to call.
@@ -36,26 +40,49 @@ pub(crate) struct RenderOptions {
     pub(crate) osl: Option<u32>,
     pub(crate) legacy_max_tokens: bool,
     pub(crate) extra_inputs: Map<String, Value>,
+    /// Renders completions prompts (`Encoder::None`: the text as written).
+    pub(crate) encoder: Arc<Encoder>,
+    pub(crate) chat_template_kwargs: Map<String, Value>,
+    /// Sampling fields the user gave, and only those.
+    pub(crate) sampling: Map<String, Value>,
 }
 
-/// Builds the JSON body for one sample.
-pub(crate) fn body(sample: &Sample, o: &RenderOptions) -> Bytes {
+/// The first request's messages of a sample: its first user turn.
+pub(crate) fn first_messages(sample: &Sample) -> Vec<Value> {
+    vec![json!({"role": "user", "content": sample.prompt})]
+}
+
+/// The prompt string a completions request carries for `messages` (also what client-side token
+/// counts measure for chat, when an encoder is given).
+pub(crate) fn prompt(messages: &[Value], o: &RenderOptions) -> Result<String, EncodeError> {
+    o.encoder.render(messages, &o.chat_template_kwargs, None)
+}
+
+/// Builds the JSON body for one request: chat requests carry the messages and the
+/// `chat_template_kwargs` (the server renders); completions requests carry the prompt the
+/// encoder rendered client-side.
+pub(crate) fn body(
+    messages: &[Value],
+    max_tokens: Option<u32>,
+    o: &RenderOptions,
+) -> Result<Bytes, EncodeError> {
     let mut b = Map::new();
     b.insert("model".into(), Value::String(o.model.clone()));
-    // The text as written; client-side encoders (`tokenizer_encoders::Encoder`) plug in here.
-    let prompt = sample.prompt.clone();
     match o.endpoint {
         EndpointType::Chat => {
-            b.insert(
-                "messages".into(),
-                json!([{"role": "user", "content": prompt}]),
-            );
+            b.insert("messages".into(), Value::Array(messages.to_vec()));
+            if !o.chat_template_kwargs.is_empty() {
+                b.insert(
+                    "chat_template_kwargs".into(),
+                    Value::Object(o.chat_template_kwargs.clone()),
+                );
+            }
         }
         EndpointType::Completions => {
-            b.insert("prompt".into(), Value::String(prompt));
+            b.insert("prompt".into(), Value::String(prompt(messages, o)?));
         }
     }
-    if let Some(n) = sample.max_tokens.or(o.osl) {
+    if let Some(n) = max_tokens.or(o.osl) {
         let key = if o.endpoint == EndpointType::Chat && !o.legacy_max_tokens {
             "max_completion_tokens"
         } else {
@@ -71,10 +98,13 @@ pub(crate) fn body(sample: &Sample, o: &RenderOptions) -> Bytes {
         }
         b.insert("stream_options".into(), so);
     }
+    for (k, v) in &o.sampling {
+        b.insert(k.clone(), v.clone());
+    }
     for (k, v) in &o.extra_inputs {
         b.insert(k.clone(), v.clone());
     }
-    Bytes::from(Value::Object(b).to_string())
+    Ok(Bytes::from(Value::Object(b).to_string()))
 }
 
 #[cfg(test)]
@@ -90,40 +120,68 @@ mod tests {
             osl: Some(256),
             legacy_max_tokens: false,
             extra_inputs: Map::new(),
+            encoder: Arc::new(Encoder::None),
+            chat_template_kwargs: Map::new(),
+            sampling: Map::new(),
         }
     }
 
-    #[test]
-    fn chat_body_has_messages_usage_and_max_completion_tokens() {
-        let s = Sample {
+    fn sample(prompt: &str) -> Sample {
+        Sample {
             id: "a".into(),
-            prompt: "hi \"there\"".into(),
+            prompt: prompt.into(),
             max_tokens: None,
             timestamp_ms: None,
-        };
-        let v: Value = serde_json::from_slice(&body(&s, &opts(EndpointType::Chat))).unwrap();
-        assert_eq!(v["messages"][0]["content"], "hi \"there\"");
-        assert_eq!(v["max_completion_tokens"], 256);
-        assert_eq!(v["stream_options"]["include_usage"], true);
-        assert!(v.get("ignore_eos").is_none());
+            turns: Vec::new(),
+        }
+    }
+
+    fn json_of(b: Bytes) -> Value {
+        serde_json::from_slice(&b).unwrap()
     }
 
     #[test]
-    fn completions_body_uses_prompt_and_extra_inputs_win() {
-        let s = Sample {
-            id: "a".into(),
-            prompt: "x".into(),
-            timestamp_ms: None,
-            max_tokens: Some(9),
-        };
+    fn chat_body_has_messages_kwargs_usage_and_max_completion_tokens() {
+        let mut o = opts(EndpointType::Chat);
+        o.chat_template_kwargs
+            .insert("thinking".into(), json!(true));
+        let v = json_of(body(&first_messages(&sample("hi \"there\"")), None, &o).unwrap());
+        assert_eq!(v["messages"][0]["content"], "hi \"there\"");
+        assert_eq!(v["chat_template_kwargs"]["thinking"], true);
+        assert_eq!(v["max_completion_tokens"], 256);
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert!(v.get("ignore_eos").is_none() && v.get("temperature").is_none());
+    }
+
+    #[test]
+    fn completions_body_renders_the_prompt_and_sends_only_given_sampling() {
         let mut o = opts(EndpointType::Completions);
-        o.extra_inputs.insert("temperature".into(), json!(0.6));
+        o.encoder = Arc::new(Encoder::Dsv4);
+        o.chat_template_kwargs
+            .insert("thinking".into(), json!(true));
+        o.sampling.insert("temperature".into(), json!(1.0));
         o.extra_inputs.insert("stream".into(), json!(true));
         o.per_chunk_usage = true;
-        let v: Value = serde_json::from_slice(&body(&s, &o)).unwrap();
-        assert_eq!(v["prompt"], "x");
+        let v = json_of(
+            body(
+                &first_messages(&sample("Hello! What can you do?")),
+                Some(9),
+                &o,
+            )
+            .unwrap(),
+        );
+        // The DeepSeek-V4 serving wrapper's output for this input (a shared vector).
+        assert_eq!(
+            v["prompt"],
+            "<｜begin▁of▁sentence｜><｜User｜>Hello! What can you do?<｜Assistant｜><think>"
+        );
+        assert!(v.get("chat_template_kwargs").is_none());
         assert_eq!(v["max_tokens"], 9);
-        assert_eq!(v["temperature"], 0.6);
+        assert_eq!(v["temperature"], 1.0);
+        assert!(v.get("top_p").is_none() && v.get("repetition_penalty").is_none());
         assert_eq!(v["stream_options"]["continuous_usage_stats"], true);
+        o.encoder = Arc::new(Encoder::None);
+        let raw = json_of(body(&first_messages(&sample("x")), None, &o).unwrap());
+        assert_eq!(raw["prompt"], "x");
     }
 }

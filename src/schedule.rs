@@ -117,6 +117,12 @@ impl Plan {
         }
     }
 
+    /// The sample of this shard's `n`-th ticket (for printing what a run would send).
+    pub(crate) fn ticket_for(&self, n: u64) -> Option<usize> {
+        let id = u64::from(self.shard.index) + n * u64::from(self.shard.count);
+        self.ticket(id).map(|t| t.sample)
+    }
+
     /// Tickets this shard will issue without a duration limit (`None`: unbounded).
     pub(crate) fn len(&self) -> Option<u64> {
         let total = match &self.tickets {

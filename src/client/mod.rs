@@ -137,6 +137,8 @@ pub(crate) struct Prepared {
     pub(crate) uri: Uri,
     pub(crate) body: Bytes,
     pub(crate) streaming: bool,
+    /// Keep the response text (multi-turn sessions thread it into the next turn).
+    pub(crate) capture_text: bool,
 }
 
 impl Client {
@@ -270,6 +272,9 @@ impl Client {
             self.opts.max_body_bytes,
             req.streaming,
         );
+        if req.capture_text {
+            state.text = Some(String::new());
+        }
         // One timer for the whole stream, re-armed lazily: it fires at the earliest deadline that
         // could apply and is pushed forward when events moved the real deadline.
         let sleep = tokio::time::sleep_until(first_deadline.into());
@@ -407,6 +412,8 @@ struct StreamState {
     body: Vec<u8>,
     body_bytes: usize,
     max_body: usize,
+    /// The response text, when the caller asked for it.
+    text: Option<String>,
 }
 
 impl StreamState {
@@ -426,6 +433,7 @@ impl StreamState {
             body: Vec::new(),
             body_bytes: 0,
             max_body,
+            text: None,
         }
     }
 
@@ -451,9 +459,13 @@ impl StreamState {
             return Ok(());
         }
         let mut parsed = std::mem::take(&mut self.parsed);
+        let text = &mut self.text;
         self.parser
             .push(data, |ev| {
-                parsed.push((Instant::now(), classify(ev).map_err(|m| m.0)))
+                parsed.push((Instant::now(), classify(ev).map_err(|m| m.0)));
+                if let Some(t) = text.as_mut() {
+                    sse::append_text(ev, t);
+                }
             })
             .map_err(|e| (FailureKind::Oversized, e.to_string()))?;
         for (at, ev) in parsed.drain(..) {
@@ -554,6 +566,9 @@ impl StreamState {
     fn finish(mut self, mut rec: RequestRecord, clock: &Clock, streaming: bool) -> RequestRecord {
         if !streaming {
             let body = std::mem::take(&mut self.body);
+            if let Some(t) = self.text.as_mut() {
+                sse::append_text(&body, t);
+            }
             match classify(&body) {
                 Ok(Event::Chunk(c)) => {
                     self.on_chunk(c, Instant::now(), clock, &mut rec);
@@ -597,6 +612,7 @@ impl StreamState {
         } else {
             rec.end_ns = clock.now_ns();
             rec.outcome = Outcome::Success;
+            rec.response_text = self.text.take();
             return rec;
         };
         fail(rec, clock, kind, msg)

@@ -159,6 +159,24 @@ pub struct ChunkInfo {
     pub finish_reason: Option<String>,
 }
 
+/// Appends the first choice's text of one chunk (`delta.content`, `text`, or a non-streaming
+/// `message.content`) to `out`. Reasoning is not part of the conversation history, so it is left
+/// out. Not on the hot path: only multi-turn sessions keep response text.
+pub fn append_text(data: &[u8], out: &mut String) {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return;
+    };
+    let Some(choice) = v.pointer("/choices/0") else {
+        return;
+    };
+    for path in ["/delta/content", "/text", "/message/content"] {
+        if let Some(t) = choice.pointer(path).and_then(|t| t.as_str()) {
+            out.push_str(t);
+            return;
+        }
+    }
+}
+
 /// Why an event is not a valid chunk.
 #[derive(Debug, thiserror::Error)]
 #[error("malformed SSE event: {0}")]

@@ -4,11 +4,12 @@
 //! error naming the file, the line and the fix; nothing is skipped silently.
 
 mod pyrandom;
+pub(crate) mod synthetic;
 
 use std::path::Path;
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 pub(crate) use pyrandom::python_shuffle;
 
@@ -23,6 +24,20 @@ pub struct Sample {
     pub max_tokens: Option<u32>,
     /// Trace rows: when the request was sent in the original trace, ms.
     pub timestamp_ms: Option<f64>,
+    /// Multi-turn sessions: the user turns after the first, each sent after the previous
+    /// response (which joins the history).
+    pub turns: Vec<Turn>,
+}
+
+/// A later user turn of a multi-turn session.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Turn {
+    /// The user message.
+    pub text: String,
+    /// Wait this long after the previous response before sending, ms.
+    pub delay_ms: Option<f64>,
+    /// Output tokens for this turn, if the row says.
+    pub max_tokens: Option<u32>,
 }
 
 /// Input formats.
@@ -34,6 +49,12 @@ pub enum DatasetKind {
     SpeedBench,
     /// AIPerf `single_turn` JSONL: `{"text": ...}` or `{"texts": [...]}`, optional `max_tokens`.
     SingleTurn,
+    /// AIPerf `multi_turn` JSONL: `{"session_id": ..., "turns": [{"text"|"texts", "delay" (ms),
+    /// "max_tokens"}, ...]}`; each later turn carries the conversation so far.
+    MultiTurn,
+    /// ShareGPT JSON: `[{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}]`;
+    /// the first human turn is the prompt (as `vllm bench serve` does).
+    Sharegpt,
     /// Mooncake-style trace JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`
     /// (or `text_input`); replayed at its timestamps.
     MooncakeTrace,
@@ -71,6 +92,8 @@ pub(crate) struct SpeedBenchSelect {
     pub(crate) category: Option<String>,
     /// Shuffle seed (CPython `random.seed` + `random.shuffle`, as the golden collection); `None` keeps file order.
     pub(crate) shuffle_seed: Option<u64>,
+    /// Send every user turn of a row as a session (default: the first only, as vLLM does).
+    pub(crate) all_turns: bool,
 }
 
 /// Loads `path` as `kind`.
@@ -101,6 +124,8 @@ pub(crate) fn load_str(
         DatasetKind::SpeedBench => speed_bench(text, select).map_err(invalid)?,
         DatasetKind::SingleTurn => single_turn(text).map_err(invalid)?,
         DatasetKind::MooncakeTrace => mooncake_trace(text).map_err(invalid)?,
+        DatasetKind::MultiTurn => multi_turn(text).map_err(invalid)?,
+        DatasetKind::Sharegpt => sharegpt(text).map_err(invalid)?,
     };
     if samples.is_empty() {
         return Err(invalid(
@@ -171,11 +196,27 @@ fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<Sample>, Str
         if !seen.insert(id.clone()) {
             return Err(format!("line {n}: duplicate question_id {id}"));
         }
+        let mut turns = Vec::new();
+        if select.all_turns {
+            for (i, m) in messages.iter().enumerate().skip(1) {
+                if m.get("role").and_then(Value::as_str) != Some("user") {
+                    continue;
+                }
+                let text = m.get("content").and_then(Value::as_str).ok_or_else(|| {
+                    format!("line {n}: row {id}: message {i} has no string `content`")
+                })?;
+                turns.push(Turn {
+                    text: text.to_owned(),
+                    ..Turn::default()
+                });
+            }
+        }
         out.push(Sample {
             id,
             prompt: content.to_owned(),
             max_tokens: None,
             timestamp_ms: None,
+            turns,
         });
     }
     if let Some(seed) = select.shuffle_seed {
@@ -289,6 +330,124 @@ fn mooncake_trace(text: &str) -> Result<Vec<Sample>, String> {
             prompt,
             max_tokens,
             timestamp_ms: Some(ts),
+            turns: Vec::new(),
+        });
+    }
+    Ok(out)
+}
+
+/// `text` or `texts` (joined by newlines) of one JSON object.
+fn text_of(obj: &Map<String, Value>, at: &str) -> Result<String, String> {
+    match (obj.get("text"), obj.get("texts")) {
+        (Some(Value::String(s)), None) => Ok(s.clone()),
+        (None, Some(Value::Array(a))) if !a.is_empty() => {
+            let parts: Option<Vec<&str>> = a.iter().map(Value::as_str).collect();
+            Ok(parts
+                .ok_or_else(|| format!("{at}: `texts` must hold strings"))?
+                .join("\n"))
+        }
+        _ => Err(format!(
+            "{at}: expected a string `text` or a non-empty `texts` array"
+        )),
+    }
+}
+
+fn positive_u32(v: Option<&Value>, at: &str, key: &str) -> Result<Option<u32>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => Ok(Some(
+            v.as_u64()
+                .filter(|&x| x > 0 && x <= u64::from(u32::MAX))
+                .ok_or_else(|| format!("{at}: `{key}` must be a positive integer"))?
+                as u32,
+        )),
+    }
+}
+
+fn multi_turn(text: &str) -> Result<Vec<Sample>, String> {
+    let mut out = Vec::new();
+    for (n, line) in lines(text) {
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| format!("line {n}: expected a JSON object"))?;
+        let id = match obj.get("session_id") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(x)) => x.to_string(),
+            _ => format!("line-{n}"),
+        };
+        let Some(Value::Array(turns)) = obj.get("turns") else {
+            return Err(format!("line {n}: expected a non-empty `turns` array"));
+        };
+        let mut parsed = Vec::with_capacity(turns.len());
+        for (i, t) in turns.iter().enumerate() {
+            let at = format!("line {n}, turn {i}");
+            let t = t
+                .as_object()
+                .ok_or_else(|| format!("{at}: expected a JSON object"))?;
+            let delay_ms = match t.get("delay") {
+                None | Some(Value::Null) => None,
+                Some(d) => Some(
+                    d.as_f64()
+                        .filter(|d| d.is_finite() && *d >= 0.0)
+                        .ok_or_else(|| {
+                            format!("{at}: `delay` must be a non-negative number of ms")
+                        })?,
+                ),
+            };
+            parsed.push(Turn {
+                text: text_of(t, &at)?,
+                delay_ms,
+                max_tokens: positive_u32(t.get("max_tokens"), &at, "max_tokens")?,
+            });
+        }
+        let mut rest = parsed.into_iter();
+        let first = rest
+            .next()
+            .ok_or_else(|| format!("line {n}: expected a non-empty `turns` array"))?;
+        out.push(Sample {
+            id,
+            prompt: first.text,
+            max_tokens: first.max_tokens,
+            timestamp_ms: None,
+            turns: rest.collect(),
+        });
+    }
+    Ok(out)
+}
+
+fn sharegpt(text: &str) -> Result<Vec<Sample>, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let rows = v
+        .as_array()
+        .ok_or("expected a JSON array of conversations")?;
+    let mut out = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let conv = row
+            .get("conversations")
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("entry {i}: expected a `conversations` array"))?;
+        // vLLM's ShareGPT loader skips conversations without a reply.
+        if conv.len() < 2 {
+            continue;
+        }
+        let from = conv[0].get("from").and_then(Value::as_str);
+        let value = conv[0].get("value").and_then(Value::as_str);
+        let (Some("human" | "user"), Some(prompt)) = (from, value) else {
+            return Err(format!(
+                "entry {i}: the first turn must be {{\"from\": \"human\", \"value\": <string>}}"
+            ));
+        };
+        let id = match row.get("id") {
+            Some(Value::String(s)) => s.clone(),
+            _ => format!("entry-{i}"),
+        };
+        out.push(Sample {
+            id,
+            prompt: prompt.to_owned(),
+            max_tokens: None,
+            timestamp_ms: None,
+            turns: Vec::new(),
         });
     }
     Ok(out)
@@ -316,20 +475,7 @@ fn single_turn(text: &str) -> Result<Vec<Sample>, String> {
                     })?,
             ),
         };
-        let prompt = match (obj.get("text"), obj.get("texts")) {
-            (Some(Value::String(s)), None) => s.clone(),
-            (None, Some(Value::Array(a))) if !a.is_empty() => {
-                let parts: Option<Vec<&str>> = a.iter().map(Value::as_str).collect();
-                parts
-                    .ok_or_else(|| format!("line {n}: `texts` must hold strings"))?
-                    .join("\n")
-            }
-            _ => {
-                return Err(format!(
-                    "line {n}: expected a string `text` or a non-empty `texts` array"
-                ))
-            }
-        };
+        let prompt = text_of(obj, &format!("line {n}"))?;
         let max_tokens = match obj.get("max_tokens").or_else(|| obj.get("output_length")) {
             None => None,
             Some(v) => Some(
@@ -344,6 +490,7 @@ fn single_turn(text: &str) -> Result<Vec<Sample>, String> {
             prompt,
             max_tokens,
             timestamp_ms,
+            turns: Vec::new(),
         });
     }
     Ok(out)
@@ -367,6 +514,7 @@ mod tests {
         let sel = SpeedBenchSelect {
             category: Some("coding".into()),
             shuffle_seed: Some(0),
+            all_turns: false,
         };
         let s = load_str(&text, "t", DatasetKind::SpeedBench, &sel).unwrap();
         let order: Vec<&str> = s.iter().map(|x| x.prompt.as_str()).collect();
@@ -397,6 +545,7 @@ mod tests {
         let sel = SpeedBenchSelect {
             category: Some("Coding".into()),
             shuffle_seed: None,
+            all_turns: false,
         };
         assert!(load_str(&row("a", "coding", "x"), "f", DatasetKind::SpeedBench, &sel).is_err());
     }
@@ -419,6 +568,7 @@ mod tests {
                 prompt: "a\nb".into(),
                 max_tokens: Some(7),
                 timestamp_ms: None,
+                turns: Vec::new(),
             }
         );
         assert!(load_str(

@@ -144,6 +144,8 @@ pub struct SimConfig {
     pub oversized_bytes: usize,
     /// Serve HTTPS (ALPN h2 and http/1.1) with these files.
     pub tls: Option<TlsFiles>,
+    /// Keep the first this many request bodies ([`SimHandle::requests`]); 0 keeps none.
+    pub record_requests: usize,
 }
 
 impl Default for SimConfig {
@@ -170,6 +172,7 @@ impl Default for SimConfig {
             stall_limit: Duration::from_secs(600),
             oversized_bytes: 8 << 20,
             tls: None,
+            record_requests: 0,
         }
     }
 }

@@ -51,6 +51,8 @@ struct Shared {
     model_json: String,
     /// Completion requests served over HTTP/2 (the rest were HTTP/1.x).
     http2_requests: AtomicU64,
+    /// The first `record_requests` request bodies, for tests that check what was sent.
+    requests: Mutex<Vec<Value>>,
 }
 
 impl Shared {
@@ -118,6 +120,7 @@ impl Simulator {
             lateness: Mutex::new((hist, 0)),
             created,
             http2_requests: AtomicU64::new(0),
+            requests: Mutex::new(Vec::new()),
         });
         Ok(Simulator {
             shared,
@@ -247,6 +250,15 @@ impl SimHandle {
             prompt_tokens: sum(|e| &e.prompt_tokens),
             requests_success: sum(|e| &e.requests_success),
         }
+    }
+
+    /// The request bodies kept (`SimConfig::record_requests`), in arrival order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Completion requests that arrived over HTTP/2.
@@ -530,6 +542,12 @@ async fn completion(
             )
         }
     };
+    if cfg.record_requests > 0 {
+        let mut kept = shared.requests.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() < cfg.record_requests {
+            kept.push(v.clone());
+        }
+    }
     let ask = match parse_ask(&v, chat, cfg.default_max_tokens) {
         Ok(a) => a,
         Err(m) => return error_response(StatusCode::BAD_REQUEST, "BadRequestError", &m),

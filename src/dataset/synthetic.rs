@@ -1,0 +1,76 @@
+//! Synthetic prompts of exact input token lengths (`--synthetic --isl N --tokenizer PATH`).
+//!
+//! Text comes from a corpus (the bundled collection's prompts) tokenized once; each prompt is a
+//! window of its token ids starting at a seeded offset, decoded and re-counted, and the window is
+//! adjusted until the decoded text counts exactly the target (decoding can merge or split tokens
+//! at the edges). Same seed, same tokenizer: same prompts.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
+use tokenizer_encoders::Tokenizer;
+
+use super::Sample;
+use crate::config::SyntheticSpec;
+
+/// Draws a length around `mean` (never below 1).
+fn length(rng: &mut ChaCha8Rng, mean: f64, sd: f64) -> usize {
+    if sd <= 0.0 {
+        return mean.round().max(1.0) as usize;
+    }
+    let n = Normal::new(mean, sd).expect("finite mean and non-negative sd");
+    n.sample(rng).round().max(1.0) as usize
+}
+
+/// Generates `spec.entries` prompts from `corpus`.
+pub(crate) fn generate(
+    spec: &SyntheticSpec,
+    tok: &Tokenizer,
+    corpus: &str,
+) -> Result<Vec<Sample>, String> {
+    let ids = tok.ids(corpus).map_err(|e| e.to_string())?;
+    if ids.len() < 16 {
+        return Err("the synthetic corpus tokenizes to almost nothing".into());
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+    let mut out = Vec::with_capacity(spec.entries);
+    for i in 0..spec.entries {
+        let target = length(&mut rng, f64::from(spec.isl), spec.isl_stddev);
+        let max_tokens = spec
+            .osl
+            .map(|o| length(&mut rng, f64::from(o), spec.osl_stddev) as u32);
+        let text = exact(tok, &ids, target, &mut rng)
+            .ok_or_else(|| format!("could not build a prompt of exactly {target} tokens"))?;
+        out.push(Sample {
+            id: format!("synthetic-{i}"),
+            prompt: text,
+            max_tokens,
+            timestamp_ms: None,
+            turns: Vec::new(),
+        });
+    }
+    Ok(out)
+}
+
+/// A text of exactly `target` tokens: windows of the corpus ids, corrected by the miscount.
+fn exact(tok: &Tokenizer, ids: &[u32], target: usize, rng: &mut ChaCha8Rng) -> Option<String> {
+    for _attempt in 0..8 {
+        let start = rng.random_range(0..ids.len());
+        let mut take = target;
+        for _ in 0..12 {
+            let window: Vec<u32> = ids.iter().cycle().skip(start).take(take).copied().collect();
+            let text = tok.decode(&window).ok()?;
+            let n = tok.count(&text).ok()?;
+            if n == target {
+                return Some(text);
+            }
+            // Move the window's length by the miscount; stop when it cannot move.
+            let next = (take as i64 + target as i64 - n as i64).max(1) as usize;
+            if next == take {
+                break;
+            }
+            take = next;
+        }
+    }
+    None
+}
