@@ -36,9 +36,102 @@ pub enum Command {
     Sim(Box<SimArgs>),
     /// Make a recipe's speculative entries fake the golden acceptance length (synthetic acceptance).
     Inject(Box<InjectArgs>),
+    /// The AL gate: replay the golden curve's SPEED-Bench collection on this server and compare
+    /// the measured acceptance length with the golden value (always exits 0; see --strict).
+    Gate(Box<GateArgs>),
+    /// Roll many al_gate_*.json results up into a markdown table and a JSON summary.
+    GateSummary(Box<GateSummaryArgs>),
     /// Print the request bodies a replay would send (to diff against a server's own template), or
     /// check an encoder vector file.
     Render(Box<RenderArgs>),
+}
+
+/// `specperf gate`. Numeric settings are read as text so a bad value becomes an `error` result
+/// (`config_invalid`), never a usage failure: the gate always writes its file.
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Server base URL. Default: http://localhost:$PORT.
+    #[arg(short = 'u', long)]
+    pub url: Option<String>,
+    /// Model name sent (MODEL_NAME, else MODEL; default: discovered from /v1/models).
+    #[arg(short = 'm', long, env = "MODEL_NAME")]
+    pub model: Option<String>,
+    /// Worker metrics endpoint (repeatable); else the InferenceX env chain
+    /// (SPEEDBENCH_DECODE_METRICS_URLS, ...), else http://0.0.0.0:$PORT/metrics.
+    #[arg(long, visible_alias = "metrics-url", num_args = 1.., action = clap::ArgAction::Append)]
+    pub server_metrics: Vec<String>,
+    /// Golden curves: a directory of `<curve>.yaml` files, or one curve file.
+    #[arg(long, env = "AL_GATE_GOLDEN")]
+    pub golden: Option<PathBuf>,
+    /// Collection metadata for curves without a `collection:` block: a file, or a directory of
+    /// `<curve>.yaml` files (the repository's `collections/`).
+    #[arg(long, env = "AL_GATE_COLLECTION_METADATA")]
+    pub collection_metadata: Option<PathBuf>,
+    /// Model prefix of the curve, e.g. dsv4.
+    #[arg(long, env = "MODEL_PREFIX")]
+    pub model_prefix: Option<String>,
+    /// Speculative method (mtp, eagle, dspark, ...; `none` skips the gate).
+    #[arg(long, env = "SPEC_DECODING")]
+    pub spec_method: Option<String>,
+    /// Draft model name or path (selects the GQA MiniMax curve).
+    #[arg(long, env = "DRAFT_MODEL")]
+    pub draft_model: Option<String>,
+    /// vLLM draft_sample_method (Kimi-K3 DSpark curves).
+    #[arg(long, env = "DRAFT_SAMPLE_METHOD")]
+    pub draft_sample_method: Option<String>,
+    /// thinking_on or thinking_off (required).
+    #[arg(long, env = "THINKING_MODE")]
+    pub thinking_mode: Option<String>,
+    /// Draft tokens per step, k (required).
+    #[arg(long, env = "NUM_SPEC_TOKENS")]
+    pub num_spec_tokens: Option<String>,
+    /// Serving framework (vllm, sglang, trtllm, atom, tilert, dynamo-<x>).
+    #[arg(long, env = "FRAMEWORK")]
+    pub framework: Option<String>,
+    /// Dynamo's backend framework when --framework is `dynamo`.
+    #[arg(long, env = "DYNAMO_BACKEND_FRAMEWORK")]
+    pub dynamo_backend: Option<String>,
+    /// Names the result: al_gate_<RESULT_FILENAME>.json (required).
+    #[arg(long, env = "RESULT_FILENAME")]
+    pub result_filename: Option<String>,
+    /// Directory of the result file (default: the current directory).
+    #[arg(long, env = "RESULT_DIR")]
+    pub result_dir: Option<PathBuf>,
+    /// Whole-gate budget, seconds (default 1800).
+    #[arg(long, env = "AL_GATE_TIMEOUT_S")]
+    pub timeout_seconds: Option<String>,
+    /// Wait after the last response before the after-scrape, seconds (default 10).
+    #[arg(long, env = "AL_GATE_SETTLE_S")]
+    pub settle_seconds: Option<String>,
+    /// Requests in flight (default 64).
+    #[arg(long, env = "AL_GATE_CONCURRENCY")]
+    pub concurrency: Option<String>,
+    /// Decode engines (DP ranks × workers) the metrics must cover (Dynamo vLLM leader-only check).
+    #[arg(long, env = "AL_GATE_EXPECTED_ENGINES")]
+    pub expected_engines: Option<String>,
+    /// Prompts file (prepared SPEED-Bench `qualitative.jsonl`).
+    #[arg(long)]
+    pub input_file: Option<PathBuf>,
+    /// Directory holding `qualitative.jsonl` (the prompts cache).
+    #[arg(long, env = "SPEEDBENCH_DIR")]
+    pub speedbench_dir: Option<PathBuf>,
+    /// Server port for the default URL and metrics endpoint.
+    #[arg(long, env = "PORT")]
+    pub port: Option<String>,
+    /// Exit 1 unless the verdict is pass (default: always 0, the gate is report-only).
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// `specperf gate-summary`.
+#[derive(Debug, Args)]
+pub struct GateSummaryArgs {
+    /// Directories (searched recursively) or al_gate_*.json files.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Also write the JSON roll-up here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// `specperf render`.

@@ -559,6 +559,8 @@ pub(crate) struct ScrapeConfig {
     pub(crate) timeout: Duration,
     pub(crate) settle: Option<Duration>,
     pub(crate) acceptance: AcceptanceOptions,
+    /// Baseline and final scrapes wait for two identical consecutive scrapes (the AL gate).
+    pub(crate) require_stable: bool,
 }
 
 impl ScrapeConfig {
@@ -598,6 +600,7 @@ impl ScrapeConfig {
                 engine: a.spec_engine,
                 num_spec_tokens: a.num_spec_tokens,
             },
+            require_stable: false,
         })
     }
 }

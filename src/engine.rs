@@ -633,7 +633,7 @@ fn scrape_settings(cfg: &RunConfig, sim: Option<&SimHandle>, base: &str) -> Opti
         interval: sc.interval,
         timeout: sc.timeout,
         settle,
-        require_stable: false,
+        require_stable: sc.require_stable,
         stable_max: Duration::from_secs(30),
         acceptance: sc.acceptance,
         save_dir: None,

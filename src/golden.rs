@@ -772,6 +772,31 @@ pub struct Sampling {
     pub repetition_penalty: Option<f64>,
     /// `seed`.
     pub seed: Option<i64>,
+    /// Overrides for `thinking_on` (curves collected with per-mode sampling, e.g. qwen3.5).
+    pub thinking_on: Option<Box<Sampling>>,
+    /// Overrides for `thinking_off`.
+    pub thinking_off: Option<Box<Sampling>>,
+}
+
+impl Sampling {
+    /// The sampling of one thinking mode: the shared keys, overridden by the mode's own.
+    pub fn for_mode(&self, thinking: ThinkingMode) -> Sampling {
+        let own = match thinking {
+            ThinkingMode::On => self.thinking_on.as_deref(),
+            ThinkingMode::Off => self.thinking_off.as_deref(),
+        };
+        let pick = |f: fn(&Sampling) -> Option<f64>| own.and_then(f).or_else(|| f(self));
+        Sampling {
+            temperature: pick(|s| s.temperature),
+            top_p: pick(|s| s.top_p),
+            top_k: own.and_then(|s| s.top_k).or(self.top_k),
+            presence_penalty: pick(|s| s.presence_penalty),
+            repetition_penalty: pick(|s| s.repetition_penalty),
+            seed: own.and_then(|s| s.seed).or(self.seed),
+            thinking_on: None,
+            thinking_off: None,
+        }
+    }
 }
 
 /// `chat_template_kwargs` per thinking mode.

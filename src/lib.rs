@@ -25,6 +25,7 @@ mod client;
 mod config;
 mod dataset;
 mod engine;
+pub mod gate;
 pub mod golden;
 mod inject;
 mod metrics;
@@ -37,8 +38,8 @@ pub mod sim;
 mod yaml;
 
 pub use cli::{
-    Cli, Command, EmbeddedSimArgs, InjectArgs, LoadArgs, RenderArgs, ReplayArgs, ScrapeArgs,
-    SimArgs,
+    Cli, Command, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs, RenderArgs,
+    ReplayArgs, ScrapeArgs, SimArgs,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};

@@ -25,8 +25,13 @@ fn main() -> ExitCode {
             Command::Sim(args) => sim(&args).await,
             Command::Inject(args) => inject(&args),
             Command::Render(args) => render(&args),
+            Command::Gate(args) => gate(&args).await,
+            Command::GateSummary(args) => gate_summary(&args),
         }
     });
+    // Everything that matters is written by now; tasks still running (requests cancelled by a
+    // signal, a slow DNS lookup) must not hold the exit up.
+    rt.shutdown_timeout(Duration::from_millis(100));
     ExitCode::from(code as u8)
 }
 
@@ -68,6 +73,44 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
                 | specperf::EngineError::Url { .. } => exit::USAGE,
                 _ => exit::FAILED,
             }
+        }
+    }
+}
+
+/// The gate is report-only: its outcome is the result file and the console line; exit 0 unless
+/// --strict (then 1 for anything but pass).
+async fn gate(args: &specperf::GateArgs) -> i32 {
+    let stop = Stopper::new();
+    spawn_signal_handlers(&stop);
+    let r = specperf::gate::run_gate(args, stop).await;
+    println!("{}", r.console_line());
+    match &r.written {
+        Ok(p) => println!("AL gate result: {}", p.display()),
+        Err(e) => eprintln!("error: the gate result could not be written: {e}"),
+    }
+    if args.strict && r.verdict != specperf::gate::Verdict::Pass {
+        exit::FAILED
+    } else {
+        exit::OK
+    }
+}
+
+fn gate_summary(args: &specperf::GateSummaryArgs) -> i32 {
+    match specperf::gate::summarize(&args.paths) {
+        Ok((md, json)) => {
+            print!("{md}");
+            if let Some(p) = &args.json {
+                let text = serde_json::to_string_pretty(&json).unwrap_or_default() + "\n";
+                if let Err(e) = std::fs::write(p, text) {
+                    eprintln!("error: cannot write {}: {e}", p.display());
+                    return exit::FAILED;
+                }
+            }
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::USAGE
         }
     }
 }

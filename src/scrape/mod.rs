@@ -144,6 +144,25 @@ async fn scrape_one(
     Ok((Scraped::Page(Snapshot::from_page(&page), name), text))
 }
 
+/// One scrape of each endpoint before a run: `Ok(true)` when it carries speculative counters
+/// (or is a TensorRT-LLM JSON endpoint), `Ok(false)` when it parsed without them, `Err` with the
+/// cause when it could not be read. Never drains a JSON queue into a window (the baseline drains
+/// again).
+pub(crate) async fn probe(
+    client: &Client,
+    urls: &[String],
+    timeout: Duration,
+) -> Vec<Result<bool, String>> {
+    let mut out = Vec::with_capacity(urls.len());
+    for u in urls {
+        out.push(scrape_one(client, u, timeout).await.map(|(s, _)| match s {
+            Scraped::Page(snap, _) => !snap.values.is_empty(),
+            Scraped::Iterations(_) => true,
+        }));
+    }
+    out
+}
+
 /// Per-endpoint state kept by the task.
 struct Endpoint {
     url: String,

@@ -1,17 +1,14 @@
 //! Live acceptance length: the scraper beside a real replay, against the simulator's counters and
 //! against scripted metrics servers (resets, failures, formats).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use specperf::scrape::acceptance::{AcceptanceStatus, SpecEngine};
 use specperf::scrape::ScrapeReport;
 use specperf::sim::{expected_al, Acceptance, SimConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
-use crate::common::{fast, replay_at, sim};
+use crate::common::{fake_metrics, fast, replay_at, sim, text, Page};
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(
@@ -20,60 +17,6 @@ fn fixture(name: &str) -> String {
             .join(name),
     )
     .unwrap()
-}
-
-/// One scripted answer of a fake metrics endpoint.
-#[derive(Clone)]
-struct Page {
-    content_type: &'static str,
-    body: String,
-    delay: Duration,
-}
-
-fn text(body: String) -> Page {
-    Page {
-        content_type: "text/plain; version=0.0.4; charset=utf-8",
-        body,
-        delay: Duration::ZERO,
-    }
-}
-
-/// A metrics endpoint on 127.0.0.1:0 that answers its n-th GET with `pages[n]` (the last page
-/// repeats). Returns its URL and the number of GETs served.
-async fn fake_metrics(pages: Vec<Page>) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counter = hits.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
-            };
-            let n = counter.fetch_add(1, Ordering::SeqCst);
-            let page = pages[n.min(pages.len() - 1)].clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut got = Vec::new();
-                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match sock.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => got.extend_from_slice(&buf[..k]),
-                    }
-                }
-                tokio::time::sleep(page.delay).await;
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    page.content_type,
-                    page.body.len()
-                );
-                let _ = sock.write_all(head.as_bytes()).await;
-                let _ = sock.write_all(page.body.as_bytes()).await;
-                let _ = sock.shutdown().await;
-            });
-        }
-    });
-    (url, hits)
 }
 
 /// A short replay against a fast simulator, scraping `metrics` instead of the simulator.

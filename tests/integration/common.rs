@@ -1,12 +1,16 @@
 //! Helpers shared by the topic modules.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use serde_json::Value;
 use specperf::sim::{SimConfig, SimHandle, Simulator};
 use specperf::{Cli, Command, Progress, RunConfig, RunOutcome, Stopper};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
 
 /// A simulator on 127.0.0.1:0 with `cfg` (host and port forced to loopback / ephemeral).
 pub(crate) fn sim(cfg: SimConfig) -> SimHandle {
@@ -78,4 +82,58 @@ pub(crate) async fn replay_at(url: &str, dir: &str, args: &str) -> RunOutcome {
     let mut argv = vec!["--url", url, "--artifact-dir", dir];
     argv.extend(args.split_whitespace());
     run(config(&argv)).await
+}
+
+/// One scripted answer of a fake metrics endpoint.
+#[derive(Clone)]
+pub(crate) struct Page {
+    pub(crate) content_type: &'static str,
+    pub(crate) body: String,
+    pub(crate) delay: Duration,
+}
+
+pub(crate) fn text(body: String) -> Page {
+    Page {
+        content_type: "text/plain; version=0.0.4; charset=utf-8",
+        body,
+        delay: Duration::ZERO,
+    }
+}
+
+/// A metrics endpoint on 127.0.0.1:0 that answers its n-th GET with `pages[n]` (the last page
+/// repeats). Returns its URL and the number of GETs served.
+pub(crate) async fn fake_metrics(pages: Vec<Page>) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            let page = pages[n.min(pages.len() - 1)].clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => got.extend_from_slice(&buf[..k]),
+                    }
+                }
+                tokio::time::sleep(page.delay).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    page.content_type,
+                    page.body.len()
+                );
+                let _ = sock.write_all(head.as_bytes()).await;
+                let _ = sock.write_all(page.body.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    (url, hits)
 }

@@ -6,6 +6,7 @@ mod acceptance;
 mod common;
 mod engine;
 mod faults;
+mod gate;
 mod golden;
 mod inject;
 mod process;

@@ -1,0 +1,568 @@
+//! `specperf gate` end to end: the binary against the simulator, one test per verdict and
+//! reason, each checking the result file and exit code 0.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use specperf::sim::{Acceptance, SimConfig, SimHandle};
+
+use crate::common::{fake_metrics, fast, sim, text};
+
+/// Environment the gate reads; cleared so the host's variables never leak into a test.
+const GATE_ENV: &[&str] = &[
+    "MODEL_NAME",
+    "MODEL",
+    "AL_GATE_GOLDEN",
+    "AL_GATE_COLLECTION_METADATA",
+    "MODEL_PREFIX",
+    "SPEC_DECODING",
+    "DRAFT_MODEL",
+    "DRAFT_SAMPLE_METHOD",
+    "THINKING_MODE",
+    "NUM_SPEC_TOKENS",
+    "FRAMEWORK",
+    "DYNAMO_BACKEND_FRAMEWORK",
+    "RESULT_FILENAME",
+    "RESULT_DIR",
+    "AL_GATE_TIMEOUT_S",
+    "AL_GATE_SETTLE_S",
+    "AL_GATE_CONCURRENCY",
+    "AL_GATE_EXPECTED_ENGINES",
+    "SPEEDBENCH_DIR",
+    "PORT",
+    "SPEEDBENCH_DECODE_METRICS_URLS",
+    "SPEEDBENCH_METRICS_URLS",
+    "AIPERF_SERVER_METRICS_URLS",
+    "SPEEDBENCH_METRICS_PORTS",
+    "SPEEDBENCH_TRTLLM_JSON_METRICS_URLS",
+];
+
+/// A gate workspace: 80 coding prompts, a golden directory with one curve (golden AL 2.5 at
+/// thinking_on k = 3, with a collection block; thinking_off without kwargs) and a result dir.
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let rows: String = (0..80)
+            .map(|i| {
+                format!(
+                    "{{\"question_id\": \"q{i}\", \"category\": \"coding\", \"messages\": [{{\"role\": \"user\", \"content\": \"Write function number {i}.\"}}]}}\n"
+                )
+            })
+            .chain(std::iter::once(
+                "{\"question_id\": \"m0\", \"category\": \"math\", \"messages\": [{\"role\": \"user\", \"content\": \"1+1\"}]}\n".to_owned(),
+            ))
+            .collect();
+        std::fs::write(dir.path().join("qualitative.jsonl"), rows).unwrap();
+        std::fs::create_dir(dir.path().join("golden")).unwrap();
+        std::fs::write(
+            dir.path().join("golden/testm_mtp.yaml"),
+            "test-model:\n  thinking_on:\n    3: 2.5\n  thinking_off:\n    3: 2.9\n\
+             collection:\n  dataset: speed_bench\n  category: coding\n  num_prompts: 80\n\
+             \x20 endpoint: completions\n  renderer: deepseek_v4\n  output_len: 128\n\
+             \x20 sampling:\n    temperature: 1.0\n  chat_template_kwargs:\n    thinking_on: {\"thinking\": true}\n\
+             \x20 concurrency: 64\n  seed: 0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("golden/plain_mtp.yaml"),
+            "plain-model:\n  thinking_on:\n    3: 2.5\n",
+        )
+        .unwrap();
+        Setup { dir }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    /// Runs `specperf gate` with the standard inputs plus `extra`; returns the output, the result
+    /// file (parsed) and the wall time.
+    fn gate(&self, url: &str, extra: &[&str]) -> (Output, Value, Duration) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_specperf"));
+        for k in GATE_ENV {
+            cmd.env_remove(k);
+        }
+        let mut args: Vec<(String, String)> = [
+            ("--url", url),
+            ("--model", "specperf-sim"),
+            ("--golden", self.path("golden").to_str().unwrap()),
+            ("--model-prefix", "testm"),
+            ("--spec-method", "mtp"),
+            ("--thinking-mode", "thinking_on"),
+            ("--num-spec-tokens", "3"),
+            ("--framework", "vllm"),
+            ("--result-filename", "case"),
+            ("--result-dir", self.path("results").to_str().unwrap()),
+            (
+                "--input-file",
+                self.path("qualitative.jsonl").to_str().unwrap(),
+            ),
+            ("--settle-seconds", "0"),
+            ("--timeout-seconds", "60"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        // `extra` holds flag/value pairs that replace a default or add a flag.
+        for pair in extra.chunks(2) {
+            match args.iter_mut().find(|(k, _)| k == pair[0]) {
+                Some(slot) => slot.1 = pair[1].to_owned(),
+                None => args.push((pair[0].to_owned(), pair[1].to_owned())),
+            }
+        }
+        cmd.arg("gate");
+        for (k, v) in args {
+            cmd.arg(k).arg(v);
+        }
+        let t = Instant::now();
+        let out = cmd.output().unwrap();
+        let elapsed = t.elapsed();
+        (out, self.result(), elapsed)
+    }
+
+    fn result(&self) -> Value {
+        let p = self.path("results/al_gate_case.json");
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(text.ends_with("}\n"), "trailing newline");
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
+fn sim_at(al: f64) -> SimHandle {
+    sim(SimConfig {
+        k: 3,
+        acceptance: Acceptance::MeanAl(al),
+        ..fast()
+    })
+}
+
+fn assert_verdict(out: &Output, r: &Value, verdict: &str, reason: Option<&str>) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "report-only: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(r["verdict"], verdict, "{r:#}");
+    assert_eq!(r["reason"].as_str(), reason, "{r:#}");
+    assert_eq!(r["passed"], verdict == "pass");
+    assert_eq!(r["speedbench_al_eval_version"], 1);
+    assert_eq!(r["task"], "speedbench_al");
+    let first = stdout.lines().next().unwrap_or("");
+    assert!(
+        first.starts_with(if verdict == "pass" {
+            "PASS: SpeedBench AL "
+        } else {
+            "FAIL: SpeedBench AL "
+        }),
+        "{first}"
+    );
+    if let Some(code) = reason {
+        assert!(first.ends_with(&format!("[{verdict}: {code}]")), "{first}");
+        assert!(r["error"].is_string());
+    }
+    assert_schema(r);
+}
+
+/// The committed JSON Schema accepts the file: required keys present, declared types match,
+/// no undeclared keys.
+fn assert_schema(r: &Value) {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/al_gate.v1.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let props = schema["properties"].as_object().unwrap();
+    for k in schema["required"].as_array().unwrap() {
+        assert!(r.get(k.as_str().unwrap()).is_some(), "missing {k}");
+    }
+    for (k, v) in r.as_object().unwrap() {
+        let decl = props
+            .get(k)
+            .unwrap_or_else(|| panic!("{k} not in the schema"));
+        let types: Vec<&str> = match &decl["type"] {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(a) => a.iter().map(|t| t.as_str().unwrap()).collect(),
+            _ => panic!("{k}: no type"),
+        };
+        let ok = types.iter().any(|t| match *t {
+            "null" => v.is_null(),
+            "string" => v.is_string(),
+            "boolean" => v.is_boolean(),
+            "integer" => v.is_u64() || v.is_i64(),
+            "number" => v.is_number(),
+            "array" => v.is_array(),
+            "object" => v.is_object(),
+            _ => false,
+        });
+        assert!(ok, "{k} = {v} is not {types:?}");
+        if let Some(e) = decl.get("enum") {
+            assert!(e.as_array().unwrap().contains(v), "{k} = {v} not in {e}");
+        }
+    }
+}
+
+#[test]
+fn pass_within_the_band_with_the_m1_fields() {
+    let s = sim_at(2.5);
+    let setup = Setup::new();
+    let (out, r, _) = setup.gate(&s.url(), &[]);
+    assert_verdict(&out, &r, "pass", None);
+    let al = r["acceptance_length"].as_f64().unwrap();
+    assert!((2.375..=2.625).contains(&al));
+    let t = s.totals();
+    // Exactly the simulator's counters over the window, rounded to 4 decimals.
+    let exact = 1.0 + t.accepted as f64 / t.drafts as f64;
+    assert_eq!(al, format!("{exact:.4}").parse::<f64>().unwrap());
+    assert_eq!(r["verify_steps"], t.drafts);
+    assert_eq!(r["draft_tokens"], t.drafts);
+    assert_eq!(r["accepted_tokens"], t.accepted);
+    assert_eq!(r["proposed_draft_tokens"], t.draft_tokens);
+    assert_eq!(
+        (
+            r["min_acceptance_length"].as_f64(),
+            r["max_acceptance_length"].as_f64()
+        ),
+        (Some(2.375), Some(2.625))
+    );
+    assert_eq!(r["reference_acceptance_length"], 2.5);
+    assert_eq!(r["metric_source"], "vllm-prometheus-counters-endpoints1");
+    assert_eq!(
+        (
+            r["prompts_expected"].as_u64(),
+            r["prompts_completed"].as_u64()
+        ),
+        (Some(80), Some(80))
+    );
+    assert_eq!(r["endpoint_kind"], "completions");
+    assert_eq!(r["per_position_acceptance"].as_array().unwrap().len(), 3);
+    // What was sent: the V4 wrapper's rendering with the block's kwargs, its sampling, max_tokens.
+    assert_eq!(t.requests_success, 80);
+}
+
+#[test]
+fn below_and_above_the_band() {
+    let setup = Setup::new();
+    let low = sim_at(2.0);
+    let (out, r, _) = setup.gate(&low.url(), &[]);
+    assert_verdict(&out, &r, "below", None);
+    assert!(r["acceptance_length"].as_f64().unwrap() < 2.375);
+    let high = sim_at(3.0);
+    let (out, r, _) = setup.gate(&high.url(), &[]);
+    assert_verdict(&out, &r, "above", None);
+    assert!(r["acceptance_length"].as_f64().unwrap() > 2.625);
+}
+
+#[test]
+fn skipped_reasons_need_no_replay() {
+    let s = sim_at(2.5);
+    let setup = Setup::new();
+    let (out, r, _) = setup.gate(&s.url(), &["--spec-method", "none"]);
+    assert_verdict(&out, &r, "skipped", Some("spec_decoding_disabled"));
+    let (out, r, _) = setup.gate(&s.url(), &["--framework", "tilert"]);
+    assert_verdict(&out, &r, "skipped", Some("tilert"));
+    assert!(r["acceptance_length"].is_null());
+    let (out, r, _) = setup.gate(
+        &s.url(),
+        &["--input-file", setup.path("absent.jsonl").to_str().unwrap()],
+    );
+    assert_verdict(&out, &r, "skipped", Some("no_prompts"));
+    let (out, r, _) = setup.gate(&s.url(), &["--model-prefix", "plain"]);
+    assert_verdict(
+        &out,
+        &r,
+        "skipped",
+        Some("curve_without_collection_metadata"),
+    );
+    assert!(r["error"]
+        .as_str()
+        .unwrap()
+        .contains("plain_mtp/thinking_on"));
+    // A mode without recorded kwargs is unknowable too (contract OQ-2).
+    let (out, r, _) = setup.gate(&s.url(), &["--thinking-mode", "thinking_off"]);
+    assert_verdict(
+        &out,
+        &r,
+        "skipped",
+        Some("curve_without_collection_metadata"),
+    );
+    assert_eq!(
+        s.totals().requests_success,
+        0,
+        "no request was sent for a skip"
+    );
+}
+
+#[test]
+fn the_committed_collection_metadata_makes_old_curves_runnable() {
+    let s = sim_at(2.49);
+    let setup = Setup::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // dsv4_mtp has no block; collections/dsv4_mtp.yaml supplies the §3 settings (4096 tokens,
+    // 80 coding prompts, the V4 encoder).
+    let (out, r, _) = setup.gate(
+        &s.url(),
+        &[
+            "--golden",
+            root.join("tests/fixtures/golden").to_str().unwrap(),
+            "--collection-metadata",
+            root.join("collections").to_str().unwrap(),
+            "--model-prefix",
+            "dsv4",
+        ],
+    );
+    assert_verdict(&out, &r, "pass", None);
+    assert_eq!(r["curve"], "dsv4_mtp");
+    assert_eq!(r["output_len"], 4096);
+    assert_eq!(r["collection_concurrency"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_counters_and_leader_only_dp_metrics_are_skips() {
+    let s = sim_at(2.5);
+    let setup = Setup::new();
+    let (plain, _) = fake_metrics(vec![text(
+        "# TYPE dynamo_frontend_requests_total counter\ndynamo_frontend_requests_total 3\n".into(),
+    )])
+    .await;
+    let url = s.url();
+    let (out, r) = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || {
+            let (o, r, _) = setup.gate(&url, &["--server-metrics", &plain]);
+            (o, r, setup)
+        }
+    })
+    .await
+    .map(|(o, r, _)| (o, r))
+    .unwrap();
+    assert_verdict(&out, &r, "skipped", Some("no_counters"));
+    // One server with two engines is not the four engines the deployment has.
+    let dp = sim(SimConfig {
+        engines: 2,
+        k: 3,
+        acceptance: Acceptance::MeanAl(2.5),
+        ..fast()
+    });
+    let setup = Setup::new();
+    let (out, r) = tokio::task::spawn_blocking(move || {
+        let (o, r, _) = setup.gate(
+            &dp.url(),
+            &[
+                "--framework",
+                "dynamo",
+                "--dynamo-backend",
+                "vllm",
+                "--expected-engines",
+                "4",
+            ],
+        );
+        (o, r)
+    })
+    .await
+    .unwrap();
+    assert_verdict(&out, &r, "skipped", Some("leader_only_dp_metrics"));
+    assert!(r["error"].as_str().unwrap().contains("(2/4 engines)"));
+}
+
+#[test]
+fn unreachable_server_and_metrics_are_errors() {
+    let setup = Setup::new();
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let (out, r, _) = setup.gate(&closed, &[]);
+    assert_verdict(&out, &r, "error", Some("metrics_unreachable"));
+    // Metrics fine, inference server gone: the requests fail.
+    let s = sim_at(2.5);
+    let (out, r, _) = setup.gate(
+        &closed,
+        &["--server-metrics", &format!("{}/metrics", s.url())],
+    );
+    assert_verdict(&out, &r, "error", Some("client_failed"));
+    assert!(r["error"]
+        .as_str()
+        .unwrap()
+        .contains("of 80 SPEED-Bench requests failed"));
+}
+
+#[test]
+fn bad_configuration_is_an_error_result_not_a_crash() {
+    let s = sim_at(2.5);
+    let setup = Setup::new();
+    let (out, r, _) = setup.gate(&s.url(), &["--timeout-seconds", "soon"]);
+    assert_verdict(&out, &r, "error", Some("config_invalid"));
+    let (out, r, _) = setup.gate(&s.url(), &["--num-spec-tokens", "9"]);
+    assert_verdict(&out, &r, "error", Some("no_golden_curve"));
+}
+
+#[test]
+fn the_deadline_ends_the_gate_with_a_timeout_result() {
+    // 4096-token streams at 50 ms per step never finish inside a 2 s budget.
+    let s = sim(SimConfig {
+        itl: Duration::from_millis(50),
+        k: 3,
+        acceptance: Acceptance::MeanAl(2.5),
+        ..fast()
+    });
+    let setup = Setup::new();
+    let (out, r, elapsed) = setup.gate(&s.url(), &["--timeout-seconds", "2"]);
+    assert_verdict(&out, &r, "error", Some("timeout"));
+    assert!(
+        elapsed < Duration::from_secs(4),
+        "within 2 s of the deadline: {elapsed:?}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_writes_a_terminated_result_within_a_second() {
+    let s = sim(SimConfig {
+        itl: Duration::from_millis(50),
+        k: 3,
+        acceptance: Acceptance::MeanAl(2.5),
+        ..fast()
+    });
+    let setup = Setup::new();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_specperf"));
+    for k in GATE_ENV {
+        cmd.env_remove(k);
+    }
+    let mut child = cmd
+        .arg("gate")
+        .args([
+            "--url",
+            &s.url(),
+            "--model",
+            "specperf-sim",
+            "--golden",
+            setup.path("golden").to_str().unwrap(),
+            "--model-prefix",
+            "testm",
+            "--spec-method",
+            "mtp",
+            "--thinking-mode",
+            "thinking_on",
+            "--num-spec-tokens",
+            "3",
+            "--result-filename",
+            "case",
+            "--result-dir",
+            setup.path("results").to_str().unwrap(),
+            "--input-file",
+            setup.path("qualitative.jsonl").to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until requests are in flight.
+    let t = Instant::now();
+    while s.totals().generation_tokens == 0 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sent = Instant::now();
+    send_sigterm(child.id());
+    let status = child.wait().unwrap();
+    assert!(
+        sent.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(status.code(), Some(0));
+    let r = setup.result();
+    assert_eq!(r["verdict"], "error");
+    assert_eq!(r["reason"], "terminated");
+    assert_eq!(r["error"], "AL gate terminated by SIGTERM");
+}
+
+#[cfg(unix)]
+fn send_sigterm(pid: u32) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+#[test]
+fn gate_summary_matches_the_committed_table() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gate");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("rollup.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
+        .args([
+            "gate-summary",
+            root.join("results").to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = std::fs::read_to_string(root.join("summary.md")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+    let roll: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!(roll["files"], 4);
+    assert_eq!(roll["all_passed"], false);
+    assert_eq!(roll["results"][0]["task"], "speedbench_al/thinking_on/mtp2");
+}
+
+#[test]
+fn every_committed_collection_file_loads_and_fits_the_schema() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("schemas/collection.v1.json")).unwrap(),
+    )
+    .unwrap();
+    let declared: Vec<&str> = schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut n = 0;
+    for e in std::fs::read_dir(root.join("collections")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().and_then(|x| x.to_str()) != Some("yaml") {
+            continue;
+        }
+        let c = specperf::golden::Collection::load(&p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert_eq!((c.num_prompts, c.output_len), (80, 4096), "{}", p.display());
+        // Every top-level key of the file is declared by the schema.
+        for line in std::fs::read_to_string(&p).unwrap().lines() {
+            if let Some((k, _)) = line.split_once(':') {
+                if !line.starts_with([' ', '#']) {
+                    assert!(
+                        declared.contains(&k),
+                        "{}: {k} not in the schema",
+                        p.display()
+                    );
+                }
+            }
+        }
+        // Its curve exists among the committed fixtures.
+        let curve = p.file_stem().unwrap().to_str().unwrap();
+        assert!(
+            root.join(format!("tests/fixtures/golden/{curve}.yaml"))
+                .is_file(),
+            "{curve}"
+        );
+        n += 1;
+    }
+    assert_eq!(n, 9, "one file per committed curve");
+}
