@@ -124,10 +124,12 @@ async fn measured_times_track_the_simulator_schedule() {
         "TTFT never below the simulator's 30 ms: {}",
         ttft.min
     );
-    // p = 0: one token per step, ten steps of 5 ms after the first token.
+    // p = 0: one token per step, ten steps of 5 ms after the first token. The simulator emits
+    // on an absolute schedule, so a late first token (a loaded machine) shortens the average
+    // gap; the band only catches gross errors such as counting chunks instead of tokens.
     let itl = &out.summary.metrics["inter_token_latency_ms"];
     assert!(
-        (4.5..7.0).contains(&itl.p("p50")),
+        (3.0..9.0).contains(&itl.p("p50")),
         "ITL p50 near the 5 ms step: {}",
         itl.p("p50")
     );

@@ -196,27 +196,34 @@ async fn external_stop_is_the_same_cancellation_path() {
     });
     let dir = tempfile::tempdir().unwrap();
     let stop = Stopper::new();
-    let s2 = stop.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        s2.stop(StopReason::Terminated);
-    });
-    let out = run_with(
-        config(&[
-            "--url",
-            &s.url(),
-            "--concurrency",
-            "3",
-            "--request-count",
-            "50",
-            "--osl",
-            "500",
-            "--artifact-dir",
-            dir.path().to_str().unwrap(),
-        ]),
-        stop,
-    )
-    .await;
+    // Stop once the requests are streaming (start-up is slow on a loaded machine); all three
+    // are dispatched together, and each streams for seconds.
+    let stopper = async {
+        let t = Instant::now();
+        while s.totals().generation_tokens == 0 && t.elapsed() < Duration::from_secs(20) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.stop(StopReason::Terminated);
+    };
+    let (out, ()) = tokio::join!(
+        run_with(
+            config(&[
+                "--url",
+                &s.url(),
+                "--concurrency",
+                "3",
+                "--request-count",
+                "50",
+                "--osl",
+                "500",
+                "--artifact-dir",
+                dir.path().to_str().unwrap(),
+            ]),
+            stop.clone(),
+        ),
+        stopper,
+    );
     assert_eq!(out.stopped_by, Some(StopReason::Terminated));
     assert_eq!(out.summary.counts.cancelled, 3);
     assert_eq!(specperf::exit_code(&out, 0.05), 143);
