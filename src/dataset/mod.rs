@@ -135,6 +135,14 @@ pub(crate) fn load_str(
     Ok(samples)
 }
 
+/// One JSONL line that must be a JSON object.
+fn object(n: usize, line: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))? {
+        Value::Object(m) => Ok(m),
+        _ => Err(format!("line {n}: expected a JSON object")),
+    }
+}
+
 fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
     text.lines()
         .enumerate()
@@ -253,10 +261,8 @@ fn mooncake_trace(text: &str) -> Result<Vec<Sample>, String> {
     let mut out = Vec::new();
     let mut last = f64::NEG_INFINITY;
     for (n, line) in lines(text) {
-        let v: Value = serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
-        let obj = v
-            .as_object()
-            .ok_or_else(|| format!("line {n}: expected a JSON object"))?;
+        let v = object(n, line)?;
+        let obj = &v;
         let uint = |key: &str| -> Result<Option<u64>, String> {
             match obj.get(key) {
                 None => Ok(None),
@@ -367,10 +373,8 @@ fn positive_u32(v: Option<&Value>, at: &str, key: &str) -> Result<Option<u32>, S
 fn multi_turn(text: &str) -> Result<Vec<Sample>, String> {
     let mut out = Vec::new();
     for (n, line) in lines(text) {
-        let v: Value = serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
-        let obj = v
-            .as_object()
-            .ok_or_else(|| format!("line {n}: expected a JSON object"))?;
+        let v = object(n, line)?;
+        let obj = &v;
         let id = match obj.get("session_id") {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(x)) => x.to_string(),
@@ -456,10 +460,8 @@ fn sharegpt(text: &str) -> Result<Vec<Sample>, String> {
 fn single_turn(text: &str) -> Result<Vec<Sample>, String> {
     let mut out = Vec::new();
     for (n, line) in lines(text) {
-        let v: Value = serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
-        let obj = v
-            .as_object()
-            .ok_or_else(|| format!("line {n}: expected a JSON object"))?;
+        let v = object(n, line)?;
+        let obj = &v;
         if obj.contains_key("delay") {
             return Err(format!(
                 "line {n}: `delay` belongs to multi-turn sessions; use --custom-dataset-type multi_turn"

@@ -720,6 +720,16 @@ fn vllm_recipe(role_body: &str) -> String {
     )
 }
 
+/// Injects into `text` (opted in, dsv4, thinking_on): exit 0, exactly `changes`, and a second
+/// run changes nothing.
+fn rewrites_then_reruns_clean(text: &str, changes: &[Change]) {
+    let (o, after) = run_text(text, &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_changed(text, &after, changes);
+    let (o, again) = run_text(&after, &[]);
+    assert_eq!((o.code, again), (0, after));
+}
+
 fn run_text(text: &str, env: &[(&str, &str)]) -> (Out, String) {
     let (_d, p) = recipe("r.yaml", text);
     let mut all = vec![
@@ -736,35 +746,25 @@ fn run_text(text: &str, env: &[(&str, &str)]) -> (Out, String) {
 #[test]
 fn vllm_double_quoted_json() {
     let text = vllm_recipe("      speculative-config: \"{\\\"method\\\": \\\"mtp\\\", \\\"num_speculative_tokens\\\": 3}\"  # dq\n");
-    let (o, after) = run_text(&text, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_changed(
+    rewrites_then_reruns_clean(
         &text,
-        &after,
         &[Change::Replace(
             7,
             "      speculative-config: \"{\\\"method\\\":\\\"mtp\\\",\\\"num_speculative_tokens\\\":3,\\\"rejection_sample_method\\\":\\\"synthetic\\\",\\\"synthetic_acceptance_length\\\":2.49}\"  # dq".into(),
         )],
     );
-    let (o, again) = run_text(&after, &[]);
-    assert_eq!((o.code, again), (0, after));
 }
 
 #[test]
 fn vllm_flow_mapping() {
     let text = vllm_recipe("      speculative-config: {method: mtp, num_speculative_tokens: 1}\n");
-    let (o, after) = run_text(&text, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_changed(
+    rewrites_then_reruns_clean(
         &text,
-        &after,
         &[Change::Replace(
             7,
             "      speculative-config: {method: mtp, num_speculative_tokens: 1, rejection_sample_method: synthetic, synthetic_acceptance_length: 1.79}".into(),
         )],
     );
-    let (o, again) = run_text(&after, &[]);
-    assert_eq!((o.code, again), (0, after));
 }
 
 #[test]
@@ -772,11 +772,8 @@ fn vllm_block_mapping_with_underscore_key() {
     let text = vllm_recipe(
         "      speculative_config:\n        method: mtp   # MTP head\n        num_speculative_tokens: 4\n",
     );
-    let (o, after) = run_text(&text, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_changed(
+    rewrites_then_reruns_clean(
         &text,
-        &after,
         &[Change::Insert(
             9,
             vec![
@@ -785,8 +782,6 @@ fn vllm_block_mapping_with_underscore_key() {
             ],
         )],
     );
-    let (o, again) = run_text(&after, &[]);
-    assert_eq!((o.code, again), (0, after));
 }
 
 #[test]
@@ -794,11 +789,8 @@ fn vllm_already_synthetic_at_another_al_is_updated_in_place() {
     let text = vllm_recipe(
         "      speculative-config: '{\"method\":\"mtp\",\"rejection_sample_method\":\"synthetic\",\"synthetic_acceptance_length\":1.5,\"num_speculative_tokens\":3}'\n",
     );
-    let (o, after) = run_text(&text, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_changed(
+    rewrites_then_reruns_clean(
         &text,
-        &after,
         &[Change::Replace(
             7,
             "      speculative-config: '{\"method\":\"mtp\",\"rejection_sample_method\":\"synthetic\",\"synthetic_acceptance_length\":2.49,\"num_speculative_tokens\":3}'".into(),
@@ -941,8 +933,6 @@ fn atom_acceptance_length_flag() {
             vec!["      spec-decode-acceptance-length: 2.49".into()],
         )],
     );
-    let (o, again) = run_text(&after, &[]);
-    assert_eq!((o.code, again), (0, after));
     let with_rate = text.replace("max-num-seqs: 64", "spec-decode-acceptance-rate: 0.5");
     let (o, after) = run_text(&with_rate, &[]);
     assert_eq!((o.code, after), (1, with_rate));
