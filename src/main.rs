@@ -177,21 +177,32 @@ async fn print_progress(mut rx: watch::Receiver<Progress>, every: Duration) {
     }
 }
 
+/// Routes SIGINT and SIGTERM to the stopper. The handlers are registered before this returns,
+/// so a signal that arrives right after (a fast supervisor) is not lost to the default action.
 fn spawn_signal_handlers(stop: &Stopper) {
-    let s = stop.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            s.stop(StopReason::Interrupted);
-        }
-    });
     #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        for (kind, reason) in [
+            (SignalKind::interrupt(), StopReason::Interrupted),
+            (SignalKind::terminate(), StopReason::Terminated),
+        ] {
+            if let Ok(mut sig) = signal(kind) {
+                let s = stop.clone();
+                tokio::spawn(async move {
+                    if sig.recv().await.is_some() {
+                        s.stop(reason);
+                    }
+                });
+            }
+        }
+    }
+    #[cfg(not(unix))]
     {
         let s = stop.clone();
         tokio::spawn(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            if let Ok(mut term) = signal(SignalKind::terminate()) {
-                term.recv().await;
-                s.stop(StopReason::Terminated);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                s.stop(StopReason::Interrupted);
             }
         });
     }
@@ -226,11 +237,11 @@ async fn sim(args: &specperf::SimArgs) -> i32 {
             return exit::FAILED;
         }
     };
+    let stop = Stopper::new();
+    spawn_signal_handlers(&stop);
     for a in sim.addrs() {
         println!("specperf sim listening on http://{a} (metrics at http://{a}/metrics)");
     }
-    let stop = Stopper::new();
-    spawn_signal_handlers(&stop);
     sim.run_until(&stop).await;
     exit::OK
 }
