@@ -311,6 +311,10 @@ pub async fn replay(
     let mut summary = agg.summary(meta);
     summary.acceptance = acceptance;
     let mut artifact_error = agg.write_error.clone();
+    // Before summary.json, whose presence tells `specperf merge` the shard finished.
+    if let Err(e) = crate::merge::write_histograms(&dir, &agg.histograms()) {
+        artifact_error.get_or_insert(e.to_string());
+    }
     if let Err(e) = crate::report::write_artifacts(&dir, &summary) {
         artifact_error.get_or_insert(e.to_string());
     }
@@ -523,6 +527,7 @@ fn load_meta(
         grace_period_s: l.grace.map(secs),
         schedule_lag_tolerance_ms: l.lag_tolerance.as_secs_f64() * 1e3,
         shard: l.shard,
+        shards_merged: None,
         dispatch,
         warmup,
     }

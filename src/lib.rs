@@ -17,8 +17,10 @@
 //! `main.rs` parses flags (`cli`), validates them (`config`), runs `engine::replay` and maps the
 //! outcome to an exit code. The library never prints and never exits.
 //!
-//! Beside the pipeline: `golden` (golden AL curves and curve selection, shared with the AL gate)
-//! and `inject` (`specperf inject`: recipe rewriting for synthetic acceptance).
+//! Beside the pipeline: `golden` (golden AL curves and curve selection, shared with the AL gate),
+//! `inject` (`specperf inject`: recipe rewriting for synthetic acceptance) and `merge`
+//! (`specperf merge`: the artifacts of a sharded run, read back through the same aggregator, into
+//! one report).
 
 mod cli;
 mod client;
@@ -27,6 +29,7 @@ mod dataset;
 mod engine;
 pub mod golden;
 mod inject;
+mod merge;
 mod metrics;
 mod record;
 mod render;
@@ -37,7 +40,7 @@ pub mod sim;
 mod yaml;
 
 pub use cli::{
-    Cli, Command, EmbeddedSimArgs, InjectArgs, LoadArgs, ReplayArgs, ScrapeArgs, SimArgs,
+    Cli, Command, EmbeddedSimArgs, InjectArgs, LoadArgs, MergeArgs, ReplayArgs, ScrapeArgs, SimArgs,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
@@ -51,6 +54,7 @@ pub use inject::{
     inject, EntryReport, EntryState, InjectConfig, InjectError, InjectOutcome, InjectReport,
     LineChange,
 };
+pub use merge::{merge, MergeError, MergeOutcome};
 pub use metrics::{
     percentile_sorted, Counts, LoadMeta, Progress, RunMeta, Stat, Summary, SUMMARY_SCHEMA,
 };

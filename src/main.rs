@@ -24,6 +24,7 @@ fn main() -> ExitCode {
             Command::Replay(args) => replay(&args).await,
             Command::Sim(args) => sim(&args).await,
             Command::Inject(args) => inject(&args),
+            Command::Merge(args) => merge(&args),
         }
     });
     ExitCode::from(code as u8)
@@ -127,6 +128,21 @@ fn inject(args: &specperf::InjectArgs) -> i32 {
     };
     print!("{}", report.console_text());
     report.exit_code()
+}
+
+/// `specperf merge`: prints the merged console table, like `replay` does.
+fn merge(args: &specperf::MergeArgs) -> i32 {
+    match specperf::merge(&args.dirs, args.output.as_deref()) {
+        Ok(m) => {
+            print!("{}", specperf::console_table(&m.summary));
+            println!("Artifacts: {}", m.output.display());
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
 }
 
 async fn sim(args: &specperf::SimArgs) -> i32 {
