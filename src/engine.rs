@@ -116,6 +116,9 @@ pub enum EngineError {
     /// The load settings do not fit the collection.
     #[error("{0}")]
     Load(String),
+    /// The open-file limit is too low for the requests in flight.
+    #[error(transparent)]
+    OpenFiles(#[from] crate::fdlimit::FdLimitError),
     /// The artifact directory or a file in it could not be created.
     #[error("cannot write artifacts in {path}: {source} (pass a writable --artifact-dir)")]
     Artifacts {
@@ -152,6 +155,16 @@ pub async fn replay(
     progress: watch::Sender<Progress>,
 ) -> Result<RunOutcome, EngineError> {
     let samples = load_samples(&cfg)?;
+    let plan = profiling_plan(&cfg, &samples)?;
+    // Before any socket opens: the simulator's ends count too when it runs in this process.
+    let in_flight = plan.slots.map(|s| {
+        let warmup = cfg
+            .load
+            .warmup
+            .map_or(0, |w| cfg.load.shard.part(w.concurrency as u64));
+        (s as u64).max(warmup)
+    });
+    crate::fdlimit::ensure(in_flight, if cfg.target.is_embedded() { 2 } else { 1 })?;
     // Keep the embedded simulator alive for the whole run.
     let (sim, base_url): (Option<SimHandle>, String) = match &cfg.target {
         Target::Url(u) => (None, u.clone()),
@@ -193,7 +206,6 @@ pub async fn replay(
             reason: e.to_string(),
         })?;
     let shard = cfg.load.shard;
-    let plan = profiling_plan(&cfg, &samples)?;
     let request_count = plan.len().unwrap_or(0);
 
     let dir = cfg

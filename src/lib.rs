@@ -27,6 +27,7 @@ mod client;
 mod config;
 mod dataset;
 mod engine;
+mod fdlimit;
 pub mod golden;
 mod inject;
 mod merge;
@@ -50,6 +51,7 @@ pub use config::{
 };
 pub use dataset::{DatasetError, DatasetKind, Sample};
 pub use engine::{replay, EngineError, RunOutcome, StopReason, Stopper, BUNDLED_COLLECTION};
+pub use fdlimit::FdLimitError;
 pub use inject::{
     inject, EntryReport, EntryState, InjectConfig, InjectError, InjectOutcome, InjectReport,
     LineChange,

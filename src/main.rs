@@ -65,6 +65,7 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
                 specperf::EngineError::Dataset(_)
                 | specperf::EngineError::Load(_)
                 | specperf::EngineError::NoModel(_)
+                | specperf::EngineError::OpenFiles(_)
                 | specperf::EngineError::Url { .. } => exit::USAGE,
                 _ => exit::FAILED,
             }
