@@ -41,6 +41,9 @@ pub enum Command {
     Gate(Box<GateArgs>),
     /// Roll many al_gate_*.json results up into a markdown table and a JSON summary.
     GateSummary(Box<GateSummaryArgs>),
+    /// Combine the artifact directories of a sharded run (`replay --shard i/N`) into the report one
+    /// process would have written.
+    Merge(Box<MergeArgs>),
     /// Print the request bodies a replay would send (to diff against a server's own template), or
     /// check an encoder vector file.
     Render(Box<RenderArgs>),
@@ -149,6 +152,25 @@ pub struct RenderArgs {
     /// The collection and rendering flags, as for `replay`.
     #[command(flatten)]
     pub replay: ReplayArgs,
+}
+
+const MERGE_EXIT_CODES: &str = "Exit codes: 0 merged report written; 1 it could not be written; \
+2 the directories are not every shard of one finished run (missing, duplicate or foreign shard, \
+unreadable file).";
+
+/// `specperf merge`.
+#[derive(Debug, Args)]
+#[command(after_help = MERGE_EXIT_CODES)]
+pub struct MergeArgs {
+    /// Artifact directories of the shards (`--artifact-dir` of each `replay --shard i/N`), every
+    /// shard of the run once, in any order.
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+
+    /// Where to write the merged records.jsonl, summary.json and console.txt. Default: `merged/`
+    /// beside the first directory.
+    #[arg(short = 'o', long)]
+    pub output: Option<PathBuf>,
 }
 
 /// `specperf replay`.

@@ -128,6 +128,9 @@ pub enum EngineError {
     /// The load settings do not fit the collection.
     #[error("{0}")]
     Load(String),
+    /// The open-file limit is too low for the requests in flight.
+    #[error(transparent)]
+    OpenFiles(#[from] crate::fdlimit::FdLimitError),
     /// The artifact directory or a file in it could not be created.
     #[error("cannot write artifacts in {path}: {source} (pass a writable --artifact-dir)")]
     Artifacts {
@@ -165,6 +168,16 @@ pub async fn replay(
 ) -> Result<RunOutcome, EngineError> {
     let collection = load_collection(&cfg)?;
     let samples: Arc<[Sample]> = collection.samples.clone().into();
+    let plan = profiling_plan(&cfg, &samples)?;
+    // Before any socket opens: the simulator's ends count too when it runs in this process.
+    let in_flight = plan.slots.map(|s| {
+        let warmup = cfg
+            .load
+            .warmup
+            .map_or(0, |w| cfg.load.shard.part(w.concurrency as u64));
+        (s as u64).max(warmup)
+    });
+    crate::fdlimit::ensure(in_flight, if cfg.target.is_embedded() { 2 } else { 1 })?;
     // Keep the embedded simulator alive for the whole run.
     let (sim, base_url): (Option<SimHandle>, String) = match &cfg.target {
         Target::Url(u) => (None, u.clone()),
@@ -204,7 +217,6 @@ pub async fn replay(
             reason: e.to_string(),
         })?;
     let shard = cfg.load.shard;
-    let plan = profiling_plan(&cfg, &samples)?;
     let request_count = plan.len().unwrap_or(0);
 
     let dir = cfg
@@ -329,6 +341,10 @@ pub async fn replay(
     let mut summary = agg.summary(meta);
     summary.acceptance = acceptance;
     let mut artifact_error = agg.write_error.clone();
+    // Before summary.json, whose presence tells `specperf merge` the shard finished.
+    if let Err(e) = crate::merge::write_histograms(&dir, &agg.histograms()) {
+        artifact_error.get_or_insert(e.to_string());
+    }
     if let Err(e) = crate::report::write_artifacts(&dir, &summary) {
         artifact_error.get_or_insert(e.to_string());
     }
@@ -603,6 +619,7 @@ fn load_meta(
         grace_period_s: l.grace.map(secs),
         schedule_lag_tolerance_ms: l.lag_tolerance.as_secs_f64() * 1e3,
         shard: l.shard,
+        shards_merged: None,
         dispatch,
         warmup,
     }

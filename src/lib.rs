@@ -17,17 +17,21 @@
 //! `main.rs` parses flags (`cli`), validates them (`config`), runs `engine::replay` and maps the
 //! outcome to an exit code. The library never prints and never exits.
 //!
-//! Beside the pipeline: `golden` (golden AL curves and curve selection, shared with the AL gate)
-//! and `inject` (`specperf inject`: recipe rewriting for synthetic acceptance).
+//! Beside the pipeline: `golden` (golden AL curves and curve selection, shared with the AL gate),
+//! `inject` (`specperf inject`: recipe rewriting for synthetic acceptance) and `merge`
+//! (`specperf merge`: the artifacts of a sharded run, read back through the same aggregator, into
+//! one report).
 
 mod cli;
 mod client;
 mod config;
 mod dataset;
 mod engine;
+mod fdlimit;
 pub mod gate;
 pub mod golden;
 mod inject;
+mod merge;
 mod metrics;
 mod record;
 mod render;
@@ -38,8 +42,8 @@ pub mod sim;
 mod yaml;
 
 pub use cli::{
-    Cli, Command, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs, RenderArgs,
-    ReplayArgs, ScrapeArgs, SimArgs,
+    Cli, Command, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs, MergeArgs,
+    RenderArgs, ReplayArgs, ScrapeArgs, SimArgs,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
@@ -51,10 +55,12 @@ pub use dataset::{DatasetError, DatasetKind, Sample};
 pub use engine::{
     render_requests, replay, EngineError, RunOutcome, StopReason, Stopper, BUNDLED_COLLECTION,
 };
+pub use fdlimit::FdLimitError;
 pub use inject::{
     inject, EntryReport, EntryState, InjectConfig, InjectError, InjectOutcome, InjectReport,
     LineChange,
 };
+pub use merge::{merge, MergeError, MergeOutcome};
 pub use metrics::{
     percentile_sorted, Counts, LoadMeta, Progress, RunMeta, Stat, Summary, SUMMARY_SCHEMA,
 };

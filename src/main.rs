@@ -27,6 +27,7 @@ fn main() -> ExitCode {
             Command::Render(args) => render(&args),
             Command::Gate(args) => gate(&args).await,
             Command::GateSummary(args) => gate_summary(&args),
+            Command::Merge(args) => merge(&args),
         }
     });
     // Everything that matters is written by now; tasks still running (requests cancelled by a
@@ -70,6 +71,7 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
                 specperf::EngineError::Dataset(_)
                 | specperf::EngineError::Load(_)
                 | specperf::EngineError::NoModel(_)
+                | specperf::EngineError::OpenFiles(_)
                 | specperf::EngineError::Url { .. } => exit::USAGE,
                 _ => exit::FAILED,
             }
@@ -220,6 +222,21 @@ fn inject(args: &specperf::InjectArgs) -> i32 {
     };
     print!("{}", report.console_text());
     report.exit_code()
+}
+
+/// `specperf merge`: prints the merged console table, like `replay` does.
+fn merge(args: &specperf::MergeArgs) -> i32 {
+    match specperf::merge(&args.dirs, args.output.as_deref()) {
+        Ok(m) => {
+            print!("{}", specperf::console_table(&m.summary));
+            println!("Artifacts: {}", m.output.display());
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
 }
 
 async fn sim(args: &specperf::SimArgs) -> i32 {

@@ -9,9 +9,10 @@ use std::io::Write;
 use std::sync::Arc;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
+use crate::merge::{one_of, StaticName};
 use crate::record::{FailureKind, Outcome, Phase, RequestRecord, TokenSource};
 use crate::schedule::{ArrivalPattern, DispatchStats, Shard};
 use crate::scrape::ScrapeReport;
@@ -174,9 +175,39 @@ pub(crate) struct Aggregate {
     pub(crate) client_isl: Option<Arc<[u64]>>,
 }
 
+// Per-chunk histograms: 1 ns to 1 hour at 3 significant digits; longer gaps saturate at the top
+// bucket. `histograms.json` records these bounds so a merge only adds like to like.
+const HIST_LOW_NS: u64 = 1;
+const HIST_HIGH_NS: u64 = 3_600_000_000_000;
+const HIST_DIGITS: u8 = 3;
+
 fn hist() -> Histogram<u64> {
-    // 1 ns to 1 hour at 3 significant digits; longer gaps saturate at the top bucket.
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid HDR bounds")
+    Histogram::new_with_bounds(HIST_LOW_NS, HIST_HIGH_NS, HIST_DIGITS).expect("valid HDR bounds")
+}
+
+/// Version of the `histograms.json` layout.
+pub(crate) const HISTOGRAMS_SCHEMA: &str = "specperf.histograms.v1";
+
+/// The per-chunk HDR histograms, as written to `histograms.json`: each recorded bucket as
+/// `[value_ns, count]`, where the value is the bucket's highest equivalent value, so recording
+/// the pairs again into a histogram with the same bounds rebuilds it bucket for bucket. This is
+/// what lets `specperf merge` add shards' per-chunk gaps, which `records.jsonl` does not carry.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Histograms {
+    pub(crate) schema_version: String,
+    pub(crate) lowest_ns: u64,
+    pub(crate) highest_ns: u64,
+    pub(crate) significant_digits: u8,
+    /// Gaps between consecutive content events (`inter_chunk_latency_ms`).
+    pub(crate) inter_chunk_gap_ns: Vec<[u64; 2]>,
+    /// Each token of a chunk at gap / tokens (`inter_token_latency_token_weighted_ms`).
+    pub(crate) token_itl_ns: Vec<[u64; 2]>,
+}
+
+fn buckets(h: &Histogram<u64>) -> Vec<[u64; 2]> {
+    h.iter_recorded()
+        .map(|v| [v.value_iterated_to(), v.count_at_value()])
+        .collect()
 }
 
 impl Aggregate {
@@ -203,6 +234,50 @@ impl Aggregate {
 
     fn push(&mut self, key: &'static str, v: f64) {
         self.values.entry(key).or_default().push(v);
+    }
+
+    /// The per-chunk histograms, for `histograms.json`.
+    pub(crate) fn histograms(&self) -> Histograms {
+        Histograms {
+            schema_version: HISTOGRAMS_SCHEMA.to_owned(),
+            lowest_ns: HIST_LOW_NS,
+            highest_ns: HIST_HIGH_NS,
+            significant_digits: HIST_DIGITS,
+            inter_chunk_gap_ns: buckets(&self.chunk_gap_ns),
+            token_itl_ns: buckets(&self.token_itl_ns),
+        }
+    }
+
+    /// Adds another run's per-chunk histograms (its records must be added with [`Self::add`]
+    /// too; their `chunk_gaps` are not serialized, so `add` leaves the histograms alone for them).
+    pub(crate) fn add_histograms(&mut self, h: &Histograms) -> Result<(), String> {
+        if h.schema_version != HISTOGRAMS_SCHEMA {
+            return Err(format!(
+                "schema {:?}, this specperf reads {HISTOGRAMS_SCHEMA:?}",
+                h.schema_version
+            ));
+        }
+        if (h.lowest_ns, h.highest_ns, h.significant_digits)
+            != (HIST_LOW_NS, HIST_HIGH_NS, HIST_DIGITS)
+        {
+            return Err(format!(
+                "histogram bounds {}..{} ns at {} digits differ from this specperf's \
+                 {HIST_LOW_NS}..{HIST_HIGH_NS} ns at {HIST_DIGITS}",
+                h.lowest_ns, h.highest_ns, h.significant_digits
+            ));
+        }
+        for &[v, n] in &h.inter_chunk_gap_ns {
+            self.chunk_gap_ns.saturating_record_n(v, n);
+            self.gaps += n;
+            // Value 0 has a bucket of its own, so this is the exact count of zero gaps.
+            if v == 0 {
+                self.zero_gaps += n;
+            }
+        }
+        for &[v, n] in &h.token_itl_ns {
+            self.token_itl_ns.saturating_record_n(v, n);
+        }
+        Ok(())
     }
 
     /// Folds one record in.
@@ -380,8 +455,8 @@ impl Aggregate {
 /// Version of the summary JSON layout; additive changes keep it.
 pub const SUMMARY_SCHEMA: &str = "specperf.summary.v1";
 
-/// What was run, recorded next to the numbers.
-#[derive(Clone, Debug, Serialize)]
+/// What was run, recorded next to the numbers (read back by `specperf merge`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunMeta {
     /// Target base URL (or `embedded-simulator`).
     pub url: String,
@@ -408,14 +483,39 @@ pub struct RunMeta {
     /// Load shape and what the dispatcher did.
     pub load: LoadMeta,
     /// The per-request timeouts used.
+    #[serde(deserialize_with = "timeout_names")]
     pub timeouts_s: BTreeMap<&'static str, f64>,
 }
 
+/// The keys of `timeouts_s`, as the engine writes them.
+const TIMEOUT_NAMES: &[&str] = &["connect", "first_token", "idle", "request", "run"];
+
+fn timeout_names<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<&'static str, f64>, D::Error> {
+    use serde::de::Error;
+    BTreeMap::<String, f64>::deserialize(d)?
+        .into_iter()
+        .map(|(k, v)| {
+            let k = TIMEOUT_NAMES
+                .iter()
+                .find(|n| **n == k)
+                .ok_or_else(|| D::Error::unknown_field(&k, TIMEOUT_NAMES))?;
+            Ok((*k, v))
+        })
+        .collect()
+}
+
+fn load_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    one_of(d, &["closed", "open", "trace"])
+}
+
 /// How the load was shaped, and what the dispatcher did.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LoadMeta {
     /// `closed` (fixed concurrency), `open` (request rate) or `trace` (timestamps).
-    pub mode: &'static str,
+    #[serde(deserialize_with = "load_mode")]
+    pub mode: StaticName,
     /// Open loop: requests per second (this shard's share is every N-th arrival).
     pub request_rate: Option<f64>,
     /// Open loop: arrival distribution.
@@ -434,8 +534,11 @@ pub struct LoadMeta {
     pub grace_period_s: Option<f64>,
     /// Lag above which an open-loop arrival counts as late, ms.
     pub schedule_lag_tolerance_ms: f64,
-    /// This process's shard.
+    /// This process's shard (`0/1` for a single process and for a merged report).
     pub shard: Shard,
+    /// Set by `specperf merge`: how many shard runs this report combines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards_merged: Option<u32>,
     /// Profiling phase dispatch.
     pub dispatch: DispatchStats,
     /// Warmup phase dispatch, when there was one.

@@ -4,10 +4,10 @@
 //! artifact as it arrives and folds it into the statistics. Failures are values here, never strings:
 //! [`FailureKind`] is a `Copy` enum so counts per kind are exact and cheap.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why a request did not succeed. Stable snake_case names appear in records and reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {
     /// TCP connect or TLS handshake failed (refused, reset, certificate rejected).
@@ -93,7 +93,7 @@ impl FailureKind {
 }
 
 /// How a request ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "status", content = "kind")]
 pub enum Outcome {
     /// Completed with usage-counted output.
@@ -112,7 +112,7 @@ impl Outcome {
 }
 
 /// Where a record's token counts came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TokenSource {
     /// Cumulative `usage` on every chunk (`continuous_usage_stats`): per-chunk counts are exact.
@@ -124,7 +124,7 @@ pub enum TokenSource {
 }
 
 /// Which phase of the run a request belongs to.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Before profiling; never in statistics.
@@ -135,7 +135,8 @@ pub enum Phase {
 }
 
 /// One request, start to end. Times are nanoseconds since the run's monotonic start.
-#[derive(Clone, Debug, Serialize)]
+/// Read back by `specperf merge` (`Deserialize`), which rebuilds the statistics from these lines.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RequestRecord {
     /// Dispatch order, 0-based.
     pub id: u64,

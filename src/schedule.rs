@@ -17,13 +17,13 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Inter-arrival distribution of an open-loop schedule.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ArrivalPattern {
     /// Every `1/rate`.
@@ -47,7 +47,7 @@ pub(crate) struct Ticket {
 }
 
 /// A shard of a run: this process is `index` of `count`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shard {
     /// 0-based index.
     pub index: u32,
@@ -178,7 +178,7 @@ pub fn arrivals(
 }
 
 /// What the dispatcher did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DispatchStats {
     /// Tickets issued by this process.
     pub issued: u64,

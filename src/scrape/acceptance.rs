@@ -9,13 +9,23 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::prom::{Page, Sample};
 
 /// Which engine's counters to read; `auto` detects it from the page.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    Serialize,
+    Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum SpecEngine {
@@ -387,7 +397,7 @@ pub struct EndpointWindow {
 }
 
 /// Status of an acceptance measurement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AcceptanceStatus {
     /// AL measured (see `partial`, `approximate` and `resets`).
@@ -403,18 +413,36 @@ pub enum AcceptanceStatus {
 }
 
 /// A counter reset seen in the window (treated as `increase()` does).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ResetNote {
     /// The endpoint.
     pub endpoint: String,
     /// The series, e.g. `VllmDrafts{engine="1",model_name="m"}`.
     pub series: String,
     /// `decreased`, `created_changed`, `appeared`, `vanished` or `process_restarted`.
-    pub kind: &'static str,
+    #[serde(deserialize_with = "reset_kind")]
+    pub kind: crate::merge::StaticName,
+}
+
+fn reset_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    crate::merge::one_of(
+        d,
+        &[
+            "decreased",
+            "created_changed",
+            "appeared",
+            "vanished",
+            "process_restarted",
+        ],
+    )
+}
+
+fn k_source<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
+    crate::merge::one_of_opt(d, &["flag", "positions"])
 }
 
 /// The numbers for one group of series (everything, one endpoint, or one engine).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Numbers {
     /// `1 + Δaccepted / Δdrafts`, or `None` with no drafts.
     pub acceptance_length: Option<f64>,
@@ -431,7 +459,7 @@ pub struct Numbers {
 }
 
 /// Acceptance breakdown for one endpoint.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EndpointAcceptance {
     /// The endpoint.
     pub url: String,
@@ -443,7 +471,7 @@ pub struct EndpointAcceptance {
 }
 
 /// Acceptance breakdown for one data-parallel engine of one endpoint.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EngineAcceptance {
     /// The endpoint.
     pub url: String,
@@ -455,7 +483,7 @@ pub struct EngineAcceptance {
 }
 
 /// Acceptance over one window, summed over every endpoint that answered.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Acceptance {
     /// See [`AcceptanceStatus`].
     pub status: AcceptanceStatus,
@@ -473,7 +501,8 @@ pub struct Acceptance {
     /// k used for validation, and where it came from.
     pub num_speculative_tokens: Option<u32>,
     /// `flag`, `positions`, or `null` when unknown.
-    pub num_speculative_tokens_from: Option<&'static str>,
+    #[serde(deserialize_with = "k_source")]
+    pub num_speculative_tokens_from: Option<crate::merge::StaticName>,
     /// Some endpoints failed: the numbers cover only the others.
     pub partial: bool,
     /// From a gauge (last-window values), not from counters: display only.

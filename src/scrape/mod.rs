@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::Uri;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -57,7 +57,7 @@ pub(crate) struct ScrapeSettings {
 }
 
 /// One point of the AL timeline (baseline to that scrape).
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct AlPoint {
     /// Seconds since the baseline scrape.
     pub t_s: f64,
@@ -68,7 +68,7 @@ pub struct AlPoint {
 }
 
 /// How one endpoint's scrapes went.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EndpointStatus {
     /// The endpoint.
     pub url: String,
@@ -77,13 +77,14 @@ pub struct EndpointStatus {
     /// `ok`, or the error of the final scrape.
     pub after: String,
     /// `prometheus`, `openmetrics` or `trtllm-json` (from the content type).
-    pub format: Option<&'static str>,
+    #[serde(deserialize_with = "page_format")]
+    pub format: Option<crate::merge::StaticName>,
     /// Scrapes that failed during the run (live display only).
     pub failed_live_scrapes: u64,
 }
 
-/// The side task's result.
-#[derive(Clone, Debug, Serialize)]
+/// The side task's result (read back from a shard's summary by `specperf merge`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ScrapeReport {
     /// Acceptance over baseline..final.
     pub acceptance: Acceptance,
@@ -98,6 +99,10 @@ pub struct ScrapeReport {
     /// False when stable counters were required and two identical consecutive scrapes did not
     /// come within the limit (the gate's `counters_not_settled`).
     pub counters_settled: bool,
+}
+
+fn page_format<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
+    crate::merge::one_of_opt(d, &["prometheus", "openmetrics", "trtllm-json"])
 }
 
 /// What one scrape of one endpoint produced.

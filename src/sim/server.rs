@@ -81,6 +81,9 @@ impl Simulator {
     /// Validates `cfg` and binds every listener.
     pub async fn bind(cfg: SimConfig) -> Result<Simulator, SimError> {
         cfg.validate()?;
+        // Each client connection is a descriptor here: take what the hard limit allows, so
+        // thousands of streams do not fail to accept at the usual soft limit of 1024.
+        let _ = crate::fdlimit::ensure(None, 1);
         let tls = cfg.tls.as_ref().map(tls_acceptor).transpose()?;
         let timer = PreciseTimer::start().map_err(SimError::Start)?;
         let total = (cfg.servers * cfg.engines) as usize;

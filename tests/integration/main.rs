@@ -11,4 +11,5 @@ mod golden;
 mod inject;
 mod process;
 mod render;
+mod shards;
 mod transport;

@@ -163,3 +163,53 @@ fn sim_subcommand_serves_until_terminated() {
     let st = wait_with_timeout(&mut child, Duration::from_secs(10));
     assert_eq!(st.code(), Some(0));
 }
+
+#[test]
+fn concurrency_above_the_open_file_limit_exits_2_naming_ulimit() {
+    // A hard limit of 512 cannot be raised by an unprivileged process: 1000 streams do not fit.
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn 256 && ulimit -Hn 512 && exec {BIN} replay --url http://127.0.0.1:9 \
+             --model m --concurrency 1000 --progress-interval 0 --artifact-dir {}",
+            dir.path().display()
+        ))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("1000 requests in flight need about 1128 open files")
+            && stderr.contains("hard limit 512")
+            && stderr.contains("ulimit -n 1128"),
+        "{stderr}"
+    );
+    // Under the hard limit, the soft limit is raised and the run goes ahead: 300 streams of
+    // 100 ms, all open at once, would not fit the soft limit of 256 as it was.
+    let s = sim(SimConfig {
+        itl: Duration::from_millis(5),
+        k: 1,
+        acceptance: specperf::sim::Acceptance::Probability(0.0),
+        ..fast()
+    });
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn 256 && ulimit -Hn 512 && exec {BIN} replay --url {} --concurrency 300 \
+             --request-count 300 --osl 20 --progress-interval 0 --no-server-metrics \
+             --artifact-dir {}",
+            s.url(),
+            dir.path().display()
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("300 ok, 0 failed"), "{stdout}");
+}
