@@ -216,7 +216,7 @@ fn charts(recs: &[Rec], summary: &Value, golden_al: Option<f64>) -> Vec<Chart> {
         "Output token throughput over time",
         "time since first request (s)",
         "output tokens/s",
-        vec![line("output tokens/s (by completion)", t, tps, COLORS[2])],
+        vec![line("output tokens/s", t, tps, COLORS[2])],
     ));
     out.push(chart(
         "requests",

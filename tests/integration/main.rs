@@ -9,4 +9,5 @@ mod faults;
 mod golden;
 mod inject;
 mod process;
+mod reports;
 mod transport;
