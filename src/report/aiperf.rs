@@ -447,6 +447,15 @@ fn derived(s: &Summary) -> Vec<(&'static str, &'static str, &'static str, Option
             Some(s.total_completion_tokens as f64),
         ),
         (
+            "total_output_tokens",
+            "Total Output Tokens",
+            "tokens",
+            Some(
+                s.total_completion_tokens
+                    .saturating_sub(s.total_reasoning_tokens) as f64,
+            ),
+        ),
+        (
             "total_reasoning_tokens",
             "Total Reasoning Tokens",
             "tokens",
