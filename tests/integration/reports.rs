@@ -499,3 +499,46 @@ fn progress_is_a_bar_on_a_terminal_lines_on_a_pipe_and_nothing_with_ui_none() {
     );
     assert!(tty.contains("/40 req") && tty.contains("ETA"), "{tty:.400}");
 }
+
+#[test]
+fn result_filename_and_dir_come_from_the_inferencex_environment() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    let out = Command::new(BIN)
+        .args([
+            "replay",
+            "--url",
+            &s.url(),
+            "--concurrency",
+            "2",
+            "--request-count",
+            "6",
+        ])
+        .args([
+            "--osl",
+            "16",
+            "--ui",
+            "none",
+            "--metrics-settle-seconds",
+            "0",
+        ])
+        .arg("--artifact-dir")
+        .arg(dir.path().join("run"))
+        .env("RESULT_FILENAME", "glm5.2_fp8_vllm_tp8_conc2_b200")
+        .env("RESULT_DIR", &results)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let raw = read_json(&results.join("glm5.2_fp8_vllm_tp8_conc2_b200.json"));
+    assert_eq!(raw["completed"], 6);
+    assert_eq!(raw["max_concurrency"], 2);
+    assert!(!dir
+        .path()
+        .join("run/glm5.2_fp8_vllm_tp8_conc2_b200.json")
+        .exists());
+}
