@@ -22,7 +22,7 @@
 #   the process and its children), peak RSS summed over the process tree (sampled every 0.1 s),
 #   mean requests in flight (Σ request durations / span, from the records), start-up (a
 #   one-request run: time from launch to the first request's start, and the whole run's wall
-#   time), and TTFT/ITL p50/p99 error against a simulator at TTFT 50 ms / 10 ms per step with
+#   time including the measuring shell's fork/exec of GNU time), and TTFT/ITL p50/p99 error against a simulator at TTFT 50 ms / 10 ms per step with
 #   acceptance probability 0 (one token per step, so the true ITL is exactly 10 ms; ACC_REQUESTS).
 #
 # Environment: PORT (18080), RUNS (3), REQUESTS (20000), REAL_REQUESTS (2000), CONCURRENCY (64),
@@ -186,6 +186,7 @@ measure() {
         sleep 0.1
     done
     wait "$tp" || echo "warning: $* exited $?" >&2
+    date +%s%N >"$out.end_ns"
     echo "$max" >"$out.rss"
 }
 
@@ -211,8 +212,8 @@ import json, re, sys
 out, n = sys.argv[1], int(sys.argv[2])
 t = open(out + ".time").read()
 cpu = float(re.search(r"User time \(seconds\): ([\d.]+)", t)[1]) + float(re.search(r"System time \(seconds\): ([\d.]+)", t)[1])
-wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (.*)", t)[1].split(":")
-wall = sum(float(x) * 60 ** i for i, x in enumerate(reversed(wall)))
+# time -v prints the wall time in 10 ms steps; launch and end stamps are finer.
+wall = (int(open(out + ".end_ns").read()) - int(open(out + ".launch_ns").read())) / 1e9
 a = json.load(open(out + ".artifacts/profile_export_aiperf.json"))
 recs = [json.loads(l) for l in open(out + ".artifacts/profile_export.jsonl") if l.strip()]
 recs = [r["metadata"] for r in recs if r["metadata"].get("benchmark_phase", "profiling") == "profiling"]
