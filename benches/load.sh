@@ -102,7 +102,7 @@ replay() {
 median() { sort -g | awk '{v[NR]=$1} END {if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
 echo "== machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p'), $(date -u +%Y-%m-%dT%H:%MZ)," \
-    "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 if [[ -z ${SKIP_SPECPERF:-} ]]; then
 echo "== part 1: zero-delay sim, concurrency $CONCURRENCY, $REQUESTS requests x 256 tokens, $RUNS runs"
 start_sim 0 0
@@ -288,3 +288,4 @@ read -r _ _ _ _ _ _ at50 at99 ai50 ai99 _ <"$WORK/acc.aiperf"
 err() { awk -v m="$1" -v t="$2" 'BEGIN {printf "%+.3f", m - t}'; }
 printf '%-52s %14s %14s\n' "TTFT p50 / p99 error (ms)" "$(err "$st50" 50) / $(err "$st99" 50)" "$(err "$at50" 50) / $(err "$at99" 50)"
 printf '%-52s %14s %14s\n' "ITL p50 / p99 error (ms)" "$(err "$si50" 10) / $(err "$si99" 10)" "$(err "$ai50" 10) / $(err "$ai99" 10)"
+echo "== done, load average $(cut -d' ' -f1-3 /proc/loadavg)"
