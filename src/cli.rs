@@ -40,8 +40,13 @@ pub enum Command {
     Plot(Box<PlotArgs>),
 }
 
+const PLOT_EXIT_CODES: &str = "Exit codes: 0 charts and report.html written; 1 the directory \
+lacks a readable records.jsonl or specperf summary.json, or a file could not be written; \
+2 bad flag.";
+
 /// `specperf plot`.
 #[derive(Debug, Args)]
+#[command(after_help = PLOT_EXIT_CODES)]
 pub struct PlotArgs {
     /// Artifact directory of a replay (reads records.jsonl and summary.json).
     pub dir: PathBuf,
@@ -194,7 +199,9 @@ pub struct ReplayArgs {
     #[command(flatten)]
     pub scrape: ScrapeArgs,
 
-    /// Artifact directory. Default: `artifacts/<model>-<endpoint>-concurrency<N>`.
+    /// Artifact directory: records.jsonl, summary.json, console.txt, AIPerf's profile_export.jsonl,
+    /// profile_export_aiperf.{json,csv}, server_metrics_export.json and inputs.json. Default:
+    /// `artifacts/<model>-<endpoint>-concurrency<N>`.
     #[arg(long, visible_alias = "output-artifact-dir")]
     pub artifact_dir: Option<PathBuf>,
 
