@@ -12,8 +12,22 @@
 #   REAL_REQUESTS; prints TTFT p50/p99 from the console table and the simulator's emission lateness
 #   quantiles from its /metrics.
 #
+# Part 3, only with AIPERF=1: specperf and AIPerf 0.13.0 side by side against the same simulator
+#   settings, alternating run by run: AIPerf is installed from PyPI into a throwaway virtualenv
+#   (AIPERF_VENV to reuse one) and given a local tokenizer (the DeepSeek-V4 tokenizer.json from
+#   scripts/fetch-tokenizer.sh, in a directory with a minimal tokenizer_config.json), with
+#   --use-server-token-count. Both tools write profile_export.jsonl / profile_export_aiperf.json, so
+#   one parser reads both. Prints medians and ratios of: requests/s at concurrency 64 with
+#   zero-delay 256-token streams (SBS_REQUESTS each), CPU seconds per 1,000 requests (user + sys of
+#   the process and its children), peak RSS summed over the process tree (sampled every 0.1 s),
+#   mean requests in flight (Σ request durations / span, from the records), start-up (a
+#   one-request run: time from launch to the first request's start, and the whole run's wall
+#   time including the measuring shell's fork/exec of GNU time), and TTFT/ITL p50/p99 error against a simulator at TTFT 50 ms / 10 ms per step with
+#   acceptance probability 0 (one token per step, so the true ITL is exactly 10 ms; ACC_REQUESTS).
+#
 # Environment: PORT (18080), RUNS (3), REQUESTS (20000), REAL_REQUESTS (2000), CONCURRENCY (64),
-# SPECPERF_BIN (target/release/specperf), SKIP_BUILD=1 to use an existing binary.
+# SPECPERF_BIN (target/release/specperf), SKIP_BUILD=1 to use an existing binary, SKIP_SPECPERF=1
+# to skip parts 1 and 2; AIPERF=1, AIPERF_VENV, SBS_REQUESTS (5000), ACC_REQUESTS (1000).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -88,7 +102,8 @@ replay() {
 median() { sort -g | awk '{v[NR]=$1} END {if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
 echo "== machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p'), $(date -u +%Y-%m-%dT%H:%MZ)," \
-    "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ -z ${SKIP_SPECPERF:-} ]]; then
 echo "== part 1: zero-delay sim, concurrency $CONCURRENCY, $REQUESTS requests x 256 tokens, $RUNS runs"
 start_sim 0 0
 : >"$WORK/rps" && : >"$WORK/cpu" && : >"$WORK/rss"
@@ -125,3 +140,152 @@ late() { sed -n "s/^specperf_sim_emission_lateness_quantile_seconds{quantile=\"$
 awk -v a="$(late 0.5)" -v b="$(late 0.99)" -v c="$(late 1)" \
     'BEGIN {printf "sim emission lateness p50/p99/max: %.3f / %.3f / %.3f ms\n", a * 1e3, b * 1e3, c * 1e3}'
 grep -E '_(count|sum) ' "$WORK/lateness"
+stop_sim
+fi
+
+[[ -n ${AIPERF:-} ]] || exit 0
+
+# ---------------------------------------------------------------------------------------------
+# Part 3: side by side with AIPerf.
+SBS_REQUESTS=${SBS_REQUESTS:-5000}
+ACC_REQUESTS=${ACC_REQUESTS:-1000}
+VENV=${AIPERF_VENV:-$WORK/aiperf-venv}
+if [[ ! -x $VENV/bin/aiperf ]]; then
+    echo "installing aiperf==0.13.0 into $VENV" >&2
+    t0=$(date +%s.%N)
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check aiperf==0.13.0
+    echo "aiperf install: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.0f", b - a}') s," \
+        "venv $(du -sm "$VENV" | cut -f1) MB"
+fi
+AIPERF_BIN=$VENV/bin/aiperf
+echo "== part 3: side by side, $("$AIPERF_BIN" --version 2>/dev/null | tail -1 | sed 's/^/aiperf /') vs specperf $("$BIN" --version | cut -d' ' -f2)"
+scripts/fetch-tokenizer.sh >&2
+TOK=$WORK/tokenizer
+mkdir -p "$TOK"
+cp target/fixtures/deepseek-v4/tokenizer.json "$TOK/"
+echo '{"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1048576}' >"$TOK/tokenizer_config.json"
+
+# rss_tree PID: summed RSS (kB) of PID's descendants.
+rss_tree() {
+    ps -e -o pid=,ppid=,rss= | awk -v root="$1" '
+        { parent[$1] = $2; rss[$1] = $3 }
+        END { for (p in parent) { q = parent[p]; while (q > 1 && q != root) q = parent[q]; if (q == root) s += rss[p] } print s + 0 }'
+}
+
+# measure OUT CMD...: runs CMD under GNU time while a sampler records the tree's peak RSS every
+# 0.05 s; the shell waits on CMD itself, so the end stamp is taken the moment it exits.
+# Writes OUT.time, OUT.rss, OUT.launch_ns, OUT.end_ns.
+measure() {
+    local out=$1
+    shift
+    date +%s%N >"$out.launch_ns"
+    /usr/bin/time -v -o "$out.time" "$@" >"$out.out" 2>"$out.err" &
+    local tp=$!
+    (
+        max=0
+        while kill -0 "$tp" 2>/dev/null; do
+            cur=$(rss_tree "$tp")
+            ((cur > max)) && max=$cur
+            sleep 0.05
+        done
+        echo "$max" >"$out.rss"
+    ) &
+    local sp=$!
+    wait "$tp" || echo "warning: $* exited $?" >&2
+    date +%s%N >"$out.end_ns"
+    wait "$sp"
+}
+
+# tool NAME OUT N CONC: one run of NAME against $BASE writing artifacts to OUT.artifacts.
+tool() {
+    case $1 in
+    specperf)
+        measure "$2" "$BIN" replay --url "$BASE" --model specperf-sim --concurrency "$4" \
+            --request-count "$3" --osl 256 --progress-interval 0 --ui none \
+            --metrics-settle-seconds 0 --artifact-dir "$2.artifacts" ;;
+    aiperf)
+        measure "$2" "$AIPERF_BIN" profile -m specperf-sim --url "$BASE" --endpoint-type chat \
+            --streaming --concurrency "$4" --request-count "$3" --osl 256 --isl 100 \
+            --tokenizer "$TOK" --use-server-token-count --ui none --random-seed 0 \
+            --output-artifact-dir "$2.artifacts" ;;
+    esac
+}
+
+# stats OUT N: one line of numbers from a run's artifacts and time -v output.
+stats() {
+    python3 - "$1" "$2" <<'PYEOF'
+import json, re, sys
+out, n = sys.argv[1], int(sys.argv[2])
+t = open(out + ".time").read()
+cpu = float(re.search(r"User time \(seconds\): ([\d.]+)", t)[1]) + float(re.search(r"System time \(seconds\): ([\d.]+)", t)[1])
+# time -v prints the wall time in 10 ms steps; launch and end stamps are finer.
+wall = (int(open(out + ".end_ns").read()) - int(open(out + ".launch_ns").read())) / 1e9
+a = json.load(open(out + ".artifacts/profile_export_aiperf.json"))
+recs = [json.loads(l) for l in open(out + ".artifacts/profile_export.jsonl") if l.strip()]
+recs = [r["metadata"] for r in recs if r["metadata"].get("benchmark_phase", "profiling") == "profiling"]
+starts = [r["request_start_ns"] for r in recs]
+ends = [r["request_end_ns"] for r in recs]
+inflight = sum(e - s for s, e in zip(starts, ends)) / (max(ends) - min(starts))
+first = (min(starts) - int(open(out + ".launch_ns").read())) / 1e6
+p = lambda m, q: a.get(m, {}).get(q, float("nan"))
+print(f'{a["request_throughput"]["avg"]:.1f} {cpu / n * 1000:.3f} {int(open(out + ".rss").read()) / 1024:.1f} '
+      f'{inflight:.2f} {first:.1f} {wall * 1000:.0f} {p("time_to_first_token", "p50"):.3f} '
+      f'{p("time_to_first_token", "p99"):.3f} {p("inter_token_latency", "p50"):.4f} '
+      f'{p("inter_token_latency", "p99"):.4f} {a["request_count"]["avg"]:.0f}')
+PYEOF
+}
+
+col() { awk -v c="$1" '{print $c}' "$2" | median; }
+
+start_sim 0 0
+: >"$WORK/sbs.specperf" && : >"$WORK/sbs.aiperf"
+for i in $(seq "$RUNS"); do
+    for t in specperf aiperf; do
+        tool "$t" "$WORK/sbs_${t}_$i" "$SBS_REQUESTS" "$CONCURRENCY"
+        stats "$WORK/sbs_${t}_$i" "$SBS_REQUESTS" | tee -a "$WORK/sbs.$t" | sed "s/^/$t run $i: /" >&2
+    done
+done
+: >"$WORK/up.specperf" && : >"$WORK/up.aiperf"
+for i in $(seq "$RUNS"); do
+    for t in specperf aiperf; do
+        tool "$t" "$WORK/up_${t}_$i" 1 1
+        stats "$WORK/up_${t}_$i" 1 >>"$WORK/up.$t"
+    done
+done
+stop_sim
+sim_acc() {
+    "$BIN" sim --port "$PORT" --ttft-ms 50 --itl-ms 10 --acceptance-prob 0 >"$WORK/sim.log" 2>&1 &
+    SIM_PID=$!
+    for _ in $(seq 100); do curl -sf -o /dev/null "$BASE/health" && return; sleep 0.1; done
+    echo "error: simulator did not come up" >&2
+    exit 1
+}
+sim_acc
+for t in specperf aiperf; do
+    tool "$t" "$WORK/acc_$t" "$ACC_REQUESTS" "$CONCURRENCY"
+    stats "$WORK/acc_$t" "$ACC_REQUESTS" >"$WORK/acc.$t"
+done
+stop_sim
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "n/a"; else printf "%.1fx", a / b }'; }
+row() { # label specperf aiperf better(higher|lower)
+    local r
+    if [[ $4 == higher ]]; then r=$(ratio "$2" "$3"); else r=$(ratio "$3" "$2"); fi
+    printf '%-52s %14s %14s %12s\n' "$1" "$2" "$3" "$r"
+}
+echo
+printf '%-52s %14s %14s %12s\n' "median of $RUNS runs (alternating)" specperf "aiperf 0.13.0" "specperf adv."
+row "requests/s (c=$CONCURRENCY, zero delay, 256 tok, $SBS_REQUESTS req)" "$(col 1 "$WORK/sbs.specperf")" "$(col 1 "$WORK/sbs.aiperf")" higher
+row "CPU s per 1000 requests (user+sys, with children)" "$(col 2 "$WORK/sbs.specperf")" "$(col 2 "$WORK/sbs.aiperf")" lower
+row "peak RSS, MiB (process tree)" "$(col 3 "$WORK/sbs.specperf")" "$(col 3 "$WORK/sbs.aiperf")" lower
+row "mean requests in flight (of $CONCURRENCY)" "$(col 4 "$WORK/sbs.specperf")" "$(col 4 "$WORK/sbs.aiperf")" higher
+row "one-request run: launch -> first request (ms)" "$(col 5 "$WORK/up.specperf")" "$(col 5 "$WORK/up.aiperf")" lower
+row "one-request run: wall time (ms)" "$(col 6 "$WORK/up.specperf")" "$(col 6 "$WORK/up.aiperf")" lower
+echo "accuracy at true TTFT 50 ms / ITL 10 ms (AL 1), c=$CONCURRENCY, $ACC_REQUESTS requests, one run each:"
+read -r _ _ _ _ _ _ st50 st99 si50 si99 _ <"$WORK/acc.specperf"
+read -r _ _ _ _ _ _ at50 at99 ai50 ai99 _ <"$WORK/acc.aiperf"
+err() { awk -v m="$1" -v t="$2" 'BEGIN {printf "%+.3f", m - t}'; }
+printf '%-52s %14s %14s\n' "TTFT p50 / p99 error (ms)" "$(err "$st50" 50) / $(err "$st99" 50)" "$(err "$at50" 50) / $(err "$at99" 50)"
+printf '%-52s %14s %14s\n' "ITL p50 / p99 error (ms)" "$(err "$si50" 10) / $(err "$si99" 10)" "$(err "$ai50" 10) / $(err "$ai99" 10)"
+echo "== done, load average $(cut -d' ' -f1-3 /proc/loadavg)"

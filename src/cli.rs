@@ -44,6 +44,8 @@ pub enum Command {
     /// Combine the artifact directories of a sharded run (`replay --shard i/N`) into the report one
     /// process would have written.
     Merge(Box<MergeArgs>),
+    /// Draw charts (SVG, PNG) and one self-contained HTML page from a replay's artifact directory.
+    Plot(Box<PlotArgs>),
     /// Print the request bodies a replay would send (to diff against a server's own template), or
     /// check an encoder vector file.
     Render(Box<RenderArgs>),
@@ -171,6 +173,30 @@ pub struct MergeArgs {
     /// beside the first directory.
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
+}
+
+const PLOT_EXIT_CODES: &str = "Exit codes: 0 charts and report.html written; 1 the directory \
+lacks a readable records.jsonl or specperf summary.json, or a file could not be written; \
+2 bad flag.";
+
+/// `specperf plot`.
+#[derive(Debug, Args)]
+#[command(after_help = PLOT_EXIT_CODES)]
+pub struct PlotArgs {
+    /// Artifact directory of a replay (reads records.jsonl and summary.json).
+    pub dir: PathBuf,
+
+    /// Where to write the charts and report.html (default: `<DIR>/plots`).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+
+    /// Golden acceptance length, drawn as a line on the AL-over-time chart.
+    #[arg(long)]
+    pub golden_al: Option<f64>,
+
+    /// Also write PNG versions of the charts (on by default; `--png false` for SVG only).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub png: bool,
 }
 
 /// `specperf replay`.
@@ -380,17 +406,52 @@ pub struct ReplayArgs {
     #[command(flatten)]
     pub scrape: ScrapeArgs,
 
-    /// Artifact directory. Default: `artifacts/<model>-<endpoint>-concurrency<N>`.
+    /// Artifact directory: records.jsonl, summary.json, console.txt, AIPerf's profile_export.jsonl,
+    /// profile_export_aiperf.{json,csv}, server_metrics_export.json and inputs.json. Default:
+    /// `artifacts/<model>-<endpoint>-concurrency<N>`.
     #[arg(long, visible_alias = "output-artifact-dir")]
     pub artifact_dir: Option<PathBuf>,
 
-    /// Print a progress line to stderr every this many seconds (0: never).
+    /// Goodput objectives, `TAG:VALUE` separated by spaces or repeated: a request is good when it
+    /// succeeded and met every one. Tags: `ttft` / `time_to_first_token` (ms), `tpot` /
+    /// `inter_token_latency` (ms), `e2el` / `request_latency` (ms), at most the value;
+    /// `output_token_throughput_per_user` (tokens/s), at least the value. A request without the
+    /// metric (ITL of a one-token answer) is not good.
+    #[arg(long, num_args = 1.., action = clap::ArgAction::Append, value_name = "TAG:VALUE")]
+    pub goodput: Vec<String>,
+
+    /// InferenceX: also write the benchmark_serving-style raw throughput JSON `<NAME>.json`
+    /// (a file name, not a path).
+    #[arg(long, env = "RESULT_FILENAME", value_name = "NAME")]
+    pub result_filename: Option<String>,
+
+    /// Directory for `<RESULT_FILENAME>.json` (default: the artifact directory).
+    #[arg(long, env = "RESULT_DIR")]
+    pub result_dir: Option<PathBuf>,
+
+    /// Live display on stderr: `simple` is a progress bar when stderr is a terminal, else a plain
+    /// line every --progress-interval seconds; `none` prints nothing until the final table.
+    /// AIPerf's `dashboard` means `simple`.
+    #[arg(long, value_enum, default_value_t = Ui::Simple)]
+    pub ui: Ui,
+
+    /// Seconds between plain progress lines when stderr is not a terminal (0: none).
     #[arg(long, default_value_t = 1.0)]
     pub progress_interval: f64,
 
     /// Settings of the embedded simulator (used only without --url).
     #[command(flatten)]
     pub sim: EmbeddedSimArgs,
+}
+
+/// The live display (`--ui`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Ui {
+    /// Progress bar on a terminal, periodic plain lines otherwise.
+    #[value(alias = "dashboard")]
+    Simple,
+    /// Nothing until the final table.
+    None,
 }
 
 /// Load shape beyond a fixed concurrency.

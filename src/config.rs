@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::cli::{ReplayArgs, ScrapeArgs, SimArgs};
+use crate::cli::{ReplayArgs, ScrapeArgs, SimArgs, Ui};
 use crate::client::{build_headers, ClientOptions, Timeouts};
 use crate::dataset::{DatasetKind, SpeedBenchSelect};
+use crate::metrics::{Slo, SloMetric};
 use crate::render::{EndpointType, RenderOptions};
 use crate::schedule::{ArrivalPattern, Shard};
 use crate::scrape::acceptance::AcceptanceOptions;
@@ -174,6 +175,12 @@ pub struct RunConfig {
     pub(crate) scrape: ScrapeConfig,
     /// Progress line period (None: no progress line).
     pub progress_interval: Option<Duration>,
+    /// The live display.
+    pub ui: Ui,
+    pub(crate) goodput: Vec<Slo>,
+    /// InferenceX raw throughput JSON: (directory or `None` for the artifact dir, file stem).
+    pub(crate) result_file: Option<(Option<PathBuf>, String)>,
+    pub(crate) cli_command: Option<String>,
 }
 
 impl RunConfig {
@@ -200,6 +207,65 @@ impl RunConfig {
     pub fn is_embedded(&self) -> bool {
         self.target.is_embedded()
     }
+
+    /// Records the command line in the AIPerf summary's `run_info.cli_command`.
+    pub fn set_cli_command(&mut self, command: String) {
+        self.cli_command = Some(command);
+    }
+}
+
+/// Parses `--goodput` items: `TAG:VALUE` pairs, several per item separated by whitespace
+/// (AIPerf passes one quoted string, vLLM separate arguments). Each tag at most once.
+pub fn parse_goodput(items: &[String]) -> Result<Vec<Slo>, ConfigError> {
+    let mut out: Vec<Slo> = Vec::new();
+    for pair in items.iter().flat_map(|i| i.split_whitespace()) {
+        let Some((tag, value)) = pair.split_once(':') else {
+            return err(format!(
+                "--goodput {pair:?}: expected TAG:VALUE, e.g. --goodput \"ttft:200 tpot:20 e2el:5000\""
+            ));
+        };
+        let Some(metric) = SloMetric::from_tag(tag) else {
+            return err(format!(
+                "--goodput {pair:?}: unknown metric {tag:?}; use ttft, tpot, e2el (or \
+                 time_to_first_token, inter_token_latency, request_latency, \
+                 output_token_throughput_per_user)"
+            ));
+        };
+        let threshold: f64 = match value.parse() {
+            Ok(v) if f64::is_finite(v) && v > 0.0 => v,
+            _ => {
+                return err(format!(
+                    "--goodput {pair:?}: {value:?} is not a positive number ({})",
+                    metric.unit()
+                ))
+            }
+        };
+        if out.iter().any(|s| s.metric == metric) {
+            return err(format!(
+                "--goodput {pair:?}: {} is given twice",
+                metric.tag()
+            ));
+        }
+        out.push(Slo { metric, threshold });
+    }
+    Ok(out)
+}
+
+/// Checks `RESULT_FILENAME`: a plain file name (the `.json` is appended), so the raw result can
+/// only land in its directory.
+pub fn result_file_name(name: &str) -> Result<String, ConfigError> {
+    let bad = name.is_empty()
+        || name.contains(['/', '\\', '\0'])
+        || name.contains("..")
+        || name.trim() != name;
+    if bad {
+        return err(format!(
+            "--result-filename / RESULT_FILENAME {name:?} must be a plain file name (no path \
+             separators, no \"..\", no surrounding spaces); put the directory in --result-dir / \
+             RESULT_DIR"
+        ));
+    }
+    Ok(name.to_owned())
 }
 
 fn seconds(flag: &str, v: f64) -> Result<Duration, ConfigError> {
@@ -810,6 +876,13 @@ impl RunConfig {
             progress_interval: (a.progress_interval > 0.0)
                 .then(|| Duration::try_from_secs_f64(a.progress_interval).ok())
                 .flatten(),
+            ui: a.ui,
+            goodput: parse_goodput(&a.goodput)?,
+            result_file: match a.result_filename.as_deref().filter(|n| !n.is_empty()) {
+                Some(n) => Some((a.result_dir.clone(), result_file_name(n)?)),
+                None => None,
+            },
+            cli_command: None,
         })
     }
 }
@@ -943,6 +1016,42 @@ mod tests {
         let dup = metrics_endpoints(&["h:1".into(), "http://h:1/".into()], &|_| None);
         assert!(dup.unwrap_err().to_string().contains("listed twice"));
         assert!(metrics_endpoints(&[], &|_| None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn goodput_takes_vllm_and_aiperf_tags_and_names_bad_input() {
+        let slos =
+            parse_goodput(&["ttft:200 tpot:20".into(), "request_latency:5000".into()]).unwrap();
+        let tags: Vec<(&str, f64)> = slos.iter().map(|s| (s.metric.tag(), s.threshold)).collect();
+        assert_eq!(
+            tags,
+            [
+                ("time_to_first_token", 200.0),
+                ("inter_token_latency", 20.0),
+                ("request_latency", 5000.0)
+            ]
+        );
+        for (bad, says) in [
+            ("ttft=200", "expected TAG:VALUE"),
+            ("foo:1", "unknown metric \"foo\""),
+            ("ttft:-1", "not a positive number"),
+            ("ttft:abc", "not a positive number"),
+            ("ttft:1 time_to_first_token:2", "given twice"),
+        ] {
+            let e = parse_goodput(&[bad.into()]).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn result_file_names_cannot_escape_their_directory() {
+        assert_eq!(
+            result_file_name("dsv4_fp4_vllm_tp8-pp1_conc64_b200").unwrap(),
+            "dsv4_fp4_vllm_tp8-pp1_conc64_b200"
+        );
+        for bad in ["", "../x", "a/b", "a\\b", "..", "x..y", " x"] {
+            assert!(result_file_name(bad).is_err(), "{bad:?} accepted");
+        }
     }
 
     #[test]

@@ -227,25 +227,39 @@ pub async fn replay(
         path: dir.display().to_string(),
         source,
     })?;
-    let records_path = dir.join("records.jsonl");
-    let file = std::fs::File::create(&records_path).map_err(|source| EngineError::Artifacts {
-        path: records_path.display().to_string(),
+    let create = |name: &str| -> Result<Box<dyn std::io::Write + Send>, EngineError> {
+        let path = dir.join(name);
+        let file = std::fs::File::create(&path).map_err(|source| EngineError::Artifacts {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(Box::new(std::io::BufWriter::new(file)))
+    };
+    let records = create("records.jsonl")?;
+    let profile_export = create("profile_export.jsonl")?;
+    crate::report::write_inputs(&dir, &bodies).map_err(|source| EngineError::Artifacts {
+        path: dir.join("inputs.json").display().to_string(),
         source,
     })?;
-    let sink: Box<dyn std::io::Write + Send> = Box::new(std::io::BufWriter::new(file));
 
     let progress = Arc::new(progress);
-    let start_unix_s = std::time::SystemTime::now()
+    let start_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
+        .unwrap_or_default();
+    let start_unix_s = start_unix.as_secs_f64();
     let clock = Clock::new();
     let (tx, rx) = mpsc::channel::<RequestRecord>(1024);
     let progress_rx = progress.subscribe();
+    let sinks = metrics::Sinks {
+        records: Some(records),
+        profile_export: Some(profile_export),
+        epoch_ns: start_unix.as_nanos() as u64,
+    };
     let aggregator = tokio::spawn(metrics::aggregate(
         rx,
-        Some(sink),
+        sinks,
         progress.clone(),
+        cfg.goodput.clone(),
         client_isl.map(Into::into),
     ));
     let issued = Arc::new(Issued::default());
@@ -286,6 +300,11 @@ pub async fn replay(
         }
         None => None,
     };
+    progress.send_modify(|p| {
+        p.planned = plan.len();
+        p.duration_s = cfg.load.duration.map(|d| d.as_secs_f64());
+        p.profiling_started = Some(Instant::now());
+    });
     let dispatch_stats = run_phase(
         &ctx,
         &plan,
@@ -302,7 +321,7 @@ pub async fn replay(
     }
     let agg = aggregator
         .await
-        .unwrap_or_else(|_| metrics::Aggregate::new());
+        .unwrap_or_else(|_| metrics::Aggregate::with_goodput(cfg.goodput.clone()));
     let acceptance = match scraper {
         Some(task) => task.finish(Instant::now()).await,
         None => None,
@@ -319,6 +338,12 @@ pub async fn replay(
         },
         model,
         endpoint: cfg.endpoint_path.clone(),
+        endpoint_type: match cfg.endpoint_type {
+            render::EndpointType::Chat => "chat",
+            render::EndpointType::Completions => "completions",
+        },
+        osl: cfg.osl,
+        cli_command: cfg.cli_command.clone(),
         streaming: cfg.streaming,
         concurrency: cfg.concurrency,
         request_count,
@@ -347,6 +372,12 @@ pub async fn replay(
     }
     if let Err(e) = crate::report::write_artifacts(&dir, &summary) {
         artifact_error.get_or_insert(e.to_string());
+    }
+    if let Some((result_dir, name)) = &cfg.result_file {
+        let result_dir = result_dir.as_deref().unwrap_or(&dir);
+        if let Err(e) = crate::report::inferencex::write_raw_result(result_dir, name, &summary) {
+            artifact_error.get_or_insert(e.to_string());
+        }
     }
     Ok(RunOutcome {
         summary,

@@ -43,13 +43,13 @@ mod yaml;
 
 pub use cli::{
     Cli, Command, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs, MergeArgs,
-    RenderArgs, ReplayArgs, ScrapeArgs, SimArgs,
+    PlotArgs, RenderArgs, ReplayArgs, ScrapeArgs, SimArgs, Ui,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
 pub use config::{
-    metrics_endpoints, metrics_url, normalize_url, parse_extra_inputs, resolve_shard, sim_config,
-    ConfigError, RunConfig,
+    metrics_endpoints, metrics_url, normalize_url, parse_extra_inputs, parse_goodput,
+    resolve_shard, result_file_name, sim_config, ConfigError, RunConfig,
 };
 pub use dataset::{DatasetError, DatasetKind, Sample};
 pub use engine::{
@@ -62,11 +62,13 @@ pub use inject::{
 };
 pub use merge::{merge, MergeError, MergeOutcome};
 pub use metrics::{
-    percentile_sorted, Counts, LoadMeta, Progress, RunMeta, Stat, Summary, SUMMARY_SCHEMA,
+    percentile_sorted, Aggregate, Counts, Goodput, LoadMeta, Progress, RunMeta, Slo, SloMetric,
+    Stat, Summary, SUMMARY_SCHEMA,
 };
 pub use record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
 pub use render::EndpointType;
-pub use report::{console_table, write_artifacts};
+pub use report::plot::{plot, PlotOutput};
+pub use report::{console_table, progress_line, write_artifacts, ReportError};
 pub use schedule::{arrivals, ArrivalPattern, DispatchStats, Shard};
 pub use yaml::YamlError;
 

@@ -1,10 +1,11 @@
 //! The `specperf` binary: flags -> validated config -> runtime -> run -> exit code.
 
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use specperf::{exit, Cli, Command, Progress, StopReason, Stopper};
+use specperf::{exit, Cli, Command, Progress, StopReason, Stopper, Ui};
 use tokio::sync::watch;
 
 fn main() -> ExitCode {
@@ -28,6 +29,7 @@ fn main() -> ExitCode {
             Command::Gate(args) => gate(&args).await,
             Command::GateSummary(args) => gate_summary(&args),
             Command::Merge(args) => merge(&args),
+            Command::Plot(args) => plot(&args),
         }
     });
     // Everything that matters is written by now; tasks still running (requests cancelled by a
@@ -37,23 +39,32 @@ fn main() -> ExitCode {
 }
 
 async fn replay(args: &specperf::ReplayArgs) -> i32 {
-    let cfg = match specperf::RunConfig::from_args(args) {
+    let mut cfg = match specperf::RunConfig::from_args(args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e:#}");
             return exit::USAGE;
         }
     };
+    cfg.set_cli_command(command_line());
     let stop = Stopper::new();
     spawn_signal_handlers(&stop);
     let (ptx, prx) = watch::channel(Progress::default());
-    let printer = cfg
-        .progress_interval
-        .map(|every| tokio::spawn(print_progress(prx, every)));
+    let terminal = std::io::stderr().is_terminal();
+    let printer = match (cfg.ui, terminal, cfg.progress_interval) {
+        (Ui::None, _, _) => None,
+        (Ui::Simple, true, _) => Some(tokio::spawn(draw_bar(prx))),
+        (Ui::Simple, false, Some(every)) => Some(tokio::spawn(print_progress(prx, every))),
+        (Ui::Simple, false, None) => None,
+    };
     let threshold = cfg.failed_request_threshold;
     let result = specperf::replay(cfg, stop, ptx).await;
     if let Some(p) = printer {
         p.abort();
+        if terminal && args.ui == Ui::Simple {
+            // Leave the terminal on a clean line before the final table.
+            eprint!("\r\x1b[2K");
+        }
     }
     match result {
         Ok(outcome) => {
@@ -155,27 +166,77 @@ fn render(args: &specperf::RenderArgs) -> i32 {
     }
 }
 
+/// The command line as typed (quoted where a shell would need it), for the AIPerf summary.
+fn command_line() -> String {
+    std::env::args()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@+".contains(c))
+            {
+                a
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Periodic plain progress lines (stderr is a file or pipe).
 async fn print_progress(mut rx: watch::Receiver<Progress>, every: Duration) {
-    let start = Instant::now();
     let mut tick = tokio::time::interval(every);
     tick.tick().await;
     loop {
         tick.tick().await;
         let p = *rx.borrow_and_update();
-        let t = start.elapsed().as_secs_f64();
-        let al = p
-            .acceptance_length
-            .map(|a| format!(" | AL {a:.3}"))
-            .unwrap_or_default();
-        eprintln!(
-            "[{t:7.1}s] done {} (ok {}, failed {}, cancelled {}) | {:.1} req/s | {:.0} output tok/s{al}",
-            p.done,
-            p.ok,
-            p.failed,
-            p.cancelled,
-            p.ok as f64 / t,
-            p.output_tokens as f64 / t
-        );
+        eprintln!("{}", specperf::progress_line(&p, Instant::now(), false, 0));
+    }
+}
+
+/// A progress bar redrawn in place on stderr (a terminal), four times a second.
+async fn draw_bar(rx: watch::Receiver<Progress>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let width = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(100usize);
+    loop {
+        tick.tick().await;
+        let p = *rx.borrow();
+        if p.profiling_started.is_none() {
+            continue;
+        }
+        let line = specperf::progress_line(&p, Instant::now(), true, width);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\x1b[2K{line}");
+        let _ = err.flush();
+    }
+}
+
+/// `specperf plot DIR`.
+fn plot(args: &specperf::PlotArgs) -> i32 {
+    if let Some(g) = args.golden_al {
+        if !(g.is_finite() && g >= 1.0) {
+            eprintln!("error: --golden-al {g} must be a number of at least 1 (tokens per step)");
+            return exit::USAGE;
+        }
+    }
+    let out = args
+        .output
+        .clone()
+        .unwrap_or_else(|| args.dir.join("plots"));
+    match specperf::plot(&args.dir, &out, args.golden_al, args.png) {
+        Ok(o) => {
+            for f in &o.files {
+                println!("{}", f.display());
+            }
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit::FAILED
+        }
     }
 }
 

@@ -181,13 +181,16 @@ pub enum MergeError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The merged report files could not be written.
+    #[error("{0} (pass a writable --output)")]
+    Report(#[from] crate::report::ReportError),
 }
 
 impl MergeError {
     /// 1 when the merged report could not be written, 2 when the inputs are not one run's shards.
     pub fn exit_code(&self) -> i32 {
         match self {
-            MergeError::Write { .. } => crate::exit::FAILED,
+            MergeError::Write { .. } | MergeError::Report(_) => crate::exit::FAILED,
             _ => crate::exit::USAGE,
         }
     }
@@ -285,7 +288,7 @@ pub fn merge(dirs: &[PathBuf], output: Option<&Path>) -> Result<MergeOutcome, Me
             &out.join("server_metrics"),
         )?;
     }
-    crate::report::write_artifacts(&out, &summary).map_err(werr(&out))?;
+    crate::report::write_artifacts(&out, &summary)?;
     Ok(MergeOutcome {
         summary,
         output: out,
@@ -675,6 +678,9 @@ mod tests {
             url: "http://127.0.0.1:8000".into(),
             model: "m".into(),
             endpoint: "/v1/chat/completions".into(),
+            endpoint_type: "chat",
+            osl: Some(8),
+            cli_command: None,
             streaming: true,
             concurrency: 4,
             request_count: 2,

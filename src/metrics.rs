@@ -133,6 +133,12 @@ pub struct Progress {
     pub acceptance_length: Option<f64>,
     /// Warmup records received.
     pub warmup: u64,
+    /// Profiling requests planned (`None` when the run is bounded by time instead).
+    pub planned: Option<u64>,
+    /// Issue limit of the profiling phase (`--benchmark-duration`), seconds.
+    pub duration_s: Option<f64>,
+    /// When the profiling phase began (after warmup), for rates and ETA.
+    pub profiling_started: Option<std::time::Instant>,
 }
 
 /// Request counts by outcome.
@@ -154,8 +160,9 @@ pub struct Counts {
     pub warmup: u64,
 }
 
-/// Everything the aggregator accumulated.
-pub(crate) struct Aggregate {
+/// The aggregator's state: feed it every record with [`Aggregate::add`], then build the
+/// [`Summary`]. The engine runs one per run; it is public for benches and offline summaries.
+pub struct Aggregate {
     pub(crate) counts: Counts,
     values: BTreeMap<&'static str, Vec<f64>>,
     chunk_gap_ns: Histogram<u64>,
@@ -170,6 +177,8 @@ pub(crate) struct Aggregate {
     content_events: u64,
     zero_gaps: u64,
     gaps: u64,
+    slos: Vec<Slo>,
+    good: u64,
     pub(crate) write_error: Option<String>,
     /// Client-side input token counts per sample (`--tokenizer`), for first turns.
     pub(crate) client_isl: Option<Arc<[u64]>>,
@@ -210,8 +219,15 @@ fn buckets(h: &Histogram<u64>) -> Vec<[u64; 2]> {
         .collect()
 }
 
+impl Default for Aggregate {
+    fn default() -> Self {
+        Aggregate::new()
+    }
+}
+
 impl Aggregate {
-    pub(crate) fn new() -> Self {
+    /// An empty aggregator without goodput objectives.
+    pub fn new() -> Self {
         Aggregate {
             counts: Counts::default(),
             values: BTreeMap::new(),
@@ -227,8 +243,18 @@ impl Aggregate {
             content_events: 0,
             zero_gaps: 0,
             gaps: 0,
+            slos: Vec::new(),
+            good: 0,
             write_error: None,
             client_isl: None,
+        }
+    }
+
+    /// An aggregator that also counts requests meeting every one of `slos` (goodput).
+    pub fn with_goodput(slos: Vec<Slo>) -> Self {
+        Aggregate {
+            slos,
+            ..Aggregate::new()
         }
     }
 
@@ -281,7 +307,7 @@ impl Aggregate {
     }
 
     /// Folds one record in.
-    pub(crate) fn add(&mut self, r: &RequestRecord) {
+    pub fn add(&mut self, r: &RequestRecord) {
         if r.phase == Phase::Warmup {
             self.counts.warmup += 1;
             return;
@@ -319,22 +345,17 @@ impl Aggregate {
         *self.token_sources.entry(source).or_default() += 1;
         self.reads += u64::from(r.reads);
         self.content_events += u64::from(r.content_events);
-        let osl = r.completion_tokens.unwrap_or(0);
-        let isl = r.prompt_tokens.unwrap_or(0);
-        self.prompt_tokens += isl;
-        self.completion_tokens += osl;
-        self.reasoning_tokens += r.reasoning_tokens.unwrap_or(0);
-        let latency = r.latency_ns();
-        self.push("request_latency_ms", ms(latency));
-        // From the intended start: what a user arriving on schedule saw (coordinated omission).
-        self.push(
-            "effective_latency_ms",
-            ms(r.end_ns.saturating_sub(r.intended_ns)),
-        );
-        self.push("output_sequence_length", osl as f64);
-        if r.prompt_tokens.is_some() {
-            self.push("input_sequence_length", isl as f64);
+        let m = RecordMetrics::of(r);
+        self.prompt_tokens += m.isl.unwrap_or(0);
+        self.completion_tokens += m.osl;
+        self.reasoning_tokens += m.reasoning.unwrap_or(0);
+        if !self.slos.is_empty() && self.slos.iter().all(|s| s.met(&m)) {
+            self.good += 1;
         }
+        self.push("request_latency_ms", m.latency_ms);
+        // From the intended start: what a user arriving on schedule saw (coordinated omission).
+        self.push("effective_latency_ms", m.effective_latency_ms);
+        self.push("output_sequence_length", m.osl as f64);
         if let Some(n) = self
             .client_isl
             .as_ref()
@@ -343,41 +364,23 @@ impl Aggregate {
         {
             self.push("client_input_sequence_length", *n as f64);
         }
-        if let Some(ttft) = r.ttft_ns() {
-            self.push("time_to_first_token_ms", ms(ttft));
-            if let Some(t) = r.first_token_ns {
-                self.push(
-                    "effective_time_to_first_token_ms",
-                    ms(t.saturating_sub(r.intended_ns)),
-                );
+        let optional = [
+            ("input_sequence_length", m.isl.map(|v| v as f64)),
+            ("time_to_first_token_ms", m.ttft_ms),
+            ("effective_time_to_first_token_ms", m.effective_ttft_ms),
+            ("prefill_throughput_per_user_tps", m.prefill_tps),
+            ("time_to_second_token_ms", m.ttst_ms),
+            ("time_to_first_output_token_ms", m.ttfo_ms),
+            ("decode_duration_ms", m.decode_ms),
+            ("inter_token_latency_ms", m.itl_ms),
+            ("time_per_output_token_ms", m.tpot_ms),
+            ("output_token_throughput_per_user_tps", m.otps_user),
+            ("e2e_output_token_throughput_tps", m.e2e_tps),
+        ];
+        for (key, v) in optional {
+            if let Some(v) = v {
+                self.push(key, v);
             }
-            if isl > 0 && ttft > 0 {
-                self.push("prefill_throughput_per_user_tps", isl as f64 / secs(ttft));
-            }
-            if let (Some(t2), Some(t1)) = (r.second_token_ns, r.first_token_ns) {
-                self.push("time_to_second_token_ms", ms(t2 - t1));
-            }
-            if let Some(t) = r.first_output_token_ns {
-                self.push(
-                    "time_to_first_output_token_ms",
-                    ms(t.saturating_sub(r.sent_ns)),
-                );
-            }
-            // AIPerf: ITL = (latency − TTFT) / (OSL − tokens of the first chunk).
-            let first = r.first_chunk_tokens.unwrap_or(1).max(1);
-            if osl > first {
-                let itl = (latency - ttft) as f64 / (osl - first) as f64;
-                self.push("inter_token_latency_ms", itl / 1e6);
-                if itl > 0.0 {
-                    self.push("output_token_throughput_per_user_tps", 1e9 / itl);
-                }
-            }
-        }
-        if latency > 0 {
-            self.push(
-                "e2e_output_token_throughput_tps",
-                osl as f64 / secs(latency),
-            );
         }
         for g in &r.chunk_gaps {
             self.gaps += 1;
@@ -394,7 +397,7 @@ impl Aggregate {
     }
 
     /// Builds the final summary.
-    pub(crate) fn summary(&self, meta: RunMeta) -> Summary {
+    pub fn summary(&self, meta: RunMeta) -> Summary {
         let duration_ns = self
             .first_sent_ns
             .map_or(0, |f| self.last_end_ns.saturating_sub(f));
@@ -428,7 +431,32 @@ impl Aggregate {
                 "some successful responses carried no usage; their tokens are not counted".into(),
             );
         }
+        let total = self.counts.total;
+        let goodput = (!self.slos.is_empty()).then(|| Goodput {
+            slos: self.slos.clone(),
+            good_request_count: self.good,
+            goodput_rps: per_s(self.good as f64),
+            good_request_fraction: if total > 0 {
+                self.good as f64 / total as f64
+            } else {
+                0.0
+            },
+        });
+        let first_sent_s = self.first_sent_ns.map_or(0.0, secs);
+        let lens = |k: &str| -> Vec<u64> {
+            self.values
+                .get(k)
+                .map(|v| v.iter().map(|x| *x as u64).collect())
+                .unwrap_or_default()
+        };
         Summary {
+            benchmark_start_unix_s: meta.start_unix_s + first_sent_s,
+            benchmark_end_unix_s: meta.start_unix_s + first_sent_s + d,
+            goodput,
+            per_request: PerRequest {
+                input_lens: lens("input_sequence_length"),
+                output_lens: lens("output_sequence_length"),
+            },
             schema_version: SUMMARY_SCHEMA,
             specperf_version: env!("CARGO_PKG_VERSION"),
             meta,
@@ -452,6 +480,189 @@ impl Aggregate {
     }
 }
 
+/// One successful request's metrics, AIPerf's definitions (`aiperf-compat.md` §3). The aggregator
+/// and the per-request export both read them from here, so the two can never disagree.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct RecordMetrics {
+    /// First content response − request start.
+    pub(crate) ttft_ms: Option<f64>,
+    /// Second content response − first.
+    pub(crate) ttst_ms: Option<f64>,
+    /// First non-reasoning content − start.
+    pub(crate) ttfo_ms: Option<f64>,
+    /// Last content response − start.
+    pub(crate) latency_ms: f64,
+    /// Latency − TTFT.
+    pub(crate) decode_ms: Option<f64>,
+    /// AIPerf ITL: (latency − TTFT) / (OSL − tokens of the first chunk).
+    pub(crate) itl_ms: Option<f64>,
+    /// vLLM TPOT: (latency − TTFT) / (OSL − 1).
+    pub(crate) tpot_ms: Option<f64>,
+    /// 1 / ITL, tokens per second.
+    pub(crate) otps_user: Option<f64>,
+    /// OSL / latency, tokens per second.
+    pub(crate) e2e_tps: Option<f64>,
+    /// ISL / TTFT, tokens per second.
+    pub(crate) prefill_tps: Option<f64>,
+    /// `usage.prompt_tokens`.
+    pub(crate) isl: Option<u64>,
+    /// `usage.completion_tokens` (reasoning included; 0 without usage).
+    pub(crate) osl: u64,
+    /// Reasoning tokens, when the server split them out.
+    pub(crate) reasoning: Option<u64>,
+    /// End − intended start (coordinated omission).
+    pub(crate) effective_latency_ms: f64,
+    /// First token − intended start.
+    pub(crate) effective_ttft_ms: Option<f64>,
+    /// Sent − intended start.
+    pub(crate) dispatch_lag_ms: f64,
+    /// Gaps between consecutive content responses.
+    pub(crate) chunk_gaps: usize,
+}
+
+impl RecordMetrics {
+    /// The metrics of `r`, read as a successful request.
+    pub(crate) fn of(r: &RequestRecord) -> RecordMetrics {
+        let osl = r.completion_tokens.unwrap_or(0);
+        let isl = r.prompt_tokens;
+        let latency = r.latency_ns();
+        let mut m = RecordMetrics {
+            latency_ms: ms(latency),
+            isl,
+            osl,
+            reasoning: r.reasoning_tokens,
+            effective_latency_ms: ms(r.end_ns.saturating_sub(r.intended_ns)),
+            dispatch_lag_ms: ms(r.sent_ns.saturating_sub(r.intended_ns)),
+            chunk_gaps: r.chunk_gaps.len(),
+            ..RecordMetrics::default()
+        };
+        if latency > 0 {
+            m.e2e_tps = Some(osl as f64 / secs(latency));
+        }
+        let Some(ttft) = r.ttft_ns() else {
+            return m;
+        };
+        m.ttft_ms = Some(ms(ttft));
+        m.effective_ttft_ms = r
+            .first_token_ns
+            .map(|t| ms(t.saturating_sub(r.intended_ns)));
+        let isl = isl.unwrap_or(0);
+        if isl > 0 && ttft > 0 {
+            m.prefill_tps = Some(isl as f64 / secs(ttft));
+        }
+        if let (Some(t2), Some(t1)) = (r.second_token_ns, r.first_token_ns) {
+            m.ttst_ms = Some(ms(t2.saturating_sub(t1)));
+        }
+        m.ttfo_ms = r
+            .first_output_token_ns
+            .map(|t| ms(t.saturating_sub(r.sent_ns)));
+        let decode = latency.saturating_sub(ttft);
+        m.decode_ms = Some(ms(decode));
+        let first = r.first_chunk_tokens.unwrap_or(1).max(1);
+        if osl > first {
+            let itl = decode as f64 / (osl - first) as f64;
+            m.itl_ms = Some(itl / 1e6);
+            if itl > 0.0 {
+                m.otps_user = Some(1e9 / itl);
+            }
+        }
+        if osl > 1 {
+            m.tpot_ms = Some(decode as f64 / (osl - 1) as f64 / 1e6);
+        }
+        m
+    }
+}
+
+/// A metric a goodput SLO can bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SloMetric {
+    /// `time_to_first_token` (vLLM `ttft`), ms; smaller is better.
+    TimeToFirstToken,
+    /// `inter_token_latency` (vLLM `tpot`), ms; smaller is better.
+    InterTokenLatency,
+    /// `request_latency` (vLLM `e2el`), ms; smaller is better.
+    RequestLatency,
+    /// `output_token_throughput_per_user`, tokens/s; larger is better.
+    OutputTokenThroughputPerUser,
+}
+
+impl SloMetric {
+    /// Parses a vLLM (`ttft`, `tpot`, `e2el`) or AIPerf tag name.
+    pub fn from_tag(tag: &str) -> Option<SloMetric> {
+        Some(match tag {
+            "ttft" | "time_to_first_token" => SloMetric::TimeToFirstToken,
+            "tpot" | "itl" | "inter_token_latency" => SloMetric::InterTokenLatency,
+            "e2el" | "request_latency" => SloMetric::RequestLatency,
+            "output_token_throughput_per_user" => SloMetric::OutputTokenThroughputPerUser,
+            _ => return None,
+        })
+    }
+
+    /// AIPerf's tag.
+    pub fn tag(self) -> &'static str {
+        match self {
+            SloMetric::TimeToFirstToken => "time_to_first_token",
+            SloMetric::InterTokenLatency => "inter_token_latency",
+            SloMetric::RequestLatency => "request_latency",
+            SloMetric::OutputTokenThroughputPerUser => "output_token_throughput_per_user",
+        }
+    }
+
+    /// The threshold's unit.
+    pub fn unit(self) -> &'static str {
+        match self {
+            SloMetric::OutputTokenThroughputPerUser => "tokens/sec/user",
+            _ => "ms",
+        }
+    }
+
+    /// True when a value must be at least the threshold (throughputs), not at most.
+    pub fn larger_is_better(self) -> bool {
+        self == SloMetric::OutputTokenThroughputPerUser
+    }
+}
+
+/// One goodput service-level objective: a metric and its bound.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Slo {
+    /// The bounded metric.
+    pub metric: SloMetric,
+    /// The bound (ms for latencies, tokens/s for throughputs).
+    pub threshold: f64,
+}
+
+impl Slo {
+    /// Whether a successful request met this objective; a metric the request lacks (ITL of a
+    /// one-token answer, TTFT of a non-streamed one) fails it, as in AIPerf.
+    pub(crate) fn met(&self, m: &RecordMetrics) -> bool {
+        let v = match self.metric {
+            SloMetric::TimeToFirstToken => m.ttft_ms,
+            SloMetric::InterTokenLatency => m.itl_ms,
+            SloMetric::RequestLatency => Some(m.latency_ms),
+            SloMetric::OutputTokenThroughputPerUser => m.otps_user,
+        };
+        match v {
+            Some(v) if self.metric.larger_is_better() => v >= self.threshold,
+            Some(v) => v <= self.threshold,
+            None => false,
+        }
+    }
+}
+
+/// Goodput: requests that met every SLO.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Goodput {
+    /// The objectives, as given to `--goodput`.
+    pub slos: Vec<Slo>,
+    /// Successful requests that met every objective.
+    pub good_request_count: u64,
+    /// Good requests per second of the benchmark duration.
+    pub goodput_rps: f64,
+    /// Good requests over every profiling request (failed and cancelled ones are never good).
+    pub good_request_fraction: f64,
+}
+
 /// Version of the summary JSON layout; additive changes keep it.
 pub const SUMMARY_SCHEMA: &str = "specperf.summary.v1";
 
@@ -462,8 +673,15 @@ pub struct RunMeta {
     pub url: String,
     /// Model name sent.
     pub model: String,
-    /// `chat` or `completions`.
+    /// Endpoint path requested, e.g. `/v1/chat/completions`.
     pub endpoint: String,
+    /// `chat` or `completions`.
+    #[serde(deserialize_with = "endpoint_type_name")]
+    pub endpoint_type: StaticName,
+    /// Output tokens asked for per request (`None`: the server decides).
+    pub osl: Option<u32>,
+    /// The command line, when the binary recorded it.
+    pub cli_command: Option<String>,
     /// Streaming on.
     pub streaming: bool,
     /// Closed-loop concurrency.
@@ -485,6 +703,10 @@ pub struct RunMeta {
     /// The per-request timeouts used.
     #[serde(deserialize_with = "timeout_names")]
     pub timeouts_s: BTreeMap<&'static str, f64>,
+}
+
+fn endpoint_type_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    crate::merge::one_of(d, &["chat", "completions"])
 }
 
 /// The keys of `timeouts_s`, as the engine writes them.
@@ -587,6 +809,24 @@ pub struct Summary {
     /// Acceptance length from the servers' counters, with the scrape outcomes (absent when no
     /// metrics endpoint was scraped).
     pub acceptance: Option<ScrapeReport>,
+    /// First send, Unix seconds.
+    pub benchmark_start_unix_s: f64,
+    /// Last end, Unix seconds.
+    pub benchmark_end_unix_s: f64,
+    /// Requests that met every `--goodput` objective (absent without `--goodput`).
+    pub goodput: Option<Goodput>,
+    /// Per-request token counts for the InferenceX raw JSON (not in `summary.json`).
+    #[serde(skip)]
+    pub(crate) per_request: PerRequest,
+}
+
+/// Per-request values that only the InferenceX raw JSON lists.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PerRequest {
+    /// `usage.prompt_tokens` of each successful request that reported it, in completion order.
+    pub(crate) input_lens: Vec<u64>,
+    /// `usage.completion_tokens` of each successful request, in completion order.
+    pub(crate) output_lens: Vec<u64>,
 }
 
 fn ms(ns: u64) -> f64 {
@@ -597,32 +837,60 @@ fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
-/// Runs the aggregator until every sender is dropped. `sink` receives one JSON line per record.
+/// Where the aggregator writes each record as it arrives.
+pub(crate) struct Sinks {
+    /// `records.jsonl`: our own record shape.
+    pub(crate) records: Option<Box<dyn Write + Send>>,
+    /// `profile_export.jsonl`: AIPerf's record shape.
+    pub(crate) profile_export: Option<Box<dyn Write + Send>>,
+    /// Unix time of the run clock's zero, ns (AIPerf records carry epoch timestamps).
+    pub(crate) epoch_ns: u64,
+}
+
+/// Appends one line made by `encode` to `sink` and flushes it; on failure records the error and
+/// drops the sink (measuring goes on; the run reports the artifact failure at the end).
+fn append(
+    sink: &mut Option<Box<dyn Write + Send>>,
+    line: &mut Vec<u8>,
+    error: &mut Option<String>,
+    encode: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+) {
+    let Some(w) = sink.as_mut() else { return };
+    line.clear();
+    let res = encode(line)
+        .map_err(std::io::Error::from)
+        .and_then(|()| {
+            line.push(b'\n');
+            w.write_all(line)
+        })
+        .and_then(|()| w.flush());
+    if let Err(e) = res {
+        error.get_or_insert(e.to_string());
+        *sink = None;
+    }
+}
+
+/// Runs the aggregator until every sender is dropped, writing each record to the sinks.
 pub(crate) async fn aggregate(
     mut rx: mpsc::Receiver<RequestRecord>,
-    mut sink: Option<Box<dyn Write + Send>>,
+    mut sinks: Sinks,
     progress: Arc<watch::Sender<Progress>>,
+    slos: Vec<Slo>,
     client_isl: Option<Arc<[u64]>>,
 ) -> Aggregate {
-    let mut agg = Aggregate::new();
+    let mut agg = Aggregate::with_goodput(slos);
     agg.client_isl = client_isl;
     let mut line = Vec::with_capacity(1024);
     while let Some(rec) = rx.recv().await {
-        if let Some(w) = sink.as_mut() {
-            line.clear();
-            let res = serde_json::to_writer(&mut line, &rec)
-                .map_err(std::io::Error::from)
-                .and_then(|()| {
-                    line.push(b'\n');
-                    w.write_all(&line)
-                })
-                .and_then(|()| w.flush());
-            if let Err(e) = res {
-                // Keep measuring; the run reports the artifact failure at the end.
-                agg.write_error.get_or_insert(e.to_string());
-                sink = None;
-            }
-        }
+        append(&mut sinks.records, &mut line, &mut agg.write_error, |l| {
+            serde_json::to_writer(l, &rec)
+        });
+        append(
+            &mut sinks.profile_export,
+            &mut line,
+            &mut agg.write_error,
+            |l| crate::report::aiperf::write_record(l, &rec, sinks.epoch_ns),
+        );
         agg.add(&rec);
         progress.send_modify(|p| {
             if rec.phase == Phase::Warmup {

@@ -1,10 +1,27 @@
-//! Summary -> what people and scripts read: the console table and the artifact files
-//! (`summary.json`, `console.txt`; `records.jsonl` is written live by the aggregator).
+//! Summary -> what people and scripts read: the console table, the live progress line and the
+//! artifact files. `records.jsonl` and `profile_export.jsonl` are written live by the aggregator
+//! (one line per request, via [`aiperf::write_record`]); everything else is written here at the
+//! end of a run: `summary.json` (ours, schema `specperf.summary.v1`), `console.txt`, AIPerf's
+//! `profile_export_aiperf.{json,csv}` and `server_metrics_export.json`, and on request the
+//! InferenceX raw throughput JSON ([`inferencex`]). [`plot`] draws charts from a finished
+//! artifact directory.
+
+pub(crate) mod aiperf;
+pub(crate) mod inferencex;
+mod json;
+pub(crate) mod plot;
+mod server_metrics;
+mod svg;
+#[cfg(test)]
+mod tests;
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
-use crate::metrics::Summary;
+use bytes::Bytes;
+
+use crate::metrics::{Progress, Summary};
 use crate::scrape::acceptance::AcceptanceStatus;
 use crate::scrape::ScrapeReport;
 
@@ -93,6 +110,34 @@ pub fn console_table(s: &Summary) -> String {
         "Tokens: {} prompt, {} completion ({} reasoning), counted from usage",
         s.total_prompt_tokens, s.total_completion_tokens, s.total_reasoning_tokens
     );
+    if let Some(g) = &s.goodput {
+        let slos: Vec<String> = g
+            .slos
+            .iter()
+            .map(|x| {
+                let op = if x.metric.larger_is_better() {
+                    ">="
+                } else {
+                    "<="
+                };
+                format!(
+                    "{} {op} {} {}",
+                    x.metric.tag(),
+                    x.threshold,
+                    x.metric.unit()
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "Goodput: {:.2} req/s, {} of {} requests good ({:.1}%; SLOs {})",
+            g.goodput_rps,
+            g.good_request_count,
+            c.total,
+            g.good_request_fraction * 100.0,
+            slos.join(", ")
+        );
+    }
     if let Some(r) = &s.acceptance {
         acceptance_line(&mut o, r);
     }
@@ -182,9 +227,212 @@ fn acceptance_line(o: &mut String, r: &ScrapeReport) {
     }
 }
 
-/// Writes `summary.json` and `console.txt` into `dir`.
-pub fn write_artifacts(dir: &Path, s: &Summary) -> std::io::Result<()> {
-    let json = serde_json::to_vec_pretty(s).map_err(std::io::Error::from)?;
-    std::fs::write(dir.join("summary.json"), json)?;
-    std::fs::write(dir.join("console.txt"), console_table(s))
+/// An artifact that could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// An input file is not what a replay writes.
+    #[error("{path}: {reason}")]
+    Input {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// InferenceX divides by every TPOT statistic; a zero would crash its aggregation later, so
+    /// the raw result is refused now (`inferencex-contract.md` §8.3).
+    #[error(
+        "not writing {path}: {key} is {value} and InferenceX computes 1000/TPOT for every TPOT \
+         statistic; the run produced no usable per-token timing (no streamed multi-token answers, \
+         or a zero-latency server)"
+    )]
+    ZeroTpot {
+        /// The raw result file.
+        path: PathBuf,
+        /// The offending key.
+        key: String,
+        /// Its value.
+        value: f64,
+    },
+}
+
+impl ReportError {
+    pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
+        move |source| ReportError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    std::fs::write(path, bytes).map_err(ReportError::io(path))
+}
+
+/// Writes the end-of-run artifacts into `dir`: `summary.json`, `console.txt`,
+/// `profile_export_aiperf.json`, `profile_export_aiperf.csv`, and `server_metrics_export.json`
+/// when metrics endpoints were scraped.
+pub fn write_artifacts(dir: &Path, s: &Summary) -> Result<(), ReportError> {
+    let mut json = serde_json::to_vec_pretty(s).expect("the summary serializes");
+    json.push(b'\n');
+    write_file(&dir.join("summary.json"), &json)?;
+    write_file(&dir.join("console.txt"), console_table(s).as_bytes())?;
+    write_file(
+        &dir.join("profile_export_aiperf.json"),
+        &json::pretty(&aiperf::summary_json(s)),
+    )?;
+    write_file(
+        &dir.join("profile_export_aiperf.csv"),
+        aiperf::summary_csv(s).as_bytes(),
+    )?;
+    if let Some(r) = &s.acceptance {
+        write_file(
+            &dir.join("server_metrics_export.json"),
+            &json::pretty(&server_metrics::export(s, r)),
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes `inputs.json` (AIPerf's shape): one session per sample, its exact request body as the
+/// only payload. Session ids match `conversation_id` in `profile_export.jsonl`.
+pub(crate) fn write_inputs(dir: &Path, bodies: &[Bytes]) -> std::io::Result<()> {
+    use std::io::Write;
+    let file = std::fs::File::create(dir.join("inputs.json"))?;
+    let mut w = std::io::BufWriter::new(file);
+    w.write_all(b"{\"data\": [")?;
+    for (i, body) in bodies.iter().enumerate() {
+        if i > 0 {
+            w.write_all(b",")?;
+        }
+        // Bodies are the JSON we send, byte for byte.
+        write!(
+            w,
+            "\n  {{\"session_id\": \"{}\", \"payloads\": [",
+            aiperf::session_id(i)
+        )?;
+        w.write_all(body)?;
+        w.write_all(b"]}")?;
+    }
+    w.write_all(b"\n]}\n")?;
+    w.flush()
+}
+
+/// One progress line: requests done (of the plan), rates, errors, live AL and ETA. With `bar`,
+/// a terminal progress bar that fits `width` columns (redrawn in place by the caller).
+pub fn progress_line(p: &Progress, now: Instant, bar: bool, width: usize) -> String {
+    let t = p
+        .profiling_started
+        .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
+    let rps = if t > 0.0 { p.ok as f64 / t } else { 0.0 };
+    let tps = if t > 0.0 {
+        p.output_tokens as f64 / t
+    } else {
+        0.0
+    };
+    let errors = p.failed + p.cancelled;
+    let al = p
+        .acceptance_length
+        .map(|a| format!(" | AL {a:.3}"))
+        .unwrap_or_default();
+    let fraction = match (p.planned, p.duration_s) {
+        (Some(n), _) if n > 0 => Some((p.done as f64 / n as f64).min(1.0)),
+        (_, Some(d)) if d > 0.0 => Some((t / d).min(1.0)),
+        _ => None,
+    };
+    let eta = match (p.planned, p.duration_s) {
+        (Some(n), _) if rps > 0.0 => Some(n.saturating_sub(p.done) as f64 / (p.done as f64 / t)),
+        (_, Some(d)) => Some((d - t).max(0.0)),
+        _ => None,
+    }
+    .map(|e| format!(" | ETA {}", clock(e)))
+    .unwrap_or_default();
+    let done = match p.planned {
+        Some(n) => format!("{}/{}", p.done, n),
+        None => p.done.to_string(),
+    };
+    let text = format!(
+        "{done} req | {rps:.1} req/s | {tps:.0} tok/s | {errors} err{al}{eta} | {}",
+        clock(t)
+    );
+    if !bar {
+        return format!(
+            "[{t:7.1}s] done {done} (ok {}, failed {}, cancelled {}) | {rps:.1} req/s | \
+             {tps:.0} output tok/s{al}{eta}",
+            p.ok, p.failed, p.cancelled
+        );
+    }
+    let Some(f) = fraction else {
+        return text;
+    };
+    // Bar width: what is left of the line, between 10 and 40 cells.
+    let cells = width.saturating_sub(text.chars().count() + 8).clamp(10, 40);
+    let full = (f * cells as f64).round() as usize;
+    format!(
+        "[{}{}] {:>3.0}% {text}",
+        "#".repeat(full),
+        "-".repeat(cells - full),
+        f * 100.0
+    )
+}
+
+/// `h:mm:ss` (or `m:ss` under an hour).
+fn clock(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// Unix seconds as ISO 8601 UTC with microseconds, e.g. `2026-11-30T12:00:00.000000+00:00`.
+pub(crate) fn iso8601(unix_s: f64) -> String {
+    let (date, (h, m, s), us) = civil(unix_s);
+    format!(
+        "{:04}-{:02}-{:02}T{h:02}:{m:02}:{s:02}.{us:06}+00:00",
+        date.0, date.1, date.2
+    )
+}
+
+/// Unix seconds as vLLM's result date, `%Y%m%d-%H%M%S` (UTC).
+pub(crate) fn compact_date(unix_s: f64) -> String {
+    let ((y, mo, d), (h, m, s), _) = civil(unix_s);
+    format!("{y:04}{mo:02}{d:02}-{h:02}{m:02}{s:02}")
+}
+
+/// Calendar date, time of day and microseconds of a Unix time (proleptic Gregorian, UTC).
+fn civil(unix_s: f64) -> ((i64, u32, u32), (u32, u32, u32), u32) {
+    let us_total = (unix_s.max(0.0) * 1e6).round() as i64;
+    let (secs, us) = (
+        us_total.div_euclid(1_000_000),
+        us_total.rem_euclid(1_000_000),
+    );
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    (
+        (y, mo, d),
+        (
+            (sod / 3600) as u32,
+            (sod / 60 % 60) as u32,
+            (sod % 60) as u32,
+        ),
+        us as u32,
+    )
 }

@@ -11,5 +11,6 @@ mod golden;
 mod inject;
 mod process;
 mod render;
+mod reports;
 mod shards;
 mod transport;

@@ -1,0 +1,141 @@
+//! Criterion bench of the one aggregator's hot path: `Aggregate::add` (every record passes
+//! through it once, on the aggregator task) and `Aggregate::summary` (once per run: sorts each
+//! metric's exact values for the percentiles).
+//!
+//! Records look like a 256-token streamed chat answer under speculative decoding: 100 content
+//! chunks of ~2.5 tokens (per-chunk usage), so each `add` also folds 100 gaps into the HDR
+//! histograms. Throughput is in elements = records.
+#![allow(missing_docs)]
+
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use specperf::{
+    Aggregate, ChunkGap, LoadMeta, Outcome, Phase, RequestRecord, RunMeta, Shard, Slo, SloMetric,
+    TokenSource,
+};
+
+const MS: u64 = 1_000_000;
+
+fn record(i: u64) -> RequestRecord {
+    let sent = i * 3 * MS;
+    let first = sent + 50 * MS + (i % 7) * 100_000;
+    let gaps: Vec<ChunkGap> = (0..100u64)
+        .map(|k| ChunkGap {
+            gap_ns: 10 * MS + (i * 31 + k * 17) % 500_000,
+            tokens: if k % 2 == 0 { 2 } else { 3 },
+        })
+        .collect();
+    let last = first + gaps.iter().map(|g| g.gap_ns).sum::<u64>();
+    RequestRecord {
+        id: i,
+        phase: Phase::Profiling,
+        turn: 0,
+        sample_index: (i % 88) as usize,
+        outcome: Outcome::Success,
+        http_status: Some(200),
+        error: None,
+        intended_ns: sent,
+        sent_ns: sent + 20_000,
+        headers_ns: Some(sent + MS),
+        first_token_ns: Some(first),
+        second_token_ns: Some(first + gaps[0].gap_ns),
+        last_token_ns: Some(last),
+        first_output_token_ns: Some(first),
+        end_ns: last + 100_000,
+        prompt_tokens: Some(400 + i % 300),
+        completion_tokens: Some(256),
+        reasoning_tokens: None,
+        token_source: TokenSource::UsagePerChunk,
+        content_events: 101,
+        reads: 101,
+        events: 104,
+        first_chunk_tokens: Some(6),
+        finish_reason: Some("length".into()),
+        chunk_gaps: gaps,
+        response_text: None,
+    }
+}
+
+fn meta() -> RunMeta {
+    RunMeta {
+        url: "http://127.0.0.1:8000".into(),
+        model: "m".into(),
+        endpoint: "/v1/chat/completions".into(),
+        endpoint_type: "chat",
+        osl: Some(256),
+        cli_command: None,
+        streaming: true,
+        concurrency: 64,
+        request_count: 0,
+        samples: 88,
+        dataset_reused: true,
+        input: "bench".into(),
+        start_unix_s: 0.0,
+        stopped_by: None,
+        load: LoadMeta {
+            mode: "closed",
+            request_rate: None,
+            arrival_pattern: None,
+            arrival_smoothness: None,
+            concurrency_cap: None,
+            random_seed: 0,
+            ramp_s: None,
+            benchmark_duration_s: None,
+            grace_period_s: None,
+            schedule_lag_tolerance_ms: 5.0,
+            shard: Shard::SINGLE,
+            shards_merged: None,
+            dispatch: Default::default(),
+            warmup: None,
+        },
+        timeouts_s: Default::default(),
+    }
+}
+
+fn slos() -> Vec<Slo> {
+    vec![
+        Slo {
+            metric: SloMetric::TimeToFirstToken,
+            threshold: 60.0,
+        },
+        Slo {
+            metric: SloMetric::InterTokenLatency,
+            threshold: 5.0,
+        },
+    ]
+}
+
+fn bench(c: &mut Criterion) {
+    const BATCH: u64 = 1_000;
+    const RUN: u64 = 20_000;
+    let batch: Vec<RequestRecord> = (0..BATCH).map(record).collect();
+    let run: Vec<RequestRecord> = (0..RUN).map(record).collect();
+
+    let mut g = c.benchmark_group("aggregate");
+    g.measurement_time(Duration::from_secs(4));
+    g.throughput(Throughput::Elements(BATCH));
+    g.bench_function("add_256tok_100chunks_x1000", |b| {
+        // A fresh aggregator per batch, so value vectors grow as in a run's first 1000 records.
+        b.iter_batched_ref(
+            || Aggregate::with_goodput(slos()),
+            |agg| {
+                for r in &batch {
+                    agg.add(r);
+                }
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    let mut full = Aggregate::with_goodput(slos());
+    for r in &run {
+        full.add(r);
+    }
+    g.throughput(Throughput::Elements(RUN));
+    g.sample_size(20);
+    g.bench_function("summary_20000_records", |b| b.iter(|| full.summary(meta())));
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

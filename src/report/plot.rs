@@ -1,0 +1,500 @@
+//! `specperf plot DIR`: charts from a finished replay's artifacts (`records.jsonl` and
+//! `summary.json`), as SVG, PNG (the same SVG rasterised by resvg, pure Rust) and one
+//! self-contained `report.html` with every chart inline.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::svg::{self, Chart, HLine, Series, COLORS};
+use super::ReportError;
+
+/// The fields of a `records.jsonl` line the charts need.
+#[derive(Deserialize)]
+struct Rec {
+    phase: String,
+    outcome: RecOutcome,
+    sent_ns: u64,
+    first_token_ns: Option<u64>,
+    last_token_ns: Option<u64>,
+    end_ns: u64,
+    completion_tokens: Option<u64>,
+    first_chunk_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct RecOutcome {
+    status: String,
+}
+
+/// What `plot` wrote.
+#[derive(Debug)]
+pub struct PlotOutput {
+    /// Every file written (SVG, PNG, `report.html`).
+    pub files: Vec<PathBuf>,
+}
+
+fn read_records(path: &Path) -> Result<Vec<Rec>, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(ReportError::io(path))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r: Rec = serde_json::from_str(line).map_err(|e| ReportError::Input {
+            path: path.to_owned(),
+            reason: format!("line {}: not a specperf record: {e}", i + 1),
+        })?;
+        if r.phase == "profiling" {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// Up to `max` points of the empirical CDF of `v` (sorted in place).
+fn cdf(v: &mut [f64], max: usize) -> Vec<(f64, f64)> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let step = n.div_ceil(max).max(1);
+    let mut pts: Vec<(f64, f64)> = (0..n)
+        .step_by(step)
+        .map(|i| (v[i], (i + 1) as f64 / n as f64))
+        .collect();
+    if pts.last().map(|p| p.1) != Some(1.0) {
+        pts.push((v[n - 1], 1.0));
+    }
+    pts
+}
+
+/// A round bin width giving at most about 60 bins over `span_s` (never under 1 ms).
+fn bin_width(span_s: f64) -> f64 {
+    let raw = (span_s / 60.0).max(1e-3);
+    let mag = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|b| *b >= raw)
+        .unwrap_or(10.0 * mag)
+}
+
+struct TimeSeries {
+    /// Bin centres, seconds since the first send.
+    t: Vec<f64>,
+    requests_per_s: Vec<f64>,
+    tokens_per_s: Vec<f64>,
+    in_flight: Vec<f64>,
+}
+
+fn time_series(recs: &[Rec]) -> Option<TimeSeries> {
+    let t0 = recs.iter().map(|r| r.sent_ns).min()?;
+    let end = recs.iter().map(|r| r.end_ns).max()?;
+    let span = (end - t0) as f64 / 1e9;
+    let w = bin_width(span);
+    let n = ((span / w).ceil() as usize).max(1);
+    let mut req = vec![0.0; n];
+    let mut tok = vec![0.0; n];
+    let mut busy = vec![0.0; n];
+    for r in recs {
+        let s = (r.sent_ns - t0) as f64 / 1e9;
+        let e = (r.end_ns.max(r.sent_ns) - t0) as f64 / 1e9;
+        let bin = ((e / w) as usize).min(n - 1);
+        if r.outcome.status == "success" {
+            req[bin] += 1.0;
+            tok[bin] += r.completion_tokens.unwrap_or(0) as f64;
+        }
+        // Time-weighted requests in flight: each request adds its overlap with every bin.
+        let (first, last) = ((s / w) as usize, ((e / w) as usize).min(n - 1));
+        for (b, slot) in busy.iter_mut().enumerate().take(last + 1).skip(first) {
+            let (lo, hi) = (b as f64 * w, (b + 1) as f64 * w);
+            *slot += (e.min(hi) - s.max(lo)).max(0.0);
+        }
+    }
+    // The last bin may be partial.
+    let width = |b: usize| (span - b as f64 * w).clamp(1e-9, w);
+    Some(TimeSeries {
+        t: (0..n).map(|b| b as f64 * w + width(b) / 2.0).collect(),
+        requests_per_s: (0..n).map(|b| req[b] / width(b)).collect(),
+        tokens_per_s: (0..n).map(|b| tok[b] / width(b)).collect(),
+        in_flight: (0..n).map(|b| busy[b] / width(b)).collect(),
+    })
+}
+
+fn line(name: &str, t: &[f64], v: &[f64], color: &'static str) -> Series {
+    Series {
+        name: name.into(),
+        points: t.iter().copied().zip(v.iter().copied()).collect(),
+        color,
+        step: false,
+    }
+}
+
+fn chart(id: &'static str, title: &str, x: &str, y: &str, series: Vec<Series>) -> Chart {
+    Chart {
+        id,
+        title: title.into(),
+        x_label: x.into(),
+        y_label: y.into(),
+        series,
+        hlines: Vec::new(),
+        y_range: None,
+        x_from_zero: !id.ends_with("_cdf"),
+        empty_note: "no data in this run".into(),
+    }
+}
+
+/// The charts of one artifact directory, by file stem.
+fn charts(recs: &[Rec], summary: &Value, golden_al: Option<f64>) -> Vec<Chart> {
+    let ok: Vec<&Rec> = recs
+        .iter()
+        .filter(|r| r.outcome.status == "success")
+        .collect();
+    let mut ttft: Vec<f64> = ok
+        .iter()
+        .filter_map(|r| {
+            r.first_token_ns
+                .map(|t| t.saturating_sub(r.sent_ns) as f64 / 1e6)
+        })
+        .collect();
+    // AIPerf's ITL per request, as in summary.json: (latency − TTFT) / (OSL − first chunk's tokens).
+    let mut itl: Vec<f64> = ok
+        .iter()
+        .filter_map(|r| {
+            let (first, last) = (r.first_token_ns?, r.last_token_ns?);
+            let osl = r.completion_tokens?;
+            let k = r.first_chunk_tokens.unwrap_or(1).max(1);
+            (osl > k).then(|| last.saturating_sub(first) as f64 / (osl - k) as f64 / 1e6)
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut c = chart(
+        "ttft_cdf",
+        "Time to first token (CDF)",
+        "TTFT (ms)",
+        "fraction of requests",
+        vec![Series {
+            name: format!("{} requests", ttft.len()),
+            points: cdf(&mut ttft, 2000),
+            color: COLORS[0],
+            step: true,
+        }],
+    );
+    c.y_range = Some((0.0, 1.0));
+    out.push(c);
+    let mut c = chart(
+        "itl_cdf",
+        "Inter-token latency per request (CDF)",
+        "ITL (ms)",
+        "fraction of requests",
+        vec![Series {
+            name: format!("{} requests", itl.len()),
+            points: cdf(&mut itl, 2000),
+            color: COLORS[1],
+            step: true,
+        }],
+    );
+    c.y_range = Some((0.0, 1.0));
+    out.push(c);
+
+    let ts = time_series(recs);
+    let (t, rps, tps, inflight) = match &ts {
+        Some(s) => (
+            &s.t[..],
+            &s.requests_per_s[..],
+            &s.tokens_per_s[..],
+            &s.in_flight[..],
+        ),
+        None => (&[][..], &[][..], &[][..], &[][..]),
+    };
+    out.push(chart(
+        "throughput",
+        "Output token throughput over time",
+        "time since first request (s)",
+        "output tokens/s",
+        vec![line("output tokens/s", t, tps, COLORS[2])],
+    ));
+    out.push(chart(
+        "requests",
+        "Completed requests over time",
+        "time since first request (s)",
+        "requests/s",
+        vec![line("successful requests/s", t, rps, COLORS[0])],
+    ));
+    let mut c = chart(
+        "in_flight",
+        "Requests in flight over time",
+        "time since first request (s)",
+        "requests in flight (time-weighted mean per bin)",
+        vec![line("in flight", t, inflight, COLORS[3])],
+    );
+    if let Some(n) = summary.pointer("/meta/concurrency").and_then(Value::as_f64) {
+        c.hlines.push(HLine {
+            y: n,
+            label: format!("--concurrency {n}"),
+            color: "#888888",
+            dashed: true,
+        });
+    }
+    out.push(c);
+
+    let mut timeline: Vec<(f64, f64)> = summary
+        .pointer("/acceptance/timeline")
+        .and_then(Value::as_array)
+        .map(|pts| {
+            pts.iter()
+                .filter_map(|p| Some((p["t_s"].as_f64()?, p["acceptance_length"].as_f64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    // The final scrape closes the window: its AL is the run's, at the window's end.
+    let final_al = summary
+        .pointer("/acceptance/acceptance/acceptance_length")
+        .and_then(Value::as_f64);
+    if let (Some(al), Some(w)) = (
+        final_al,
+        summary
+            .pointer("/acceptance/window_s")
+            .and_then(Value::as_f64),
+    ) {
+        timeline.push((w, al));
+    }
+    let mut c = chart(
+        "acceptance_length",
+        "Acceptance length over time (baseline to each scrape)",
+        "time since the baseline scrape (s)",
+        "acceptance length (tokens per step)",
+        vec![Series {
+            name: "live AL".into(),
+            points: timeline,
+            color: COLORS[0],
+            step: false,
+        }],
+    );
+    if let Some(al) = final_al {
+        c.hlines.push(HLine {
+            y: al,
+            label: format!("final AL {al:.3}"),
+            color: COLORS[2],
+            dashed: true,
+        });
+    }
+    if let Some(g) = golden_al {
+        c.hlines.push(HLine {
+            y: g,
+            label: format!("golden AL {g:.2}"),
+            color: COLORS[1],
+            dashed: false,
+        });
+    }
+    c.empty_note = "no acceptance length measured (no metrics endpoint, or no drafts)".into();
+    out.push(c);
+    out
+}
+
+/// Rasterises an SVG made by [`svg::render`] to PNG (pure Rust; system fonts for the text).
+fn png(svg_text: &str, fontdb: &Arc<resvg::usvg::fontdb::Database>) -> Result<Vec<u8>, String> {
+    let opt = resvg::usvg::Options {
+        fontdb: fontdb.clone(),
+        ..Default::default()
+    };
+    let tree = resvg::usvg::Tree::from_str(svg_text, &opt).map_err(|e| e.to_string())?;
+    let mut pixmap = resvg::tiny_skia::Pixmap::new(svg::WIDTH, svg::HEIGHT)
+        .ok_or("cannot allocate the image")?;
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::default(),
+        &mut pixmap.as_mut(),
+    );
+    pixmap.encode_png().map_err(|e| e.to_string())
+}
+
+/// A few headline numbers for the page, from `summary.json`.
+fn headline(summary: &Value) -> Vec<(String, String)> {
+    let num = |p: &str| summary.pointer(p).and_then(Value::as_f64);
+    let f = |p: &str, unit: &str, digits: usize| {
+        num(p).map_or("n/a".to_owned(), |v| format!("{v:.digits$} {unit}"))
+    };
+    let mut rows = vec![
+        (
+            "Target".to_owned(),
+            summary
+                .pointer("/meta/url")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_owned(),
+        ),
+        (
+            "Model".to_owned(),
+            summary
+                .pointer("/meta/model")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_owned(),
+        ),
+        (
+            "Requests".to_owned(),
+            format!(
+                "{} ok, {} failed, {} cancelled",
+                num("/counts/success").unwrap_or(0.0),
+                num("/counts/failed").unwrap_or(0.0),
+                num("/counts/cancelled").unwrap_or(0.0)
+            ),
+        ),
+        ("Duration".to_owned(), f("/duration_s", "s", 3)),
+        (
+            "Request throughput".to_owned(),
+            f("/request_throughput_rps", "req/s", 2),
+        ),
+        (
+            "Output token throughput".to_owned(),
+            f("/output_token_throughput_tps", "tok/s", 1),
+        ),
+        (
+            "TTFT p50 / p99".to_owned(),
+            format!(
+                "{} / {}",
+                f("/metrics/time_to_first_token_ms/p50", "ms", 2),
+                f("/metrics/time_to_first_token_ms/p99", "ms", 2)
+            ),
+        ),
+        (
+            "ITL p50 / p99".to_owned(),
+            format!(
+                "{} / {}",
+                f("/metrics/inter_token_latency_ms/p50", "ms", 3),
+                f("/metrics/inter_token_latency_ms/p99", "ms", 3)
+            ),
+        ),
+        (
+            "Acceptance length".to_owned(),
+            f("/acceptance/acceptance/acceptance_length", "", 4),
+        ),
+    ];
+    if let Some(g) = num("/goodput/goodput_rps") {
+        rows.push((
+            "Goodput".to_owned(),
+            format!(
+                "{g:.2} req/s ({:.1}% of requests good)",
+                num("/goodput/good_request_fraction").unwrap_or(0.0) * 100.0
+            ),
+        ));
+    }
+    rows
+}
+
+fn html(summary: &Value, svgs: &[(String, String)]) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    o.push_str(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <title>specperf report</title>\n<style>\n\
+         body{font-family:'DejaVu Sans',Verdana,Arial,sans-serif;margin:24px;color:#222;max-width:1680px}\n\
+         table{border-collapse:collapse;margin-bottom:24px}td{padding:3px 12px;border-bottom:1px solid #ddd}\n\
+         td:first-child{font-weight:bold}.charts{display:flex;flex-wrap:wrap;gap:16px}\n\
+         figure{margin:0;border:1px solid #ddd}\n</style>\n</head>\n<body>\n<h1>specperf report</h1>\n",
+    );
+    let _ = writeln!(
+        o,
+        "<p>specperf {}, summary schema {}. Percentiles: {}.</p>",
+        svg::esc(summary["specperf_version"].as_str().unwrap_or("?")),
+        svg::esc(summary["schema_version"].as_str().unwrap_or("?")),
+        svg::esc(summary["percentile_method"].as_str().unwrap_or("?"))
+    );
+    o.push_str("<table id=\"summary\">\n");
+    for (k, v) in headline(summary) {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td></tr>",
+            svg::esc(&k),
+            svg::esc(&v)
+        );
+    }
+    o.push_str("</table>\n<div class=\"charts\">\n");
+    for (stem, s) in svgs {
+        let _ = writeln!(o, "<figure id=\"{stem}\">\n{s}</figure>");
+    }
+    o.push_str("</div>\n</body>\n</html>\n");
+    o
+}
+
+/// Draws the charts of the replay artifacts in `dir` into `out` (created): one SVG per chart
+/// (`ttft_cdf`, `itl_cdf`, `throughput`, `requests`, `in_flight`, `acceptance_length`), their PNG
+/// versions when `with_png`, and `report.html` embedding every SVG. `golden_al` adds the golden
+/// line to the AL chart.
+pub fn plot(
+    dir: &Path,
+    out: &Path,
+    golden_al: Option<f64>,
+    with_png: bool,
+) -> Result<PlotOutput, ReportError> {
+    let recs = read_records(&dir.join("records.jsonl"))?;
+    let summary_path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&summary_path).map_err(ReportError::io(&summary_path))?;
+    let summary: Value = serde_json::from_str(&text).map_err(|e| ReportError::Input {
+        path: summary_path.clone(),
+        reason: format!("not JSON: {e}"),
+    })?;
+    if summary["schema_version"].as_str() != Some(crate::metrics::SUMMARY_SCHEMA) {
+        return Err(ReportError::Input {
+            path: summary_path,
+            reason: format!(
+                "schema_version {} is not {}",
+                summary["schema_version"],
+                crate::metrics::SUMMARY_SCHEMA
+            ),
+        });
+    }
+    std::fs::create_dir_all(out).map_err(ReportError::io(out))?;
+    let fontdb = with_png.then(|| {
+        let mut db = resvg::usvg::fontdb::Database::new();
+        db.load_system_fonts();
+        Arc::new(db)
+    });
+    let mut files = Vec::new();
+    let mut svgs = Vec::new();
+    for c in charts(&recs, &summary, golden_al) {
+        let text = svg::render(&c);
+        let path = out.join(format!("{}.svg", c.id));
+        std::fs::write(&path, &text).map_err(ReportError::io(&path))?;
+        files.push(path);
+        if let Some(db) = &fontdb {
+            let path = out.join(format!("{}.png", c.id));
+            let bytes = png(&text, db).map_err(|reason| ReportError::Input {
+                path: path.clone(),
+                reason: format!("cannot rasterise the chart: {reason}"),
+            })?;
+            std::fs::write(&path, bytes).map_err(ReportError::io(&path))?;
+            files.push(path);
+        }
+        svgs.push((c.id.to_owned(), text));
+    }
+    let path = out.join("report.html");
+    std::fs::write(&path, html(&summary, &svgs)).map_err(ReportError::io(&path))?;
+    files.push(path);
+    Ok(PlotOutput { files })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cdf_ends_at_one_and_bins_are_round() {
+        let mut v = vec![3.0, 1.0, 2.0, 4.0];
+        assert_eq!(
+            cdf(&mut v, 10),
+            vec![(1.0, 0.25), (2.0, 0.5), (3.0, 0.75), (4.0, 1.0)]
+        );
+        let mut big: Vec<f64> = (0..10_000).map(f64::from).collect();
+        let pts = cdf(&mut big, 100);
+        assert!(pts.len() <= 101 && pts.last() == Some(&(9999.0, 1.0)));
+        assert_eq!(bin_width(60.0), 1.0);
+        assert_eq!(bin_width(90.0), 2.0);
+        assert_eq!(bin_width(0.01), 0.001);
+    }
+}

@@ -1,0 +1,347 @@
+//! Golden-file tests of every artifact format, from a fixed set of records built in memory (no
+//! network, fixed clock), so the expected files in `tests/golden/reports/` change only when a
+//! format does. `UPDATE_GOLDEN=1 cargo test --lib golden` rewrites them; review the diff.
+//! The crate version is written as `<version>` in the expected files.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use super::*;
+use crate::metrics::{Aggregate, LoadMeta, RunMeta, Slo, SloMetric, Summary};
+use crate::record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
+use crate::schedule::{DispatchStats, Shard};
+use crate::scrape::acceptance::{evaluate, AcceptanceOptions, EndpointWindow, Snapshot};
+use crate::scrape::{prom, AlPoint, EndpointStatus, ScrapeReport};
+
+const START_UNIX_S: f64 = 1_796_000_000.0;
+const EPOCH_NS: u64 = 1_796_000_000_000_000_000;
+const MS: u64 = 1_000_000;
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/reports")
+}
+
+/// A streamed success: TTFT `ttft` ms, then `steps` chunks every `gap` ms carrying `per` tokens
+/// each (per-chunk usage), plus the first chunk's `per` tokens.
+fn success(id: u64, sent_ms: u64, ttft: u64, gap: u64, steps: u64, per: u32) -> RequestRecord {
+    let mut r = RequestRecord::started(id, id as usize % 3, sent_ms * MS, sent_ms * MS + 100_000);
+    let sent = r.sent_ns;
+    r.outcome = Outcome::Success;
+    r.http_status = Some(200);
+    r.headers_ns = Some(sent + MS);
+    let first = sent + ttft * MS;
+    r.first_token_ns = Some(first);
+    r.first_output_token_ns = Some(first);
+    r.second_token_ns = Some(first + gap * MS);
+    // Gaps alternate around `gap` so per-request spreads are not degenerate.
+    let mut t = first;
+    for i in 0..steps {
+        let g = gap * MS + if i % 2 == 0 { 250_000 } else { 0 };
+        t += g;
+        r.chunk_gaps.push(ChunkGap {
+            gap_ns: g,
+            tokens: per,
+        });
+    }
+    r.last_token_ns = Some(t);
+    r.end_ns = t + 200_000;
+    r.prompt_tokens = Some(100 + id * 7);
+    r.completion_tokens = Some(u64::from(per) * (steps + 1));
+    r.reasoning_tokens = (id == 1).then_some(3);
+    r.token_source = TokenSource::UsagePerChunk;
+    r.first_chunk_tokens = Some(u64::from(per));
+    r.content_events = steps as u32 + 1;
+    r.events = steps as u32 + 4;
+    r.reads = steps as u32 + 2;
+    r.finish_reason = Some("length".into());
+    r
+}
+
+fn records() -> Vec<RequestRecord> {
+    let mut warm = success(100, 0, 40, 10, 3, 2);
+    warm.phase = Phase::Warmup;
+    let mut http = RequestRecord::started(4, 1, 30 * MS, 30 * MS + 50_000);
+    http.outcome = Outcome::Failed(FailureKind::HttpStatus);
+    http.http_status = Some(503);
+    http.headers_ns = Some(32 * MS);
+    http.end_ns = 33 * MS;
+    http.error = Some("HTTP 503: server overloaded".into());
+    let mut ttft = RequestRecord::started(5, 2, 40 * MS, 40 * MS + 70_000);
+    ttft.outcome = Outcome::Failed(FailureKind::TtftTimeout);
+    ttft.end_ns = 640 * MS;
+    ttft.error = Some("no first token within 0.6 s".into());
+    let mut cancelled = RequestRecord::started(6, 0, 50 * MS, 50 * MS + 20_000);
+    cancelled.end_ns = 700 * MS;
+    vec![
+        warm,
+        success(0, 100, 50, 10, 4, 2),
+        success(1, 101, 120, 12, 5, 3),
+        success(2, 102, 60, 9, 6, 1),
+        success(3, 160, 210, 20, 3, 2),
+        http,
+        ttft,
+        cancelled,
+    ]
+}
+
+fn meta() -> RunMeta {
+    RunMeta {
+        url: "http://127.0.0.1:8000".into(),
+        model: "deepseek-ai/DeepSeek-V4-Pro".into(),
+        endpoint: "/v1/chat/completions".into(),
+        endpoint_type: "chat",
+        osl: Some(256),
+        cli_command: Some("specperf replay --url http://127.0.0.1:8000 --concurrency 4".into()),
+        streaming: true,
+        concurrency: 4,
+        request_count: 7,
+        samples: 3,
+        dataset_reused: true,
+        input: "bundled datasets/qualitative.jsonl".into(),
+        start_unix_s: START_UNIX_S,
+        stopped_by: None,
+        load: LoadMeta {
+            mode: "closed",
+            request_rate: None,
+            arrival_pattern: None,
+            arrival_smoothness: None,
+            concurrency_cap: None,
+            random_seed: 0,
+            ramp_s: None,
+            benchmark_duration_s: None,
+            grace_period_s: Some(30.0),
+            schedule_lag_tolerance_ms: 5.0,
+            shard: Shard::SINGLE,
+            shards_merged: None,
+            dispatch: DispatchStats {
+                issued: 7,
+                late: 0,
+                max_lag_ms: 0.0,
+                not_issued: 0,
+            },
+            warmup: None,
+        },
+        timeouts_s: [("first_token", 0.6), ("request", 21600.0)]
+            .into_iter()
+            .collect(),
+    }
+}
+
+fn fixture(name: &str) -> Snapshot {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/prometheus")
+        .join(name);
+    let text = std::fs::read_to_string(path).expect("fixture exists");
+    Snapshot::from_page(&prom::parse(&text, prom::Format::Text).expect("fixture parses"))
+}
+
+fn scrape_report() -> ScrapeReport {
+    let url = "http://127.0.0.1:8000/metrics".to_owned();
+    let acceptance = evaluate(
+        &[EndpointWindow {
+            url: url.clone(),
+            before: Ok(fixture("vllm_2engines_before.prom")),
+            after: Ok(fixture("vllm_2engines_after.prom")),
+            iterations: None,
+        }],
+        AcceptanceOptions::default(),
+    );
+    ScrapeReport {
+        acceptance,
+        endpoints: vec![EndpointStatus {
+            url,
+            before: "ok".into(),
+            after: "ok".into(),
+            format: Some("prometheus"),
+            failed_live_scrapes: 0,
+        }],
+        timeline: vec![AlPoint {
+            t_s: 0.5,
+            acceptance_length: Some(2.45),
+            drafts: 40000.0,
+        }],
+        settle_s: 0.0,
+        window_s: 1.25,
+        counters_settled: true,
+    }
+}
+
+fn summary() -> Summary {
+    let mut agg = Aggregate::with_goodput(vec![
+        Slo {
+            metric: SloMetric::TimeToFirstToken,
+            threshold: 100.0,
+        },
+        Slo {
+            metric: SloMetric::InterTokenLatency,
+            threshold: 6.0,
+        },
+    ]);
+    for r in records() {
+        agg.add(&r);
+    }
+    let mut s = agg.summary(meta());
+    s.acceptance = Some(scrape_report());
+    s
+}
+
+/// Compares `actual` with the golden file `name` (version normalised), or rewrites it.
+fn check(name: &str, actual: &[u8]) {
+    let v = env!("CARGO_PKG_VERSION");
+    let text = String::from_utf8(actual.to_vec())
+        .expect("artifacts are UTF-8")
+        .replace(&format!("specperf-{v}"), "specperf-<version>")
+        .replace(&format!("\"{v}\""), "\"<version>\"")
+        .replace(&format!("specperf {v} "), "specperf <version> ");
+    let path = golden_dir().join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(golden_dir()).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 creates it)", path.display()));
+    if want != text {
+        let line = want
+            .lines()
+            .zip(text.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| want.lines().count().min(text.lines().count()));
+        panic!(
+            "{name} differs from its golden file at line {}:\n  want: {:?}\n  got:  {:?}\n\
+             (if the change is intended: UPDATE_GOLDEN=1 cargo test --lib golden, review the diff)",
+            line + 1,
+            want.lines().nth(line),
+            text.lines().nth(line)
+        );
+    }
+}
+
+#[test]
+fn golden_summary_json_and_console() {
+    let s = summary();
+    let dir = tempfile::tempdir().unwrap();
+    write_artifacts(dir.path(), &s).unwrap();
+    for name in [
+        "summary.json",
+        "console.txt",
+        "profile_export_aiperf.json",
+        "profile_export_aiperf.csv",
+        "server_metrics_export.json",
+    ] {
+        check(name, &std::fs::read(dir.path().join(name)).unwrap());
+    }
+}
+
+#[test]
+fn golden_profile_export_jsonl() {
+    let mut out = Vec::new();
+    let mut line = Vec::new();
+    for r in records() {
+        line.clear();
+        aiperf::write_record(&mut line, &r, EPOCH_NS).unwrap();
+        out.extend_from_slice(&line);
+        out.push(b'\n');
+    }
+    check("profile_export.jsonl", &out);
+}
+
+#[test]
+fn golden_inferencex_raw_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let path =
+        inferencex::write_raw_result(dir.path(), "dsv4_fp4_vllm_tp8-pp1_conc4_test", &summary())
+            .unwrap();
+    assert_eq!(
+        path,
+        dir.path().join("dsv4_fp4_vllm_tp8-pp1_conc4_test.json")
+    );
+    check("raw_result.json", &std::fs::read(path).unwrap());
+}
+
+#[test]
+fn golden_inputs_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let bodies = [
+        Bytes::from_static(
+            br#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}"#,
+        ),
+        Bytes::from_static(br#"{"model":"m","prompt":"<s>x","stream":true}"#),
+    ];
+    write_inputs(dir.path(), &bodies).unwrap();
+    let bytes = std::fs::read(dir.path().join("inputs.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).expect("inputs.json is JSON");
+    assert_eq!(v["data"][1]["session_id"], "sample-1");
+    assert_eq!(v["data"][1]["payloads"][0]["prompt"], "<s>x");
+    check("inputs.json", &bytes);
+}
+
+#[test]
+fn goodput_counts_only_requests_meeting_every_slo() {
+    let s = summary();
+    let g = s.goodput.as_ref().unwrap();
+    // TTFT ≤ 100 ms and ITL ≤ 6 ms: records 0 (50 ms, ~5 ms/token) and 2 (60 ms, ~9.4 ms/token
+    // at one token per chunk -> fails ITL); record 1 fails TTFT, record 3 both.
+    assert_eq!(g.good_request_count, 1);
+    assert!((g.good_request_fraction - 1.0 / 7.0).abs() < 1e-12);
+    assert!((g.goodput_rps - 1.0 / s.duration_s).abs() < 1e-9);
+}
+
+#[test]
+fn raw_result_refuses_zero_tpot() {
+    let mut agg = Aggregate::new();
+    let mut r = success(0, 0, 10, 0, 4, 1);
+    r.last_token_ns = r.first_token_ns;
+    agg.add(&r);
+    let dir = tempfile::tempdir().unwrap();
+    let e = inferencex::write_raw_result(dir.path(), "x", &agg.summary(meta())).unwrap_err();
+    assert!(
+        matches!(e, ReportError::ZeroTpot { ref key, .. } if key == "mean_tpot_ms"),
+        "{e}"
+    );
+    assert!(!dir.path().join("x.json").exists());
+}
+
+#[test]
+fn dates_are_utc_civil_time() {
+    assert_eq!(iso8601(0.0), "1970-01-01T00:00:00.000000+00:00");
+    assert_eq!(iso8601(951_782_400.5), "2000-02-29T00:00:00.500000+00:00");
+    assert_eq!(compact_date(START_UNIX_S), "20261130-005320");
+}
+
+#[test]
+fn progress_line_shows_counts_rates_al_and_eta() {
+    let start = Instant::now();
+    let p = Progress {
+        done: 50,
+        ok: 48,
+        failed: 1,
+        cancelled: 1,
+        output_tokens: 48 * 256,
+        acceptance_length: Some(2.5),
+        planned: Some(100),
+        profiling_started: Some(start),
+        ..Progress::default()
+    };
+    let now = start + std::time::Duration::from_secs(10);
+    let bar = progress_line(&p, now, true, 120);
+    assert!(
+        bar.starts_with('[') && bar.contains(" 50% 50/100 req"),
+        "{bar}"
+    );
+    assert!(
+        bar.contains("4.8 req/s") && bar.contains("1229 tok/s") && bar.contains("2 err"),
+        "{bar}"
+    );
+    assert!(
+        bar.contains("AL 2.500") && bar.contains("ETA 0:10"),
+        "{bar}"
+    );
+    assert!(bar.chars().count() <= 120, "{bar}");
+    let plain = progress_line(&p, now, false, 0);
+    assert!(
+        plain.contains("done 50/100 (ok 48, failed 1, cancelled 1)"),
+        "{plain}"
+    );
+}

@@ -1,0 +1,544 @@
+//! Reports end to end: a real replay against the simulator writes every artifact; summary.json
+//! follows the committed JSON Schema; InferenceX's aggregation runs on our raw JSON; `specperf
+//! plot` renders the run (SVG parses, PNG has its signature and size, and the HTML page loads in
+//! headless Chromium where Chromium is installed).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::common::{config, fast, records, run, sim};
+
+const BIN: &str = env!("CARGO_BIN_EXE_specperf");
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A validator for the subset of JSON Schema (2020-12) that `schemas/summary.v1.json` uses.
+/// Unknown keywords fail, so the schema cannot drift outside what is checked here.
+fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
+    let Some(s) = schema.as_object() else {
+        return errors.push(format!("{at}: schema is not an object"));
+    };
+    for (k, want) in s {
+        match k.as_str() {
+            "$schema" | "$id" | "title" | "description" | "$defs" => {}
+            "$ref" => {
+                let name = want.as_str().unwrap().trim_start_matches("#/$defs/");
+                validate(root, &root["$defs"][name], v, at, errors);
+            }
+            "type" => {
+                let types: Vec<&str> = match want {
+                    Value::String(t) => vec![t.as_str()],
+                    Value::Array(a) => a.iter().map(|t| t.as_str().unwrap()).collect(),
+                    _ => panic!("bad type keyword at {at}"),
+                };
+                let ok = types.iter().any(|t| match *t {
+                    "object" => v.is_object(),
+                    "array" => v.is_array(),
+                    "string" => v.is_string(),
+                    "number" => v.is_number(),
+                    "integer" => v.is_u64() || v.is_i64(),
+                    "boolean" => v.is_boolean(),
+                    "null" => v.is_null(),
+                    other => panic!("unknown type {other}"),
+                });
+                if !ok {
+                    errors.push(format!("{at}: {v} is not of type {want}"));
+                }
+            }
+            "const" if v != want => errors.push(format!("{at}: {v} != {want}")),
+            "const" => {}
+            "enum" => {
+                if !want.as_array().unwrap().contains(v) {
+                    errors.push(format!("{at}: {v} not in {want}"));
+                }
+            }
+            "minimum" => {
+                if v.as_f64().is_some_and(|x| x < want.as_f64().unwrap()) {
+                    errors.push(format!("{at}: {v} < {want}"));
+                }
+            }
+            "maximum" => {
+                if v.as_f64().is_some_and(|x| x > want.as_f64().unwrap()) {
+                    errors.push(format!("{at}: {v} > {want}"));
+                }
+            }
+            "required" => {
+                if let Some(o) = v.as_object() {
+                    for r in want.as_array().unwrap() {
+                        if !o.contains_key(r.as_str().unwrap()) {
+                            errors.push(format!("{at}: missing {r}"));
+                        }
+                    }
+                }
+            }
+            "properties" => {
+                if let Some(o) = v.as_object() {
+                    for (name, sub) in want.as_object().unwrap() {
+                        if let Some(x) = o.get(name) {
+                            validate(root, sub, x, &format!("{at}/{name}"), errors);
+                        }
+                    }
+                }
+            }
+            "additionalProperties" => {
+                let known: Map<String, Value> = s
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                if let Some(o) = v.as_object() {
+                    for (name, x) in o.iter().filter(|(n, _)| !known.contains_key(*n)) {
+                        match want {
+                            Value::Bool(false) => {
+                                errors.push(format!("{at}: unexpected property {name}"))
+                            }
+                            Value::Bool(true) => {}
+                            sub => validate(root, sub, x, &format!("{at}/{name}"), errors),
+                        }
+                    }
+                }
+            }
+            "propertyNames" => {
+                if let Some(o) = v.as_object() {
+                    for name in o.keys() {
+                        validate(root, want, &Value::from(name.as_str()), at, errors);
+                    }
+                }
+            }
+            "items" => {
+                if let Some(a) = v.as_array() {
+                    for (i, x) in a.iter().enumerate() {
+                        validate(root, want, x, &format!("{at}/{i}"), errors);
+                    }
+                }
+            }
+            "anyOf" => {
+                let ok = want.as_array().unwrap().iter().any(|sub| {
+                    let mut e = Vec::new();
+                    validate(root, sub, v, at, &mut e);
+                    e.is_empty()
+                });
+                if !ok {
+                    errors.push(format!("{at}: matches no anyOf branch"));
+                }
+            }
+            other => panic!("schema keyword {other} at {at} is outside the validated subset"),
+        }
+    }
+}
+
+fn schema_errors(v: &Value) -> Vec<String> {
+    let schema = read_json(&Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/summary.v1.json"));
+    let mut errors = Vec::new();
+    validate(&schema, &schema, v, "", &mut errors);
+    errors
+}
+
+#[test]
+fn golden_summary_follows_the_committed_schema_and_the_schema_catches_drift() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/reports/summary.json");
+    let mut v = read_json(&golden);
+    assert_eq!(schema_errors(&v), Vec::<String>::new());
+    // The schema is strict enough to notice a renamed, retyped or missing field.
+    v["unexpected_field"] = Value::from(1);
+    v["counts"]["success"] = Value::from("4");
+    v["meta"].as_object_mut().unwrap().remove("model");
+    let errors = schema_errors(&v);
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+}
+
+/// InferenceX's `process_result` (`inferencex-contract.md` §8.3), single node, as far as it reads
+/// the raw JSON: per-GPU throughputs from `total_token_throughput` / `output_throughput`, every
+/// key ending in `ms` to seconds without `_ms`, every key containing `tpot` to interactivity
+/// `1000 / value` (which raises on zero).
+fn inferencex_agg(raw: &Map<String, Value>, tp: f64, pp: f64, pcp: f64) -> Map<String, Value> {
+    let gpus = tp * pp * pcp;
+    let f = |k: &str| {
+        raw[k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} is not a number"))
+    };
+    let mut agg = Map::new();
+    agg.insert(
+        "conc".into(),
+        Value::from(raw["max_concurrency"].as_u64().expect("int")),
+    );
+    agg.insert("model".into(), raw["model_id"].clone());
+    let total = f("total_token_throughput");
+    let output = f("output_throughput");
+    agg.insert("tput_per_gpu".into(), Value::from(total / gpus));
+    agg.insert("output_tput_per_gpu".into(), Value::from(output / gpus));
+    agg.insert(
+        "input_tput_per_gpu".into(),
+        Value::from((total - output) / gpus),
+    );
+    for (k, v) in raw {
+        if let Some(stem) = k.strip_suffix("_ms") {
+            agg.insert(stem.into(), Value::from(v.as_f64().unwrap() / 1000.0));
+        }
+        if k.contains("tpot") {
+            let x = v.as_f64().unwrap();
+            assert!(x != 0.0, "{k} = 0: InferenceX would divide by zero");
+            agg.insert(
+                k.replace("tpot", "intvty").replace("_ms", ""),
+                Value::from(1000.0 / x),
+            );
+        }
+    }
+    agg
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_writes_every_artifact_and_inferencex_aggregates_the_raw_json() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let result_dir = dir.path().join("results");
+    let d = dir.path().join("run");
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--artifact-dir",
+        d.to_str().unwrap(),
+        "--concurrency",
+        "8",
+        "--request-count",
+        "60",
+        "--osl",
+        "64",
+        "--goodput",
+        "ttft:1000 tpot:1000",
+        "--result-filename",
+        "dsv4_fp4_vllm_tp8-pp1-dcp1-pcp1-ep8-dpa1_disagg-false_spec-mtp_conc8_h200",
+        "--result-dir",
+        result_dir.to_str().unwrap(),
+    ]))
+    .await;
+    assert!(out.artifact_error.is_none(), "{:?}", out.artifact_error);
+    assert_eq!(out.summary.counts.success, 60);
+    let g = out.summary.goodput.as_ref().expect("goodput reported");
+    assert_eq!(
+        g.good_request_count, 60,
+        "generous SLOs: every request is good"
+    );
+
+    // summary.json follows the schema.
+    let summary = read_json(&d.join("summary.json"));
+    assert_eq!(schema_errors(&summary), Vec::<String>::new());
+
+    // profile_export.jsonl: one AIPerf record per request, epoch timestamps, metrics with units.
+    let text = std::fs::read_to_string(d.join("profile_export.jsonl")).unwrap();
+    let recs: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), records(&d).len());
+    let r = &recs[0];
+    assert!(r["metadata"]["request_start_ns"].as_u64().unwrap() > 1_600_000_000_000_000_000);
+    assert_eq!(r["metadata"]["benchmark_phase"], "profiling");
+    assert_eq!(r["metrics"]["time_to_first_token"]["unit"], "ms");
+    assert_eq!(r["metrics"]["output_sequence_length"]["value"], 64);
+    assert!(r["error"].is_null());
+
+    // profile_export_aiperf.json / .csv agree with summary.json.
+    let a = read_json(&d.join("profile_export_aiperf.json"));
+    assert_eq!(a["schema_version"], "1.4");
+    assert!(a["aiperf_version"]
+        .as_str()
+        .unwrap()
+        .starts_with("specperf-"));
+    assert_eq!(a["request_count"]["avg"], 60.0);
+    assert_eq!(
+        a["time_to_first_token"]["p99"],
+        summary["metrics"]["time_to_first_token_ms"]["p99"]
+    );
+    assert_eq!(a["good_request_count"]["avg"], 60.0);
+    assert!(a["specperf"]["acceptance_length"].as_f64().unwrap() > 1.0);
+    let csv = std::fs::read_to_string(d.join("profile_export_aiperf.csv")).unwrap();
+    assert!(csv.starts_with("Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\n"));
+    assert!(csv.contains("\n\nMetric,Value\n") && csv.contains("Request Count (requests),60.00\n"));
+    let sm = read_json(&d.join("server_metrics_export.json"));
+    let drafts: f64 = sm["metrics"]["specperf:spec_decode_num_drafts"]["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stats"]["total"].as_f64().unwrap())
+        .sum();
+    assert_eq!(
+        drafts,
+        s.totals().drafts as f64,
+        "series sum to the simulator's drafts"
+    );
+    let inputs = read_json(&d.join("inputs.json"));
+    assert_eq!(inputs["data"].as_array().unwrap().len(), 88);
+
+    // The raw JSON landed in --result-dir, and InferenceX's aggregation runs on it.
+    let raw_path = result_dir
+        .join("dsv4_fp4_vllm_tp8-pp1-dcp1-pcp1-ep8-dpa1_disagg-false_spec-mtp_conc8_h200.json");
+    let raw = read_json(&raw_path);
+    let raw = raw.as_object().unwrap();
+    let keys: Vec<&str> = raw.keys().map(String::as_str).collect();
+    let pos = |k: &str| {
+        keys.iter()
+            .position(|x| *x == k)
+            .unwrap_or_else(|| panic!("no {k}"))
+    };
+    assert!(pos("date") < pos("max_concurrency") && pos("max_concurrency") < pos("duration"));
+    assert!(pos("request_goodput:") < pos("output_throughput"));
+    assert!(pos("output_lens") < pos("mean_ttft_ms") && pos("mean_e2el_ms") < pos("p99.9_e2el_ms"));
+    assert_eq!(raw["completed"], 60);
+    assert_eq!(raw["request_rate"], "inf");
+    assert_eq!(raw["output_lens"].as_array().unwrap().len(), 60);
+    let agg = inferencex_agg(raw, 8.0, 1.0, 1.0);
+    assert_eq!(agg["conc"], 8);
+    let tput = raw["total_token_throughput"].as_f64().unwrap();
+    assert!((agg["tput_per_gpu"].as_f64().unwrap() - tput / 8.0).abs() < 1e-9);
+    let p99_ttft_s = agg["p99_ttft"].as_f64().unwrap();
+    let want = summary["metrics"]["time_to_first_token_ms"]["p99"]
+        .as_f64()
+        .unwrap()
+        / 1000.0;
+    assert!((p99_ttft_s - want).abs() < 1e-12);
+    for k in [
+        "mean_intvty",
+        "median_intvty",
+        "std_intvty",
+        "p90_intvty",
+        "p99_intvty",
+        "p99.9_intvty",
+    ] {
+        assert!(agg[k].as_f64().unwrap() > 0.0, "{k}");
+    }
+    let mean_tpot = raw["mean_tpot_ms"].as_f64().unwrap();
+    assert!((agg["mean_intvty"].as_f64().unwrap() - 1000.0 / mean_tpot).abs() < 1e-9);
+}
+
+fn png_size(bytes: &[u8]) -> (u32, u32) {
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
+    assert_eq!(&bytes[12..16], b"IHDR");
+    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    (be(&bytes[16..20]), be(&bytes[20..24]))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plot_renders_a_real_run_as_svg_png_and_one_html_page() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("run");
+    // Live scrapes every 0.1 s over a ~1 s run give the AL chart a timeline.
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--artifact-dir",
+        d.to_str().unwrap(),
+        "--concurrency",
+        "4",
+        "--request-count",
+        "48",
+        "--osl",
+        "128",
+        "--metrics-interval-seconds",
+        "0.1",
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 48);
+    let status = Command::new(BIN)
+        .arg("plot")
+        .arg(&d)
+        .args(["--golden-al", "2.49"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let plots = d.join("plots");
+    for stem in [
+        "ttft_cdf",
+        "itl_cdf",
+        "throughput",
+        "requests",
+        "in_flight",
+        "acceptance_length",
+    ] {
+        let svg = std::fs::read_to_string(plots.join(format!("{stem}.svg"))).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{stem}.svg: {e}"));
+        assert_eq!(doc.root_element().tag_name().name(), "svg");
+        assert!(
+            doc.descendants().any(|n| n.has_tag_name("path")),
+            "{stem}.svg draws a line"
+        );
+        let png = std::fs::read(plots.join(format!("{stem}.png"))).unwrap();
+        assert_eq!(png_size(&png), (800, 450), "{stem}.png");
+    }
+    let al = std::fs::read_to_string(plots.join("acceptance_length.svg")).unwrap();
+    assert!(al.contains("golden AL 2.49") && al.contains("final AL"));
+    let html = std::fs::read_to_string(plots.join("report.html")).unwrap();
+    assert_eq!(html.matches("<svg ").count(), 6, "every chart inline");
+    assert!(
+        !html.contains("src=\"http") && !html.contains("href=\"http"),
+        "self-contained"
+    );
+
+    // Open the page in a real browser where one is installed.
+    let Some(chromium) = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        eprintln!(
+            "SKIPPED: headless Chromium check of report.html: no /usr/bin/chromium \
+             (apt-get install -y chromium to run it)"
+        );
+        return;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let mut child = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--virtual-time-budget=2000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", plots.join("report.html").display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            panic!("chromium did not finish within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dom = child.wait_with_output().unwrap().stdout;
+    let dom = String::from_utf8_lossy(&dom);
+    assert_eq!(
+        dom.matches("<svg ").count(),
+        6,
+        "the browser parsed every chart: {dom:.500}"
+    );
+    assert!(dom.contains("id=\"summary\"") && dom.contains("Acceptance length"));
+}
+
+#[test]
+fn bad_goodput_and_result_filename_are_usage_errors() {
+    for (args, says) in [
+        (&["--goodput", "ttft=5"][..], "expected TAG:VALUE"),
+        (&["--goodput", "latency:5"][..], "unknown metric"),
+        (&["--result-filename", "../escape"][..], "plain file name"),
+    ] {
+        let out = Command::new(BIN)
+            .arg("replay")
+            .args(args)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn progress_is_a_bar_on_a_terminal_lines_on_a_pipe_and_nothing_with_ui_none() {
+    let s = sim(crate::common::fast());
+    let dir = tempfile::tempdir().unwrap();
+    let args = |ui: &str, d: &str| {
+        format!(
+            "replay --url {} --concurrency 2 --request-count 40 --osl 400 --progress-interval 0.1 \
+             --metrics-settle-seconds 0 --ui {ui} --artifact-dir {d}",
+            s.url()
+        )
+    };
+    let piped = |ui: &str, sub: &str| {
+        let d = dir.path().join(sub);
+        let out = Command::new(BIN)
+            .args(args(ui, d.to_str().unwrap()).split_whitespace())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let plain = piped("simple", "a");
+    assert!(
+        plain.contains("] done ") && !plain.contains('\r'),
+        "{plain}"
+    );
+    assert_eq!(piped("none", "b"), "");
+    assert!(
+        piped("dashboard", "c").contains("] done "),
+        "dashboard means simple"
+    );
+
+    // A terminal: util-linux `script` gives the process a pseudo-terminal.
+    if !Path::new("/usr/bin/script").exists() {
+        eprintln!("SKIPPED: progress bar on a terminal: no /usr/bin/script (util-linux)");
+        return;
+    }
+    let d = dir.path().join("tty");
+    let cmd = format!("{BIN} {}", args("simple", d.to_str().unwrap()));
+    let out = Command::new("/usr/bin/script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        tty.contains("\r\x1b[2K["),
+        "bar redrawn in place: {tty:.400}"
+    );
+    assert!(tty.contains("/40 req") && tty.contains("ETA"), "{tty:.400}");
+}
+
+#[test]
+fn result_filename_and_dir_come_from_the_inferencex_environment() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    let out = Command::new(BIN)
+        .args([
+            "replay",
+            "--url",
+            &s.url(),
+            "--concurrency",
+            "2",
+            "--request-count",
+            "6",
+        ])
+        .args([
+            "--osl",
+            "16",
+            "--ui",
+            "none",
+            "--metrics-settle-seconds",
+            "0",
+        ])
+        .arg("--artifact-dir")
+        .arg(dir.path().join("run"))
+        .env("RESULT_FILENAME", "glm5.2_fp8_vllm_tp8_conc2_b200")
+        .env("RESULT_DIR", &results)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let raw = read_json(&results.join("glm5.2_fp8_vllm_tp8_conc2_b200.json"));
+    assert_eq!(raw["completed"], 6);
+    assert_eq!(raw["max_concurrency"], 2);
+    assert!(!dir
+        .path()
+        .join("run/glm5.2_fp8_vllm_tp8_conc2_b200.json")
+        .exists());
+}
