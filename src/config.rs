@@ -701,6 +701,7 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
         reasoning_tokens: a.reasoning_tokens,
         reasoning_field: a.reasoning_field,
         fault_rates: a.faults.clone(),
+        fault_sequence: a.fault_sequence.clone(),
         slow_headers: ms("slow-headers-ms", a.slow_headers_ms)?,
         stall_limit: Duration::from_secs(600),
         oversized_bytes: a.oversized_bytes,
@@ -802,6 +803,48 @@ mod tests {
         let dup = metrics_endpoints(&["h:1".into(), "http://h:1/".into()], &|_| None);
         assert!(dup.unwrap_err().to_string().contains("listed twice"));
         assert!(metrics_endpoints(&[], &|_| None).unwrap().is_empty());
+    }
+
+    fn sim_args(args: &[&str]) -> Result<SimConfig, String> {
+        use clap::Parser;
+        let mut argv = vec!["specperf", "sim"];
+        argv.extend_from_slice(args);
+        let cli = crate::cli::Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        let crate::cli::Command::Sim(a) = cli.command else {
+            panic!("not sim")
+        };
+        sim_config(&a).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn fault_sequence_parses_names_and_none_and_excludes_fault_rates() {
+        use crate::sim::Fault;
+        let cfg = sim_args(&["--fault-sequence", "none,http500,Stall"]).unwrap();
+        assert_eq!(
+            cfg.fault_sequence,
+            [None, Some(Fault::Http500), Some(Fault::Stall)]
+        );
+        let e = sim_args(&["--fault-sequence", "none,boom"]).unwrap_err();
+        assert!(e.contains("boom"), "{e}");
+        let e = sim_args(&["--fault-sequence", "http500", "--fault", "stall=0.1"]).unwrap_err();
+        assert!(e.contains("--fault-sequence"), "{e}");
+    }
+
+    #[test]
+    fn the_simulator_binds_loopback_unless_told_otherwise() {
+        // `specperf sim` without --host, the library default, and the embedded target of a
+        // replay without --url: none of them may listen beyond this machine.
+        assert!(sim_args(&[]).unwrap().host.is_loopback());
+        assert!(SimConfig::default().host.is_loopback());
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["specperf", "replay"]).unwrap();
+        let crate::cli::Command::Replay(a) = cli.command else {
+            panic!("not replay")
+        };
+        match RunConfig::from_args(&a).unwrap().target {
+            Target::Embedded(sim) => assert!(sim.host.is_loopback()),
+            Target::Url(u) => panic!("no --url, yet a target {u}"),
+        }
     }
 
     #[test]
