@@ -13,7 +13,7 @@ use http::Uri;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Client, ClientError, Clock, Fetched, Prepared};
+use crate::client::{BodyCap, Client, ClientError, Clock, Fetched, Prepared};
 use crate::config::{DatasetSource, RunConfig, Target};
 use crate::dataset::{self, DatasetError, Sample};
 use crate::metrics::{self, LoadMeta, Progress, RunMeta, Summary};
@@ -629,7 +629,10 @@ async fn probe(
                 uri.clone(),
                 Duration::from_secs(10),
                 "application/json",
-                1 << 20,
+                BodyCap {
+                    bytes: 1 << 20,
+                    name: "model list size cap",
+                },
             )
             .await;
         match attempt {
@@ -675,7 +678,11 @@ async fn warm_pool(client: &Client, base: &str, n: usize, limit: Duration) {
     for _ in 0..n.min(1024) {
         let (c, u) = (client.clone(), uri.clone());
         set.spawn(async move {
-            let _ = c.get(u, limit, "*/*", 64 << 10).await;
+            let cap = BodyCap {
+                bytes: 64 << 10,
+                name: "health body size cap",
+            };
+            let _ = c.get(u, limit, "*/*", cap).await;
         });
     }
     while set.join_next().await.is_some() {}

@@ -117,16 +117,29 @@ pub(crate) struct Fetched {
     pub(crate) body: Bytes,
 }
 
-/// Inflates a gzip body, refusing to grow past `max` bytes (a zip bomb must not exhaust memory).
-fn gunzip(body: &[u8], max: usize) -> Result<Bytes, String> {
+/// A size cap on a `GET` body, and the name errors give it, so a refusal says which cap fired.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BodyCap {
+    pub(crate) bytes: usize,
+    pub(crate) name: &'static str,
+}
+
+impl BodyCap {
+    fn exceeded(self, what: &str) -> String {
+        format!("{what} over the {} ({} bytes)", self.name, self.bytes)
+    }
+}
+
+/// Inflates a gzip body, refusing to grow past the cap (a zip bomb must not exhaust memory).
+fn gunzip(body: &[u8], cap: BodyCap) -> Result<Bytes, String> {
     use std::io::Read;
     let mut out = Vec::new();
     flate2::read::GzDecoder::new(body)
-        .take(max as u64 + 1)
+        .take(cap.bytes as u64 + 1)
         .read_to_end(&mut out)
         .map_err(|e| format!("gzip body does not inflate: {e}"))?;
-    if out.len() > max {
-        return Err(format!("gzip body inflates past the {max}-byte cap"));
+    if out.len() > cap.bytes {
+        return Err(cap.exceeded("gzip body inflates"));
     }
     Ok(Bytes::from(out))
 }
@@ -175,7 +188,7 @@ impl Client {
         uri: Uri,
         limit: Duration,
         accept: &str,
-        max: usize,
+        cap: BodyCap,
     ) -> Result<Fetched, String> {
         let mut req = Request::builder().method(Method::GET).uri(uri);
         for (k, v) in &self.opts.headers {
@@ -197,12 +210,23 @@ impl Client {
             };
             let content_type = header(CONTENT_TYPE);
             let gzip = header(CONTENT_ENCODING).is_some_and(|e| e.contains("gzip"));
-            let body = http_body_util::Limited::new(resp.into_body(), max)
+            // A Content-Length past the cap is refused before a byte of the body is read.
+            let announced = http_body::Body::size_hint(resp.body()).lower();
+            if announced > cap.bytes as u64 {
+                return Err(cap.exceeded(&format!("Content-Length {announced}")));
+            }
+            let body = http_body_util::Limited::new(resp.into_body(), cap.bytes)
                 .collect()
                 .await
-                .map_err(|e| format!("{e} (body cap {max} bytes)"))?
+                .map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        cap.exceeded("body")
+                    } else {
+                        describe(&*e)
+                    }
+                })?
                 .to_bytes();
-            let body = if gzip { gunzip(&body, max)? } else { body };
+            let body = if gzip { gunzip(&body, cap)? } else { body };
             Ok(Fetched {
                 status,
                 content_type,
