@@ -26,6 +26,10 @@ fn main() -> ExitCode {
             Command::Inject(args) => inject(&args),
         }
     });
+    // A name lookup stuck in the system resolver runs on a blocking thread that cannot be
+    // cancelled, and dropping the runtime would wait for it (10 s and more with a resolver that
+    // drops bursts). Everything the run owes is written by now, so waiting is bounded.
+    rt.shutdown_timeout(Duration::from_secs(1));
     ExitCode::from(code as u8)
 }
 
@@ -137,6 +141,14 @@ async fn sim(args: &specperf::SimArgs) -> i32 {
             return exit::USAGE;
         }
     };
+    if !cfg.host.is_loopback() {
+        // Loud on purpose: the simulator answers anyone who can reach this address.
+        eprintln!(
+            "warning: the simulator listens on {} and is reachable from the network, not only \
+             from this machine",
+            cfg.host
+        );
+    }
     let sim = match specperf::sim::Simulator::bind(cfg).await {
         Ok(s) => s,
         Err(e) => {
