@@ -5,6 +5,7 @@
 mod acceptance;
 mod common;
 mod engine;
+mod fault_matrix;
 mod faults;
 mod golden;
 mod inject;
