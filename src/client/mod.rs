@@ -414,6 +414,11 @@ pub(crate) fn build_headers(
     Ok(map)
 }
 
+/// Most SSE events one response may carry: about 16 times the longest output any server streams
+/// today (one token per event), small enough that a hostile endless stream cannot grow a record's
+/// per-event gaps without bound.
+const MAX_EVENTS: u32 = 1 << 22;
+
 /// Progress of one response body through the SSE parser.
 struct StreamState {
     parser: SseParser,
@@ -431,6 +436,7 @@ struct StreamState {
     body: Vec<u8>,
     body_bytes: usize,
     max_body: usize,
+    max_events: u32,
 }
 
 impl StreamState {
@@ -450,6 +456,7 @@ impl StreamState {
             body: Vec::new(),
             body_bytes: 0,
             max_body,
+            max_events: MAX_EVENTS,
         }
     }
 
@@ -460,7 +467,8 @@ impl StreamState {
         clock: &Clock,
         rec: &mut RequestRecord,
     ) -> Result<(), (FailureKind, String)> {
-        rec.reads += 1;
+        // A server may dribble keep-alive bytes for hours: counters saturate, never wrap.
+        rec.reads = rec.reads.saturating_add(1);
         self.last_event = now;
         if !self.streaming {
             // Buffer the whole JSON body (capped), parse at the end.
@@ -468,7 +476,11 @@ impl StreamState {
             if self.body_bytes > self.max_body {
                 return Err((
                     FailureKind::Oversized,
-                    format!("response body exceeds {} bytes", self.max_body),
+                    format!(
+                        "response body exceeds the {}-byte body size cap (raise --max-event-bytes \
+                         if the server really sends such bodies)",
+                        self.max_body
+                    ),
                 ));
             }
             self.body.extend_from_slice(data);
@@ -496,6 +508,16 @@ impl StreamState {
         self.parsed = parsed;
         if let Some(m) = self.malformed.take() {
             return Err((FailureKind::Malformed, m));
+        }
+        if rec.events > self.max_events {
+            // Each content event keeps a gap for the histograms: bound them per request.
+            return Err((
+                FailureKind::Oversized,
+                format!(
+                    "response exceeds the events-per-response cap ({} SSE events)",
+                    self.max_events
+                ),
+            ));
         }
         Ok(())
     }
@@ -709,5 +731,45 @@ where
                 Err(_) => Err(Box::new(ConnectTimedOut(timeout)) as BoxError),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on(state: &mut StreamState, data: &[u8]) -> Result<(), (FailureKind, String)> {
+        let clock = Clock::new();
+        let mut rec = RequestRecord::started(0, 0, 0, 0);
+        state.on_data(data, Instant::now(), &clock, &mut rec)
+    }
+
+    #[test]
+    fn each_response_cap_fails_as_oversized_and_names_itself() {
+        let mut body = StreamState::new(1024, 16, false);
+        let (kind, msg) = on(&mut body, &[b'x'; 17]).unwrap_err();
+        assert_eq!(kind, FailureKind::Oversized);
+        assert!(msg.contains("body size cap"), "{msg}");
+
+        let mut line = StreamState::new(16, 1024, true);
+        let (kind, msg) = on(&mut line, &[b':'; 17]).unwrap_err();
+        assert_eq!(kind, FailureKind::Oversized);
+        assert!(msg.contains("event size cap"), "{msg}");
+
+        let mut events = StreamState::new(1024, 1024, true);
+        events.max_events = 3;
+        let clock = Clock::new();
+        let mut rec = RequestRecord::started(0, 0, 0, 0);
+        let chunk = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n";
+        for _ in 0..3 {
+            events
+                .on_data(chunk, Instant::now(), &clock, &mut rec)
+                .unwrap();
+        }
+        let (kind, msg) = events
+            .on_data(chunk, Instant::now(), &clock, &mut rec)
+            .unwrap_err();
+        assert_eq!(kind, FailureKind::Oversized);
+        assert!(msg.contains("events-per-response cap"), "{msg}");
     }
 }
