@@ -24,7 +24,7 @@ pub enum YamlError {
     #[error("cannot read: {0}")]
     Io(#[from] std::io::Error),
     /// The file is larger than the input limit (8 MiB).
-    #[error("larger than the {limit}-byte limit for YAML input")]
+    #[error("larger than the {limit}-byte limit for YAML input (the YAML size cap)")]
     TooLarge {
         /// The limit, bytes.
         limit: u64,
@@ -43,7 +43,7 @@ pub enum YamlError {
         msg: String,
     },
     /// Mappings and sequences nest deeper than the limit (64 levels).
-    #[error("YAML nested deeper than {limit} levels at line {line}")]
+    #[error("YAML nested deeper than {limit} levels at line {line} (the YAML depth cap)")]
     TooDeep {
         /// The limit.
         limit: usize,
