@@ -127,6 +127,12 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub ca_file: Option<PathBuf>,
 
+    /// Do not verify the server's TLS certificate (a test server with a self-signed certificate).
+    /// Anyone on the path can then read and alter the traffic, API key included; a warning goes
+    /// to stderr and into summary.json. Prefer --ca-file.
+    #[arg(long)]
+    pub insecure: bool,
+
     /// HTTP version: auto (HTTP/1.1, ALPN on TLS), http1, http2 (h2c prior knowledge on http://).
     #[arg(long, value_enum, default_value_t = HttpVersion::Auto)]
     pub http: HttpVersion,

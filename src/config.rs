@@ -14,6 +14,11 @@ use crate::schedule::{ArrivalPattern, Shard};
 use crate::scrape::acceptance::AcceptanceOptions;
 use crate::sim::{Acceptance, SimConfig, TlsFiles};
 
+/// What `--insecure` costs, said before the run and in the summary.
+const INSECURE_WARNING: &str = "TLS certificate verification is OFF (--insecure): the server's \
+     identity is not checked, so anyone on the network path can read and alter the traffic, API \
+     key included";
+
 /// A configuration error (exit code 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -90,6 +95,9 @@ pub struct RunConfig {
     pub(crate) scrape: ScrapeConfig,
     /// Progress line period (None: no progress line).
     pub progress_interval: Option<Duration>,
+    /// Settings that weaken the run (`--insecure`): printed by the binary before the run and
+    /// kept in `summary.json` warnings.
+    pub warnings: Vec<String>,
 }
 
 impl RunConfig {
@@ -120,6 +128,10 @@ fn seconds(flag: &str, v: f64) -> Result<Duration, ConfigError> {
     Duration::try_from_secs_f64(v).map_err(|_| ConfigError(format!("--{flag} {v} is too large")))
 }
 
+fn has_userinfo(uri: &http::Uri) -> bool {
+    uri.authority().is_some_and(|a| a.as_str().contains('@'))
+}
+
 /// Adds `http://` when the URL has no scheme and checks it parses.
 pub fn normalize_url(raw: &str) -> Result<String, ConfigError> {
     let raw = raw.trim();
@@ -141,6 +153,13 @@ pub fn normalize_url(raw: &str) -> Result<String, ConfigError> {
     }
     if uri.host().is_none() {
         return err(format!("--url {raw:?} has no host"));
+    }
+    if has_userinfo(&uri) {
+        // Credentials in the URL would land in summary.json, the console and error messages.
+        return err(
+            "--url carries credentials (user:password@); pass --api-key (or OPENAI_API_KEY) or \
+             -H Authorization:... instead, which are never written anywhere",
+        );
     }
     Ok(url.trim_end_matches('/').to_owned())
 }
@@ -171,8 +190,15 @@ pub fn metrics_url(raw: &str) -> Result<Option<String>, ConfigError> {
     if !(url.ends_with("/metrics") || url.contains("/metrics?")) {
         url = format!("{url}/metrics");
     }
-    url.parse::<http::Uri>()
+    let uri = url
+        .parse::<http::Uri>()
         .map_err(|e| ConfigError(format!("metrics endpoint {raw:?} is not a URL: {e}")))?;
+    if has_userinfo(&uri) {
+        return err(
+            "a metrics endpoint carries credentials (user:password@); they would be \
+             written to summary.json: remove them",
+        );
+    }
     Ok(Some(url))
 }
 
@@ -657,6 +683,8 @@ impl RunConfig {
                 http: a.http,
                 timeouts,
                 headers,
+                origin: None,
+                insecure: a.insecure,
                 ca_file: a.ca_file.clone(),
                 max_event_bytes: a.max_event_bytes,
                 max_body_bytes: a.max_event_bytes,
@@ -670,6 +698,11 @@ impl RunConfig {
             progress_interval: (a.progress_interval > 0.0)
                 .then(|| Duration::try_from_secs_f64(a.progress_interval).ok())
                 .flatten(),
+            warnings: if a.insecure {
+                vec![INSECURE_WARNING.to_owned()]
+            } else {
+                Vec::new()
+            },
         })
     }
 }
@@ -733,6 +766,30 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("ftp"));
+    }
+
+    #[test]
+    fn credentials_in_urls_are_refused_and_insecure_is_a_warning() {
+        let e = normalize_url("https://user:hunter2@h:1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--api-key") && !e.contains("hunter2"), "{e}");
+        let e = metrics_url("http://u:hunter2@h:1").unwrap_err().to_string();
+        assert!(!e.contains("hunter2"), "{e}");
+        use clap::Parser;
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["specperf", "replay", "--url", "https://h:1"];
+            argv.extend_from_slice(args);
+            let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+            let crate::cli::Command::Replay(a) = cli.command else {
+                panic!("not replay")
+            };
+            RunConfig::from_args(&a).unwrap()
+        };
+        assert!(parse(&[]).warnings.is_empty() && !parse(&[]).client.insecure);
+        let insecure = parse(&["--insecure"]);
+        assert!(insecure.client.insecure);
+        assert!(insecure.warnings[0].contains("--insecure"));
     }
 
     #[test]

@@ -41,6 +41,9 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
             return exit::USAGE;
         }
     };
+    for w in &cfg.warnings {
+        eprintln!("WARNING: {w}");
+    }
     let stop = Stopper::new();
     spawn_signal_handlers(&stop);
     let (ptx, prx) = watch::channel(Progress::default());
