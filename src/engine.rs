@@ -161,7 +161,13 @@ pub async fn replay(
             (Some(h), url)
         }
     };
-    let client = Client::new(cfg.client.clone())?;
+    let mut client_opts = cfg.client.clone();
+    // Credentials go to the target only, not to metrics endpoints on other hosts.
+    client_opts.origin = base_url
+        .parse::<Uri>()
+        .ok()
+        .map(|u| crate::client::origin_of(&u));
+    let client = Client::new(client_opts)?;
     let scrape_settings = scrape_settings(&cfg, sim.as_ref(), &base_url);
     // Like AIPerf, a given model and no --wait-for-model-timeout means no readiness wait: an
     // unreachable server then shows up as failed records. Without a model, one is discovered.
@@ -310,6 +316,7 @@ pub async fn replay(
     };
     let mut summary = agg.summary(meta);
     summary.acceptance = acceptance;
+    summary.warnings.splice(0..0, cfg.warnings.iter().cloned());
     let mut artifact_error = agg.write_error.clone();
     if let Err(e) = crate::report::write_artifacts(&dir, &summary) {
         artifact_error.get_or_insert(e.to_string());
@@ -688,9 +695,14 @@ async fn warm_pool(client: &Client, base: &str, n: usize, limit: Duration) {
     while set.join_next().await.is_some() {}
 }
 
+/// `artifacts/<model>-<endpoint>-concurrency<N>`. The model name may come from the server
+/// (`/v1/models`), so it is reduced to one short path component: `/`, `\` and everything else
+/// outside `[A-Za-z0-9._-]` become `_`, and it is cut to 100 characters (file names stop at
+/// 255 bytes). The suffix keeps it from ever being `.` or `..`.
 fn default_artifact_dir(model: &str, cfg: &RunConfig) -> PathBuf {
     let safe: String = model
         .chars()
+        .take(100)
         .map(|c| {
             if c.is_ascii_alphanumeric() || "-_.".contains(c) {
                 c
@@ -704,4 +716,43 @@ fn default_artifact_dir(model: &str, cfg: &RunConfig) -> PathBuf {
         render::EndpointType::Completions => "completions",
     };
     Path::new("artifacts").join(format!("{safe}-{kind}-concurrency{}", cfg.concurrency))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_model_names_stay_one_short_component_under_artifacts() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["specperf", "replay"]).unwrap();
+        let crate::cli::Command::Replay(a) = cli.command else {
+            panic!("not replay")
+        };
+        let cfg = RunConfig::from_args(&a).unwrap();
+        let long = "x".repeat(10_000);
+        for model in [
+            "../../etc/passwd",
+            "/abs/path",
+            "..",
+            ".",
+            "",
+            "a\\..\\b",
+            "C:\\x",
+            "~/.ssh",
+            "名前/../..",
+            long.as_str(),
+        ] {
+            let dir = default_artifact_dir(model, &cfg);
+            let parts: Vec<_> = dir.components().collect();
+            assert_eq!(parts.len(), 2, "{model:?} -> {}", dir.display());
+            assert_eq!(parts[0].as_os_str(), "artifacts");
+            let std::path::Component::Normal(name) = parts[1] else {
+                panic!("{model:?} -> {}", dir.display())
+            };
+            let name = name.to_str().unwrap();
+            assert!(name.len() <= 255 && !name.contains(['/', '\\']), "{name}");
+            assert!(name.ends_with("-chat-concurrency64"), "{name}");
+        }
+    }
 }

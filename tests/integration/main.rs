@@ -10,4 +10,5 @@ mod faults;
 mod golden;
 mod inject;
 mod process;
+mod security;
 mod transport;
