@@ -182,9 +182,19 @@ fn acceptance_line(o: &mut String, r: &ScrapeReport) {
     }
 }
 
-/// Writes `summary.json` and `console.txt` into `dir`.
+/// Writes `summary.json` and `console.txt` into `dir`, each through a temporary file and a
+/// rename: a run killed while writing leaves the previous file or none, never half a summary.
 pub fn write_artifacts(dir: &Path, s: &Summary) -> std::io::Result<()> {
     let json = serde_json::to_vec_pretty(s).map_err(std::io::Error::from)?;
-    std::fs::write(dir.join("summary.json"), json)?;
-    std::fs::write(dir.join("console.txt"), console_table(s))
+    write_whole(dir, "summary.json", &json)?;
+    write_whole(dir, "console.txt", console_table(s).as_bytes())
+}
+
+fn write_whole(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, dir.join(name)))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
 }
