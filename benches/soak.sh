@@ -52,7 +52,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BIN" sim --port "$PORT" >"$OUT/sim.log" 2>&1 &
+# The simulator runs from a copy with its own name: on a shared machine a name-based cleanup
+# elsewhere (pkill -f 'specperf sim') once took the soak's server down halfway.
+cp "$BIN" "$OUT/soak-simulator"
+"$OUT/soak-simulator" sim --port "$PORT" >"$OUT/sim.log" 2>&1 &
 SIM_PID=$!
 for _ in $(seq 100); do
     curl -sf -o /dev/null "$BASE/health" && break
@@ -73,6 +76,11 @@ REPLAY_PID=$!
 echo "t_s,rss_kib,fds,records" >"$OUT/samples.csv"
 start=$(date +%s)
 while kill -0 "$REPLAY_PID" 2>/dev/null; do
+    if ! kill -0 "$SIM_PID" 2>/dev/null; then
+        # Every request would now fail at once and the figures would measure a failure flood.
+        echo "error: the simulator (pid $SIM_PID) died at $(($(date +%s) - start)) s; soak aborted" >&2
+        exit 1
+    fi
     rss=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$REPLAY_PID/status" 2>/dev/null || true)
     fds=$(ls "/proc/$REPLAY_PID/fd" 2>/dev/null | wc -l || true)
     recs=$(wc -l <"$OUT/artifacts/records.jsonl" 2>/dev/null || echo 0)
