@@ -25,6 +25,9 @@ mod client;
 mod config;
 mod dataset;
 mod engine;
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod golden;
 mod inject;
 mod metrics;
