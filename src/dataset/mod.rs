@@ -608,6 +608,21 @@ mod tests {
         }
     }
 
+    /// Regression: `input_length` near `u64::MAX` reached `String::with_capacity(len * 5)`, an
+    /// arithmetic-overflow panic in debug builds and a capacity-overflow abort in release ones.
+    #[test]
+    fn mooncake_input_length_u64_max_is_a_cap_error_not_an_overflow() {
+        let row = format!("{{\"timestamp\": 0, \"input_length\": {}}}", u64::MAX);
+        let e = load_str(
+            &row,
+            "t",
+            DatasetKind::MooncakeTrace,
+            &SpeedBenchSelect::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, DatasetError::TooLarge { .. }), "{e}");
+    }
+
     #[test]
     fn mooncake_rows_share_prompt_prefixes_by_hash_id_and_must_be_sorted() {
         let text = "{\"timestamp\": 0, \"input_length\": 700, \"output_length\": 9, \"hash_ids\": [7, 8]}\n\
