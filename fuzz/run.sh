@@ -25,7 +25,7 @@ for t in $TARGETS; do
     rc=0
     cargo fuzz run "$t" "work/$t" "corpus/$t" -- -max_total_time="$SECS" -timeout=10 \
         -rss_limit_mb=2048 -print_final_stats=1 >"work/$t.log" 2>&1 || rc=$?
-    grep -E '^(#[0-9]+ +DONE|stat::|Done [0-9]+ runs|==[0-9]+==|SUMMARY|.*panicked)' "work/$t.log" || true
+    grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::|Done [0-9]+ runs|==[0-9]+==|SUMMARY|.*panicked)' "work/$t.log" || true
     echo "corpus: $(ls "work/$t" | wc -l) new files + $(ls "corpus/$t" | wc -l) seeds; exit $rc"
     [[ $rc -eq 0 ]] || status=$rc
 done
