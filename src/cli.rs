@@ -360,6 +360,12 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub ca_file: Option<PathBuf>,
 
+    /// Do not verify the server's TLS certificate (a test server with a self-signed certificate).
+    /// Anyone on the path can then read and alter the traffic, API key included; a warning goes
+    /// to stderr and into summary.json. Prefer --ca-file.
+    #[arg(long)]
+    pub insecure: bool,
+
     /// HTTP version: auto (HTTP/1.1, ALPN on TLS), http1, http2 (h2c prior knowledge on http://).
     #[arg(long, value_enum, default_value_t = HttpVersion::Auto)]
     pub http: HttpVersion,
@@ -660,6 +666,11 @@ pub struct SimArgs {
     /// stall-mid-stream slow-headers malformed-chunk error-mid-stream oversized-chunk.
     #[arg(long = "fault", value_parser = parse_fault_rate)]
     pub faults: Vec<(Fault, f64)>,
+    /// Faults by arrival order instead of at random: completion request n gets entry n mod len of
+    /// this comma-separated list (`none` = healthy), e.g. `none,http500,none,stall`. Exact and
+    /// repeatable mixes for tests; excludes --fault.
+    #[arg(long, value_delimiter = ',', value_parser = parse_fault_or_none)]
+    pub fault_sequence: Vec<Option<Fault>>,
     /// Delay of the slow-headers fault, ms.
     #[arg(long, default_value_t = 2000.0)]
     pub slow_headers_ms: f64,
@@ -719,6 +730,15 @@ pub struct InjectArgs {
     /// thinking_on or thinking_off; required for the golden lookup, never inferred.
     #[arg(long, env = "THINKING_MODE")]
     pub thinking_mode: Option<String>,
+}
+
+fn parse_fault_or_none(s: &str) -> Result<Option<Fault>, String> {
+    if s.trim().eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    Fault::from_name(s)
+        .map(Some)
+        .ok_or_else(|| format!("unknown fault {s:?} (or `none` for a healthy request)"))
 }
 
 fn parse_fault_rate(s: &str) -> Result<(Fault, f64), String> {

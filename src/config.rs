@@ -15,6 +15,11 @@ use crate::schedule::{ArrivalPattern, Shard};
 use crate::scrape::acceptance::AcceptanceOptions;
 use crate::sim::{Acceptance, SimConfig, TlsFiles};
 
+/// What `--insecure` costs, said before the run and in the summary.
+const INSECURE_WARNING: &str = "TLS certificate verification is OFF (--insecure): the server's \
+     identity is not checked, so anyone on the network path can read and alter the traffic, API \
+     key included";
+
 /// A configuration error (exit code 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -181,6 +186,9 @@ pub struct RunConfig {
     /// InferenceX raw throughput JSON: (directory or `None` for the artifact dir, file stem).
     pub(crate) result_file: Option<(Option<PathBuf>, String)>,
     pub(crate) cli_command: Option<String>,
+    /// Settings that weaken the run (`--insecure`): printed by the binary before the run and
+    /// kept in `summary.json` warnings.
+    pub warnings: Vec<String>,
 }
 
 impl RunConfig {
@@ -277,6 +285,10 @@ fn seconds(flag: &str, v: f64) -> Result<Duration, ConfigError> {
     Duration::try_from_secs_f64(v).map_err(|_| ConfigError(format!("--{flag} {v} is too large")))
 }
 
+fn has_userinfo(uri: &http::Uri) -> bool {
+    uri.authority().is_some_and(|a| a.as_str().contains('@'))
+}
+
 /// Adds `http://` when the URL has no scheme and checks it parses.
 pub fn normalize_url(raw: &str) -> Result<String, ConfigError> {
     let raw = raw.trim();
@@ -298,6 +310,13 @@ pub fn normalize_url(raw: &str) -> Result<String, ConfigError> {
     }
     if uri.host().is_none() {
         return err(format!("--url {raw:?} has no host"));
+    }
+    if has_userinfo(&uri) {
+        // Credentials in the URL would land in summary.json, the console and error messages.
+        return err(
+            "--url carries credentials (user:password@); pass --api-key (or OPENAI_API_KEY) or \
+             -H Authorization:... instead, which are never written anywhere",
+        );
     }
     Ok(url.trim_end_matches('/').to_owned())
 }
@@ -328,8 +347,15 @@ pub fn metrics_url(raw: &str) -> Result<Option<String>, ConfigError> {
     if !(url.ends_with("/metrics") || url.contains("/metrics?")) {
         url = format!("{url}/metrics");
     }
-    url.parse::<http::Uri>()
+    let uri = url
+        .parse::<http::Uri>()
         .map_err(|e| ConfigError(format!("metrics endpoint {raw:?} is not a URL: {e}")))?;
+    if has_userinfo(&uri) {
+        return err(
+            "a metrics endpoint carries credentials (user:password@); they would be \
+             written to summary.json: remove them",
+        );
+    }
     Ok(Some(url))
 }
 
@@ -863,6 +889,8 @@ impl RunConfig {
                 http: a.http,
                 timeouts,
                 headers,
+                origin: None,
+                insecure: a.insecure,
                 ca_file: a.ca_file.clone(),
                 max_event_bytes: a.max_event_bytes,
                 max_body_bytes: a.max_event_bytes,
@@ -883,6 +911,11 @@ impl RunConfig {
                 None => None,
             },
             cli_command: None,
+            warnings: if a.insecure {
+                vec![INSECURE_WARNING.to_owned()]
+            } else {
+                Vec::new()
+            },
         })
     }
 }
@@ -914,6 +947,7 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
         reasoning_tokens: a.reasoning_tokens,
         reasoning_field: a.reasoning_field,
         fault_rates: a.faults.clone(),
+        fault_sequence: a.fault_sequence.clone(),
         slow_headers: ms("slow-headers-ms", a.slow_headers_ms)?,
         stall_limit: Duration::from_secs(600),
         oversized_bytes: a.oversized_bytes,
@@ -946,6 +980,30 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("ftp"));
+    }
+
+    #[test]
+    fn credentials_in_urls_are_refused_and_insecure_is_a_warning() {
+        let e = normalize_url("https://user:hunter2@h:1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--api-key") && !e.contains("hunter2"), "{e}");
+        let e = metrics_url("http://u:hunter2@h:1").unwrap_err().to_string();
+        assert!(!e.contains("hunter2"), "{e}");
+        use clap::Parser;
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["specperf", "replay", "--url", "https://h:1"];
+            argv.extend_from_slice(args);
+            let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+            let crate::cli::Command::Replay(a) = cli.command else {
+                panic!("not replay")
+            };
+            RunConfig::from_args(&a).unwrap()
+        };
+        assert!(parse(&[]).warnings.is_empty() && !parse(&[]).client.insecure);
+        let insecure = parse(&["--insecure"]);
+        assert!(insecure.client.insecure);
+        assert!(insecure.warnings[0].contains("--insecure"));
     }
 
     #[test]
@@ -1016,6 +1074,48 @@ mod tests {
         let dup = metrics_endpoints(&["h:1".into(), "http://h:1/".into()], &|_| None);
         assert!(dup.unwrap_err().to_string().contains("listed twice"));
         assert!(metrics_endpoints(&[], &|_| None).unwrap().is_empty());
+    }
+
+    fn sim_args(args: &[&str]) -> Result<SimConfig, String> {
+        use clap::Parser;
+        let mut argv = vec!["specperf", "sim"];
+        argv.extend_from_slice(args);
+        let cli = crate::cli::Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        let crate::cli::Command::Sim(a) = cli.command else {
+            panic!("not sim")
+        };
+        sim_config(&a).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn fault_sequence_parses_names_and_none_and_excludes_fault_rates() {
+        use crate::sim::Fault;
+        let cfg = sim_args(&["--fault-sequence", "none,http500,Stall"]).unwrap();
+        assert_eq!(
+            cfg.fault_sequence,
+            [None, Some(Fault::Http500), Some(Fault::Stall)]
+        );
+        let e = sim_args(&["--fault-sequence", "none,boom"]).unwrap_err();
+        assert!(e.contains("boom"), "{e}");
+        let e = sim_args(&["--fault-sequence", "http500", "--fault", "stall=0.1"]).unwrap_err();
+        assert!(e.contains("--fault-sequence"), "{e}");
+    }
+
+    #[test]
+    fn the_simulator_binds_loopback_unless_told_otherwise() {
+        // `specperf sim` without --host, the library default, and the embedded target of a
+        // replay without --url: none of them may listen beyond this machine.
+        assert!(sim_args(&[]).unwrap().host.is_loopback());
+        assert!(SimConfig::default().host.is_loopback());
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["specperf", "replay"]).unwrap();
+        let crate::cli::Command::Replay(a) = cli.command else {
+            panic!("not replay")
+        };
+        match RunConfig::from_args(&a).unwrap().target {
+            Target::Embedded(sim) => assert!(sim.host.is_loopback()),
+            Target::Url(u) => panic!("no --url, yet a target {u}"),
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use http::Uri;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Client, ClientError, Clock, Fetched, Prepared};
+use crate::client::{BodyCap, Client, ClientError, Clock, Fetched, Prepared};
 use crate::config::{DatasetSource, EncoderSpec, RunConfig, Target};
 use crate::dataset::{self, DatasetError, Sample};
 use crate::metrics::{self, LoadMeta, Progress, RunMeta, Summary};
@@ -187,7 +187,13 @@ pub async fn replay(
             (Some(h), url)
         }
     };
-    let client = Client::new(cfg.client.clone())?;
+    let mut client_opts = cfg.client.clone();
+    // Credentials go to the target only, not to metrics endpoints on other hosts.
+    client_opts.origin = base_url
+        .parse::<Uri>()
+        .ok()
+        .map(|u| crate::client::origin_of(&u));
+    let client = Client::new(client_opts)?;
     let scrape_settings = scrape_settings(&cfg, sim.as_ref(), &base_url);
     // Like AIPerf, a given model and no --wait-for-model-timeout means no readiness wait: an
     // unreachable server then shows up as failed records. Without a model, one is discovered.
@@ -273,6 +279,7 @@ pub async fn replay(
         streaming: cfg.streaming,
         clock,
         tx,
+        unreachable: Unreachable::default(),
     });
 
     // Warmup: its own closed-loop phase, finished before the AL baseline and the profiling clock.
@@ -365,6 +372,7 @@ pub async fn replay(
     };
     let mut summary = agg.summary(meta);
     summary.acceptance = acceptance;
+    summary.warnings.splice(0..0, cfg.warnings.iter().cloned());
     let mut artifact_error = agg.write_error.clone();
     // Before summary.json, whose presence tells `specperf merge` the shard finished.
     if let Err(e) = crate::merge::write_histograms(&dir, &agg.histograms()) {
@@ -397,6 +405,39 @@ struct Launch {
     streaming: bool,
     clock: Clock,
     tx: mpsc::Sender<RequestRecord>,
+    unreachable: Unreachable,
+}
+
+/// Backoff while the server cannot be reached. A closed loop reissues a failed request at once,
+/// and a connect failure takes microseconds: a server that dies mid-run turned a 64-slot loop
+/// into some 17,000 failure records a second (a gigabyte of JSONL in under two minutes). A
+/// request that never reached the server (`connect`, `connect_timeout`) now holds its slot for
+/// 10 ms, doubling per consecutive such failure up to 250 ms; any request that reaches the
+/// server resets it. Requests that did reach the server are never delayed.
+#[derive(Default)]
+struct Unreachable {
+    streak: std::sync::atomic::AtomicU32,
+}
+
+impl Unreachable {
+    const FIRST: Duration = Duration::from_millis(10);
+    const MAX: Duration = Duration::from_millis(250);
+
+    /// How long the slot of a request that ended with `outcome` waits before it is reused.
+    fn backoff(&self, outcome: Outcome) -> Option<Duration> {
+        use std::sync::atomic::Ordering::Relaxed;
+        match outcome {
+            Outcome::Failed(FailureKind::Connect | FailureKind::ConnectTimeout) => {
+                let n = self.streak.fetch_add(1, Relaxed).min(5);
+                Some((Self::FIRST * (1 << n)).min(Self::MAX))
+            }
+            Outcome::Cancelled => None,
+            _ => {
+                self.streak.store(0, Relaxed);
+                None
+            }
+        }
+    }
 }
 
 /// Dispatches one phase's plan and waits for its requests. After a duration limit, requests still
@@ -566,7 +607,17 @@ async fn run_session(
             let reply = rec.response_text.take().unwrap_or_default();
             history.push(serde_json::json!({"role": "assistant", "content": reply}));
         }
-        if ctx.tx.send(rec).await.is_err() || !ok {
+        let backoff = ctx.unreachable.backoff(rec.outcome);
+        let sent = ctx.tx.send(rec).await.is_ok();
+        // A server that cannot be reached must not turn the loop into a flood of records: the
+        // slot waits a little (the permit is held by the caller until this returns).
+        if let Some(wait) = backoff {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = requests.cancelled() => {}
+            }
+        }
+        if !sent || !ok {
             return;
         }
     }
@@ -854,7 +905,10 @@ async fn probe(
                 uri.clone(),
                 Duration::from_secs(10),
                 "application/json",
-                1 << 20,
+                BodyCap {
+                    bytes: 1 << 20,
+                    name: "model list size cap",
+                },
             )
             .await;
         match attempt {
@@ -900,15 +954,24 @@ async fn warm_pool(client: &Client, base: &str, n: usize, limit: Duration) {
     for _ in 0..n.min(1024) {
         let (c, u) = (client.clone(), uri.clone());
         set.spawn(async move {
-            let _ = c.get(u, limit, "*/*", 64 << 10).await;
+            let cap = BodyCap {
+                bytes: 64 << 10,
+                name: "health body size cap",
+            };
+            let _ = c.get(u, limit, "*/*", cap).await;
         });
     }
     while set.join_next().await.is_some() {}
 }
 
+/// `artifacts/<model>-<endpoint>-concurrency<N>`. The model name may come from the server
+/// (`/v1/models`), so it is reduced to one short path component: `/`, `\` and everything else
+/// outside `[A-Za-z0-9._-]` become `_`, and it is cut to 100 characters (file names stop at
+/// 255 bytes). The suffix keeps it from ever being `.` or `..`.
 fn default_artifact_dir(model: &str, cfg: &RunConfig) -> PathBuf {
     let safe: String = model
         .chars()
+        .take(100)
         .map(|c| {
             if c.is_ascii_alphanumeric() || "-_.".contains(c) {
                 c
@@ -922,4 +985,56 @@ fn default_artifact_dir(model: &str, cfg: &RunConfig) -> PathBuf {
         render::EndpointType::Completions => "completions",
     };
     Path::new("artifacts").join(format!("{safe}-{kind}-concurrency{}", cfg.concurrency))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_requests_that_never_reached_the_server_back_off() {
+        let u = Unreachable::default();
+        let connect = Outcome::Failed(FailureKind::Connect);
+        let waits: Vec<u128> = (0..8)
+            .map(|_| u.backoff(connect).unwrap().as_millis())
+            .collect();
+        assert_eq!(waits, [10, 20, 40, 80, 160, 250, 250, 250]);
+        assert_eq!(u.backoff(Outcome::Failed(FailureKind::HttpStatus)), None);
+        assert_eq!(u.backoff(connect), Some(Duration::from_millis(10)), "reset");
+        assert_eq!(u.backoff(Outcome::Success), None);
+    }
+
+    #[test]
+    fn hostile_model_names_stay_one_short_component_under_artifacts() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["specperf", "replay"]).unwrap();
+        let crate::cli::Command::Replay(a) = cli.command else {
+            panic!("not replay")
+        };
+        let cfg = RunConfig::from_args(&a).unwrap();
+        let long = "x".repeat(10_000);
+        for model in [
+            "../../etc/passwd",
+            "/abs/path",
+            "..",
+            ".",
+            "",
+            "a\\..\\b",
+            "C:\\x",
+            "~/.ssh",
+            "名前/../..",
+            long.as_str(),
+        ] {
+            let dir = default_artifact_dir(model, &cfg);
+            let parts: Vec<_> = dir.components().collect();
+            assert_eq!(parts.len(), 2, "{model:?} -> {}", dir.display());
+            assert_eq!(parts[0].as_os_str(), "artifacts");
+            let std::path::Component::Normal(name) = parts[1] else {
+                panic!("{model:?} -> {}", dir.display())
+            };
+            let name = name.to_str().unwrap();
+            assert!(name.len() <= 255 && !name.contains(['/', '\\']), "{name}");
+            assert!(name.ends_with("-chat-concurrency64"), "{name}");
+        }
+    }
 }

@@ -28,6 +28,9 @@ mod config;
 mod dataset;
 mod engine;
 mod fdlimit;
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gate;
 pub mod golden;
 mod inject;

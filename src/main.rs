@@ -32,8 +32,9 @@ fn main() -> ExitCode {
             Command::Plot(args) => plot(&args),
         }
     });
-    // Everything that matters is written by now; tasks still running (requests cancelled by a
-    // signal, a slow DNS lookup) must not hold the exit up.
+    // Everything that matters is written by now. Tasks still running (requests cancelled by a
+    // signal, a name lookup stuck in the system resolver on a blocking thread that cannot be
+    // cancelled) must not hold the exit up: the gate owes its result within a second.
     rt.shutdown_timeout(Duration::from_millis(100));
     ExitCode::from(code as u8)
 }
@@ -47,6 +48,9 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
         }
     };
     cfg.set_cli_command(command_line());
+    for w in &cfg.warnings {
+        eprintln!("WARNING: {w}");
+    }
     let stop = Stopper::new();
     spawn_signal_handlers(&stop);
     let (ptx, prx) = watch::channel(Progress::default());
@@ -168,7 +172,8 @@ fn render(args: &specperf::RenderArgs) -> i32 {
 
 /// The command line as typed (quoted where a shell would need it), for the AIPerf summary.
 fn command_line() -> String {
-    std::env::args()
+    redact_args(std::env::args())
+        .into_iter()
         .map(|a| {
             if !a.is_empty()
                 && a.chars()
@@ -181,6 +186,46 @@ fn command_line() -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The arguments with credentials replaced: `--api-key` values and the values of headers whose
+/// name suggests a secret (the command line is written into artifacts).
+fn redact_args(args: impl Iterator<Item = String>) -> Vec<String> {
+    const SECRET_NAMES: [&str; 5] = ["auth", "key", "token", "cookie", "secret"];
+    let secret_header = |v: &str| {
+        let name = v.split(':').next().unwrap_or("").to_ascii_lowercase();
+        // A JSON object of headers may name anything: redact it whole.
+        v.trim_start().starts_with('{') || SECRET_NAMES.iter().any(|s| name.contains(s))
+    };
+    let mut out: Vec<String> = Vec::new();
+    let mut after_header = false;
+    let mut after_key = false;
+    for a in args {
+        let redacted = if after_key {
+            "[redacted]".to_owned()
+        } else if after_header && secret_header(&a) {
+            match a.split_once(':') {
+                Some((n, _)) if !a.trim_start().starts_with('{') => format!("{n}:[redacted]"),
+                _ => "[redacted]".to_owned(),
+            }
+        } else if a.starts_with("--api-key=") {
+            "--api-key=[redacted]".to_owned()
+        } else if let Some(v) = a.strip_prefix("--header=").filter(|v| secret_header(v)) {
+            let n = v.split(':').next().unwrap_or("");
+            format!("--header={n}:[redacted]")
+        } else {
+            a.clone()
+        };
+        after_key = a == "--api-key";
+        // `-H` takes one or more values: stay in header mode until the next flag.
+        after_header = if a == "-H" || a == "--header" {
+            true
+        } else {
+            after_header && !a.starts_with('-')
+        };
+        out.push(redacted);
+    }
+    out
 }
 
 /// Periodic plain progress lines (stderr is a file or pipe).
@@ -308,6 +353,14 @@ async fn sim(args: &specperf::SimArgs) -> i32 {
             return exit::USAGE;
         }
     };
+    if !cfg.host.is_loopback() {
+        // Loud on purpose: the simulator answers anyone who can reach this address.
+        eprintln!(
+            "warning: the simulator listens on {} and is reachable from the network, not only \
+             from this machine",
+            cfg.host
+        );
+    }
     let sim = match specperf::sim::Simulator::bind(cfg).await {
         Ok(s) => s,
         Err(e) => {
@@ -322,4 +375,37 @@ async fn sim(args: &specperf::SimArgs) -> i32 {
     }
     sim.run_until(&stop).await;
     exit::OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_args;
+
+    #[test]
+    fn credentials_are_redacted_from_the_recorded_command_line() {
+        let args = [
+            "specperf",
+            "replay",
+            "--api-key",
+            "sk-1",
+            "-H",
+            "Authorization: Bearer x",
+            "X-Trace:1",
+            "--api-key=sk-2",
+            "--header=x-api-key:sk-3",
+            "--header",
+            r#"{"a":"b"}"#,
+            "--url",
+            "u",
+        ]
+        .map(String::from);
+        let out = redact_args(args.into_iter()).join(" ");
+        for secret in ["sk-1", "Bearer x", "sk-2", "sk-3", r#""b""#] {
+            assert!(!out.contains(secret), "{out}");
+        }
+        assert!(
+            out.contains("X-Trace:1") && out.contains("--url u"),
+            "{out}"
+        );
+    }
 }

@@ -24,7 +24,7 @@ pub enum YamlError {
     #[error("cannot read: {0}")]
     Io(#[from] std::io::Error),
     /// The file is larger than the input limit (8 MiB).
-    #[error("larger than the {limit}-byte limit for YAML input")]
+    #[error("larger than the {limit}-byte limit for YAML input (the YAML size cap)")]
     TooLarge {
         /// The limit, bytes.
         limit: u64,
@@ -43,7 +43,7 @@ pub enum YamlError {
         msg: String,
     },
     /// Mappings and sequences nest deeper than the limit (64 levels).
-    #[error("YAML nested deeper than {limit} levels at line {line}")]
+    #[error("YAML nested deeper than {limit} levels at line {line} (the YAML depth cap)")]
     TooDeep {
         /// The limit.
         limit: usize,
@@ -375,21 +375,24 @@ impl Source {
         }
     }
 
-    /// The position just after the closing quote of the quoted scalar starting at `start`.
-    fn quoted_end(&self, start: Pos) -> Pos {
+    /// The position just after the closing quote of the quoted scalar starting at `start`;
+    /// `None` when `start` does not hold a quote (the parser and this source disagree on
+    /// positions, which must fail the parse rather than point an edit at the wrong bytes).
+    fn quoted_end(&self, start: Pos) -> Option<Pos> {
         let from = self.offset(start);
         let bytes = self.text.as_bytes();
-        let quote = bytes.get(from).copied().unwrap_or(b'"');
+        let quote = *bytes.get(from).filter(|b| matches!(b, b'"' | b'\''))?;
         let mut i = from + 1;
         while i < bytes.len() {
             match bytes[i] {
                 b'\\' if quote == b'"' => i += 2,
                 b'\'' if quote == b'\'' && bytes.get(i + 1) == Some(&b'\'') => i += 2,
-                b if b == quote => return self.pos_of(i + 1),
+                // An ASCII quote: the byte after it starts a character.
+                b if b == quote => return Some(self.pos_of(i + 1)),
                 _ => i += 1,
             }
         }
-        self.pos_of(bytes.len())
+        Some(self.pos_of(bytes.len()))
     }
 
     /// The file's line terminator (`\r\n` when its first line ends so).
@@ -537,7 +540,33 @@ pub(crate) fn parse(text: String) -> Result<Doc, YamlError> {
     if text.len() as u64 > MAX_BYTES {
         return Err(YamlError::TooLarge { limit: MAX_BYTES });
     }
+    // The parser breaks lines at a lone CR too; the positions here count LF only, so such a file
+    // would put every later position on the wrong line.
+    if let Some(at) = text
+        .match_indices('\r')
+        .map(|(i, _)| i)
+        .find(|&i| text.as_bytes().get(i + 1) != Some(&b'\n'))
+    {
+        return Err(YamlError::Syntax {
+            line: text[..at].matches('\n').count() + 1,
+            col: text[..at]
+                .rsplit('\n')
+                .next()
+                .map_or(0, |l| l.chars().count())
+                + 1,
+            msg: "carriage return without a line feed (use LF or CRLF line ends)".into(),
+        });
+    }
     let src = Source::new(text);
+    // The parser skips a leading byte-order mark without counting it as a column.
+    let bom = usize::from(src.text().starts_with('\u{feff}'));
+    let pos = |m: saphyr_parser::Marker| {
+        let p = pos(m);
+        Pos {
+            col: p.col + if p.line == 1 { bom } else { 0 },
+            ..p
+        }
+    };
     let mut stack: Vec<Frame> = Vec::new();
     let mut docs: Vec<Node> = Vec::new();
     let mut anchors: HashMap<usize, Vec<usize>> = HashMap::new();
@@ -624,7 +653,13 @@ pub(crate) fn parse(text: String) -> Result<Doc, YamlError> {
                     // The parser's span of a quoted scalar runs on over trailing blanks and a
                     // comment; find the closing quote in the source instead.
                     let end = match style {
-                        Style::SingleQuoted | Style::DoubleQuoted => src.quoted_end(start),
+                        Style::SingleQuoted | Style::DoubleQuoted => {
+                            src.quoted_end(start).ok_or_else(|| YamlError::Syntax {
+                                line: start.line,
+                                col: start.col + 1,
+                                msg: "cannot locate this quoted scalar in the text".into(),
+                            })?
+                        }
                         _ => pos(span.end),
                     };
                     let tag = tag.map(|t| {
@@ -768,6 +803,41 @@ mod tests {
         assert_eq!(d.lookup(b, "Y").unwrap().scalar(), Some(Scalar::Int(2)));
         let c = d.root.get("c").unwrap();
         assert_eq!(d.lookup(c, "X").unwrap().scalar(), Some(Scalar::Int(1)));
+    }
+
+    /// Regression (fuzz target `inject`, fuzz/corpus/inject/regression-inject-lone-cr): a lone CR
+    /// is a line break to the parser but not to `Source`, so the start of a later quoted scalar
+    /// pointed into other text, and the closing-quote search sliced a string inside a character.
+    #[test]
+    fn lone_carriage_return_is_refused_not_a_panic() {
+        let text = "# c\rx: y\nk: '\u{fffd}'\nj: '\u{fffd}\u{fffd}'\n";
+        match parse(text.into()) {
+            Err(YamlError::Syntax {
+                line: 1,
+                col: 4,
+                msg,
+            }) => {
+                assert!(msg.contains("carriage return"), "{msg}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            parse("k: 'v'\r\nj: \"w\"\r\n".into()).is_ok(),
+            "CRLF is fine"
+        );
+    }
+
+    /// A leading byte-order mark is not a column to the parser; positions still land on the
+    /// scalar's own text, so an edit there replaces exactly the value.
+    #[test]
+    fn byte_order_mark_keeps_positions_on_the_text() {
+        let d = parse("\u{feff}k: 'v'\nj: \"w\"\n".into()).unwrap();
+        let v = d.root.get("k").unwrap();
+        let (a, b) = (d.src.offset(v.start), d.src.offset(v.end));
+        assert_eq!(&d.src.text()[a..b], "'v'");
+        let w = d.root.get("j").unwrap();
+        let (a, b) = (d.src.offset(w.start), d.src.offset(w.end));
+        assert_eq!(&d.src.text()[a..b], "\"w\"");
     }
 
     #[test]

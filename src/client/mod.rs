@@ -56,7 +56,13 @@ pub struct Timeouts {
 pub(crate) struct ClientOptions {
     pub(crate) http: HttpVersion,
     pub(crate) timeouts: Timeouts,
+    /// Custom headers and the bearer key; credentials among them are marked sensitive.
     pub(crate) headers: HeaderMap,
+    /// `scheme://authority` of the target: the headers go to it and nowhere else (a metrics
+    /// endpoint on another host never sees the API key). `None`: every request gets them.
+    pub(crate) origin: Option<String>,
+    /// Skip certificate verification (`--insecure`).
+    pub(crate) insecure: bool,
     pub(crate) ca_file: Option<std::path::PathBuf>,
     pub(crate) max_event_bytes: usize,
     pub(crate) max_body_bytes: usize,
@@ -87,6 +93,10 @@ type Connector = TimeoutConnector<hyper_rustls::HttpsConnector<HttpConnector>>;
 pub(crate) struct Client {
     inner: HyperClient<Connector, Full<Bytes>>,
     opts: Arc<ClientOptions>,
+    /// Values of the sensitive headers, scrubbed from every error text the client hands out (a
+    /// server that echoes the request's headers in its error body must not put the key in
+    /// records.jsonl or on the console).
+    secrets: Arc<[String]>,
 }
 
 /// The monotonic origin all record times are measured from.
@@ -117,16 +127,29 @@ pub(crate) struct Fetched {
     pub(crate) body: Bytes,
 }
 
-/// Inflates a gzip body, refusing to grow past `max` bytes (a zip bomb must not exhaust memory).
-fn gunzip(body: &[u8], max: usize) -> Result<Bytes, String> {
+/// A size cap on a `GET` body, and the name errors give it, so a refusal says which cap fired.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BodyCap {
+    pub(crate) bytes: usize,
+    pub(crate) name: &'static str,
+}
+
+impl BodyCap {
+    fn exceeded(self, what: &str) -> String {
+        format!("{what} over the {} ({} bytes)", self.name, self.bytes)
+    }
+}
+
+/// Inflates a gzip body, refusing to grow past the cap (a zip bomb must not exhaust memory).
+fn gunzip(body: &[u8], cap: BodyCap) -> Result<Bytes, String> {
     use std::io::Read;
     let mut out = Vec::new();
     flate2::read::GzDecoder::new(body)
-        .take(max as u64 + 1)
+        .take(cap.bytes as u64 + 1)
         .read_to_end(&mut out)
         .map_err(|e| format!("gzip body does not inflate: {e}"))?;
-    if out.len() > max {
-        return Err(format!("gzip body inflates past the {max}-byte cap"));
+    if out.len() > cap.bytes {
+        return Err(cap.exceeded("gzip body inflates"));
     }
     Ok(Bytes::from(out))
 }
@@ -143,7 +166,8 @@ pub(crate) struct Prepared {
 
 impl Client {
     pub(crate) fn new(opts: ClientOptions) -> Result<Self, ClientError> {
-        let tls = tls_config(opts.ca_file.as_deref())?;
+        let tls = tls_config(opts.ca_file.as_deref(), opts.insecure)?;
+        let secrets = secrets(&opts.headers);
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -168,7 +192,16 @@ impl Client {
         Ok(Client {
             inner: b.build(connector),
             opts: Arc::new(opts),
+            secrets,
         })
+    }
+
+    /// The configured headers, when `uri` is on the target's origin.
+    fn headers_for(&self, uri: &Uri) -> Option<&HeaderMap> {
+        match &self.opts.origin {
+            Some(origin) if !same_origin(uri, origin) => None,
+            _ => Some(&self.opts.headers),
+        }
     }
 
     /// A bounded `GET` (readiness probe, model discovery, pool warm-up). Returns status and body.
@@ -177,10 +210,10 @@ impl Client {
         uri: Uri,
         limit: Duration,
         accept: &str,
-        max: usize,
+        cap: BodyCap,
     ) -> Result<Fetched, String> {
-        let mut req = Request::builder().method(Method::GET).uri(uri);
-        for (k, v) in &self.opts.headers {
+        let mut req = Request::builder().method(Method::GET).uri(uri.clone());
+        for (k, v) in self.headers_for(&uri).into_iter().flatten() {
             req = req.header(k, v);
         }
         req = req.header(ACCEPT, accept);
@@ -199,12 +232,23 @@ impl Client {
             };
             let content_type = header(CONTENT_TYPE);
             let gzip = header(CONTENT_ENCODING).is_some_and(|e| e.contains("gzip"));
-            let body = http_body_util::Limited::new(resp.into_body(), max)
+            // A Content-Length past the cap is refused before a byte of the body is read.
+            let announced = http_body::Body::size_hint(resp.body()).lower();
+            if announced > cap.bytes as u64 {
+                return Err(cap.exceeded(&format!("Content-Length {announced}")));
+            }
+            let body = http_body_util::Limited::new(resp.into_body(), cap.bytes)
                 .collect()
                 .await
-                .map_err(|e| format!("{e} (body cap {max} bytes)"))?
+                .map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        cap.exceeded("body")
+                    } else {
+                        describe(&*e)
+                    }
+                })?
                 .to_bytes();
-            let body = if gzip { gunzip(&body, max)? } else { body };
+            let body = if gzip { gunzip(&body, cap)? } else { body };
             Ok(Fetched {
                 status,
                 content_type,
@@ -214,10 +258,23 @@ impl Client {
         tokio::time::timeout(limit, fut)
             .await
             .map_err(|_| format!("no answer within {limit:?}"))?
+            .map_err(|e| redact(e, &self.secrets))
     }
 
     /// Sends one request and follows it to the end. Never fails: the outcome is in the record.
     pub(crate) async fn execute(
+        &self,
+        req: &Prepared,
+        rec: RequestRecord,
+        clock: &Clock,
+        cancel: &CancellationToken,
+    ) -> RequestRecord {
+        let mut rec = self.follow(req, rec, clock, cancel).await;
+        rec.error = rec.error.map(|e| redact(e, &self.secrets));
+        rec
+    }
+
+    async fn follow(
         &self,
         req: &Prepared,
         mut rec: RequestRecord,
@@ -226,7 +283,7 @@ impl Client {
     ) -> RequestRecord {
         let t = self.opts.timeouts;
         let mut builder = Request::builder().method(Method::POST).uri(req.uri.clone());
-        for (k, v) in &self.opts.headers {
+        for (k, v) in self.headers_for(&req.uri).into_iter().flatten() {
             builder = builder.header(k, v);
         }
         builder = builder.header(CONTENT_TYPE, "application/json");
@@ -345,7 +402,110 @@ impl Client {
     }
 }
 
-fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, ClientError> {
+/// `scheme://authority` of a URI, lower-cased: what the credentials are bound to.
+pub(crate) fn origin_of(uri: &Uri) -> String {
+    format!(
+        "{}://{}",
+        uri.scheme_str().unwrap_or("http"),
+        uri.authority().map_or("", |a| a.as_str())
+    )
+    .to_ascii_lowercase()
+}
+
+fn same_origin(uri: &Uri, origin: &str) -> bool {
+    origin_of(uri) == origin
+}
+
+/// Header names whose values are credentials: never shown, never sent off the target's origin.
+fn is_credential(name: &HeaderName) -> bool {
+    let n = name.as_str();
+    matches!(n, "authorization" | "proxy-authorization" | "cookie")
+        || ["key", "token", "secret", "auth", "password", "session"]
+            .iter()
+            .any(|w| n.contains(w))
+}
+
+/// The strings to scrub: each sensitive value, and its credential part after a scheme
+/// (`Bearer <token>`). Very short values are left alone, they would scrub ordinary words.
+fn secrets(headers: &HeaderMap) -> Arc<[String]> {
+    let mut out: Vec<String> = Vec::new();
+    for v in headers.values().filter(|v| v.is_sensitive()) {
+        let Ok(v) = v.to_str() else { continue };
+        let parts = std::iter::once(v).chain(v.split_once(' ').map(|(_, t)| t.trim()));
+        for p in parts.filter(|p| p.len() >= 4) {
+            if !out.iter().any(|o| o == p) {
+                out.push(p.to_owned());
+            }
+        }
+    }
+    // Longest first, so a value is scrubbed whole before its token part.
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.into()
+}
+
+fn redact(mut text: String, secrets: &[String]) -> String {
+    for s in secrets {
+        if text.contains(s.as_str()) {
+            text = text.replace(s.as_str(), "[redacted]");
+        }
+    }
+    text
+}
+
+/// Accepts any certificate (`--insecure`), but still checks that the handshake is signed by the
+/// key of the certificate presented, with the provider's algorithms.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls_pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
+        _server_name: &rustls_pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+fn tls_config(
+    ca_file: Option<&std::path::Path>,
+    insecure: bool,
+) -> Result<rustls::ClientConfig, ClientError> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::CertificateDer;
     let mut roots = rustls::RootCertStore::empty();
@@ -367,10 +527,17 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig,
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    Ok(if insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth()
+    } else {
+        // Verification on: web roots plus --ca-file, names checked against the URL's host.
+        builder.with_root_certificates(roots).with_no_client_auth()
+    })
 }
 
 /// Builds the header map: custom headers, then the bearer key (which wins over a custom one).
@@ -382,8 +549,10 @@ pub(crate) fn build_headers(
     for (k, v) in custom {
         let name = HeaderName::from_bytes(k.as_bytes())
             .map_err(|_| format!("invalid header name {k:?}"))?;
-        let value =
+        // The value stays out of the message: it may be a credential.
+        let mut value =
             HeaderValue::from_str(v).map_err(|_| format!("invalid value for header {k:?}"))?;
+        value.set_sensitive(is_credential(&name));
         map.append(name, value);
     }
     if let Some(key) = api_key {
@@ -394,6 +563,11 @@ pub(crate) fn build_headers(
     }
     Ok(map)
 }
+
+/// Most SSE events one response may carry: about 16 times the longest output any server streams
+/// today (one token per event), small enough that a hostile endless stream cannot grow a record's
+/// per-event gaps without bound.
+const MAX_EVENTS: u32 = 1 << 22;
 
 /// Progress of one response body through the SSE parser.
 struct StreamState {
@@ -414,6 +588,7 @@ struct StreamState {
     max_body: usize,
     /// The response text, when the caller asked for it.
     text: Option<String>,
+    max_events: u32,
 }
 
 impl StreamState {
@@ -434,6 +609,7 @@ impl StreamState {
             body_bytes: 0,
             max_body,
             text: None,
+            max_events: MAX_EVENTS,
         }
     }
 
@@ -444,7 +620,8 @@ impl StreamState {
         clock: &Clock,
         rec: &mut RequestRecord,
     ) -> Result<(), (FailureKind, String)> {
-        rec.reads += 1;
+        // A server may dribble keep-alive bytes for hours: counters saturate, never wrap.
+        rec.reads = rec.reads.saturating_add(1);
         self.last_event = now;
         if !self.streaming {
             // Buffer the whole JSON body (capped), parse at the end.
@@ -452,7 +629,11 @@ impl StreamState {
             if self.body_bytes > self.max_body {
                 return Err((
                     FailureKind::Oversized,
-                    format!("response body exceeds {} bytes", self.max_body),
+                    format!(
+                        "response body exceeds the {}-byte body size cap (raise --max-event-bytes \
+                         if the server really sends such bodies)",
+                        self.max_body
+                    ),
                 ));
             }
             self.body.extend_from_slice(data);
@@ -484,6 +665,16 @@ impl StreamState {
         self.parsed = parsed;
         if let Some(m) = self.malformed.take() {
             return Err((FailureKind::Malformed, m));
+        }
+        if rec.events > self.max_events {
+            // Each content event keeps a gap for the histograms: bound them per request.
+            return Err((
+                FailureKind::Oversized,
+                format!(
+                    "response exceeds the events-per-response cap ({} SSE events)",
+                    self.max_events
+                ),
+            ));
         }
         Ok(())
     }
@@ -701,5 +892,83 @@ where
                 Err(_) => Err(Box::new(ConnectTimedOut(timeout)) as BoxError),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on(state: &mut StreamState, data: &[u8]) -> Result<(), (FailureKind, String)> {
+        let clock = Clock::new();
+        let mut rec = RequestRecord::started(0, 0, 0, 0);
+        state.on_data(data, Instant::now(), &clock, &mut rec)
+    }
+
+    #[test]
+    fn credentials_are_marked_scrubbed_and_kept_to_the_target_origin() {
+        let h = build_headers(
+            &[
+                ("X-Api-Key".into(), "k-123456".into()),
+                ("X-Trace".into(), "visible".into()),
+            ],
+            Some("sk-secret-token"),
+        )
+        .unwrap();
+        assert!(h["x-api-key"].is_sensitive() && h[AUTHORIZATION].is_sensitive());
+        assert!(!h["x-trace"].is_sensitive());
+        let s = secrets(&h);
+        let text = "echo: Bearer sk-secret-token and sk-secret-token, k-123456, visible".to_owned();
+        assert_eq!(
+            redact(text, &s),
+            "echo: [redacted] and [redacted], [redacted], visible"
+        );
+        assert!(
+            !format!("{h:?}").contains("sk-secret-token"),
+            "Debug hides them"
+        );
+        let target: Uri = "https://Api.Example:8443/v1".parse().unwrap();
+        let origin = origin_of(&target);
+        assert!(same_origin(
+            &"https://api.example:8443/metrics".parse().unwrap(),
+            &origin
+        ));
+        assert!(!same_origin(
+            &"https://decode0:8443/metrics".parse().unwrap(),
+            &origin
+        ));
+        assert!(!same_origin(
+            &"http://api.example:8443/metrics".parse().unwrap(),
+            &origin
+        ));
+    }
+
+    #[test]
+    fn each_response_cap_fails_as_oversized_and_names_itself() {
+        let mut body = StreamState::new(1024, 16, false);
+        let (kind, msg) = on(&mut body, &[b'x'; 17]).unwrap_err();
+        assert_eq!(kind, FailureKind::Oversized);
+        assert!(msg.contains("body size cap"), "{msg}");
+
+        let mut line = StreamState::new(16, 1024, true);
+        let (kind, msg) = on(&mut line, &[b':'; 17]).unwrap_err();
+        assert_eq!(kind, FailureKind::Oversized);
+        assert!(msg.contains("event size cap"), "{msg}");
+
+        let mut events = StreamState::new(1024, 1024, true);
+        events.max_events = 3;
+        let clock = Clock::new();
+        let mut rec = RequestRecord::started(0, 0, 0, 0);
+        let chunk = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n";
+        for _ in 0..3 {
+            events
+                .on_data(chunk, Instant::now(), &clock, &mut rec)
+                .unwrap();
+        }
+        let (kind, msg) = events
+            .on_data(chunk, Instant::now(), &clock, &mut rec)
+            .unwrap_err();
+        assert_eq!(kind, FailureKind::Oversized);
+        assert!(msg.contains("events-per-response cap"), "{msg}");
     }
 }

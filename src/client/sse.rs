@@ -12,8 +12,14 @@ use serde_json::value::RawValue;
 /// Framing failures.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SseError {
-    /// One event (or an unterminated line) grew past the cap.
-    #[error("SSE event exceeds the {cap}-byte cap (raise --max-event-bytes if the server really sends such events)")]
+    /// One line (finished or not) grew past the cap.
+    #[error("SSE line exceeds the {cap}-byte event size cap (raise --max-event-bytes if the server really sends such lines)")]
+    LineTooLong {
+        /// The cap in bytes.
+        cap: usize,
+    },
+    /// The `data` of one event grew past the cap.
+    #[error("SSE event exceeds the {cap}-byte event size cap (raise --max-event-bytes if the server really sends such events)")]
     Oversized {
         /// The cap in bytes.
         cap: usize,
@@ -21,6 +27,11 @@ pub enum SseError {
 }
 
 /// Incremental SSE framer. Feed it body chunks with [`SseParser::push`].
+///
+/// Memory is bounded by twice the cap: no line (the bytes before its `\n`, a trailing `\r`
+/// included) may be longer than the cap, and no event's joined `data` either. Both limits depend
+/// only on the bytes, never on how reads split them, so the events delivered before an error and
+/// the error itself are the same for every split of a stream.
 #[derive(Debug)]
 pub struct SseParser {
     /// Bytes of an incomplete line carried over from the previous chunk.
@@ -59,8 +70,9 @@ impl SseParser {
             }
         }
         if !rest.is_empty() {
-            if self.partial.len() + rest.len() + self.data.len() > self.cap {
-                return Err(SseError::Oversized { cap: self.cap });
+            // The unfinished line is already too long, wherever it will end.
+            if self.partial.len() + rest.len() > self.cap {
+                return Err(SseError::LineTooLong { cap: self.cap });
             }
             self.partial.extend_from_slice(rest);
         }
@@ -73,6 +85,9 @@ impl SseParser {
     }
 
     fn line(&mut self, line: &[u8], on_event: &mut impl FnMut(&[u8])) -> Result<(), SseError> {
+        if line.len() > self.cap {
+            return Err(SseError::LineTooLong { cap: self.cap });
+        }
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() {
             if self.has_data {
@@ -330,9 +345,35 @@ mod tests {
     fn oversized_event_is_an_error_not_a_buffer() {
         let mut p = SseParser::new(16);
         let err = p.push(b"data: 0123456789abcdefghij", |_| {}).unwrap_err();
-        assert_eq!(err, SseError::Oversized { cap: 16 });
+        assert_eq!(err, SseError::LineTooLong { cap: 16 });
         let mut p = SseParser::new(16);
         assert!(p.push(b"data: 0123456789abcdefghij\n", |_| {}).is_err());
+        // Short lines, one event too large once joined.
+        let mut p = SseParser::new(16);
+        let err = p
+            .push(b"data: 0123456\ndata: 789abc\ndata: def\n", |_| {})
+            .unwrap_err();
+        assert_eq!(err, SseError::Oversized { cap: 16 });
+        assert!(err.to_string().contains("event size cap"), "{err}");
+    }
+
+    #[test]
+    fn a_long_comment_line_hits_the_line_cap_however_it_is_split() {
+        // A keep-alive comment is never buffered as data, yet an endless one must not be held
+        // either; whole or split, the same cap fires.
+        let stream = format!(": {}\n\ndata: x\n\n", "k".repeat(40));
+        for split in [0, 5, 30, stream.len()] {
+            let mut p = SseParser::new(32);
+            let mut r = p.push(&stream.as_bytes()[..split], |_| {});
+            if r.is_ok() {
+                r = p.push(&stream.as_bytes()[split..], |_| {});
+            }
+            assert_eq!(
+                r,
+                Err(SseError::LineTooLong { cap: 32 }),
+                "split at {split}"
+            );
+        }
     }
 
     #[test]

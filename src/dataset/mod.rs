@@ -79,7 +79,31 @@ pub enum DatasetError {
         /// What is wrong and where.
         message: String,
     },
+    /// The file, one of its lines, or the prompts it asks to synthesize exceed a cap.
+    #[error("dataset_too_large: {path}: {what} is over the {cap_name} ({cap}); split the collection or shorten its rows")]
+    TooLarge {
+        /// The file.
+        path: String,
+        /// What is too large, and where.
+        what: String,
+        /// The cap's name, as the README lists it.
+        cap_name: &'static str,
+        /// The cap, with its unit.
+        cap: String,
+    },
 }
+
+/// Largest input file read, bytes: collections are read whole, so a wrong path (a disk image, a
+/// log) must fail at once instead of filling memory.
+pub(crate) const MAX_INPUT_BYTES: u64 = 1 << 30;
+/// Longest line of a collection, bytes: one row holds one prompt, and a million-token prompt is
+/// about 4 MiB of text (8 MiB JSON-escaped).
+pub(crate) const MAX_LINE_BYTES: usize = 32 << 20;
+/// Most prompt tokens one trace row may ask to synthesize (`input_length`).
+pub(crate) const MAX_TRACE_ROW_TOKENS: u64 = 1 << 21;
+/// Most prompt tokens a whole trace may ask to synthesize: above the largest public traces
+/// (Mooncake: about 0.2 G), below what would exhaust a node's memory.
+pub(crate) const MAX_TRACE_TOTAL_TOKENS: u64 = 1 << 28;
 
 /// The text that marks a SPEED-Bench turn the preparer failed to rebuild.
 const PLACEHOLDER: &str =
@@ -102,11 +126,42 @@ pub(crate) fn load_file(
     kind: DatasetKind,
     select: &SpeedBenchSelect,
 ) -> Result<Vec<Sample>, DatasetError> {
-    let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Read {
-        path: path.display().to_string(),
+    use std::io::Read;
+    let name = path.display().to_string();
+    let read_err = |source| DatasetError::Read {
+        path: name.clone(),
         source,
+    };
+    let too_large = |size: u64| DatasetError::TooLarge {
+        path: name.clone(),
+        what: format!("the file ({size} bytes)"),
+        cap_name: "input file size cap",
+        cap: format!("{MAX_INPUT_BYTES} bytes"),
+    };
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    // The size first, so a huge file costs nothing; the capped read still guards files whose
+    // size says nothing (pipes, /proc, a file still growing).
+    let size = file.metadata().map_err(read_err)?.len();
+    if size > MAX_INPUT_BYTES {
+        return Err(too_large(size));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        read_err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not UTF-8 text (first bad byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        ))
     })?;
-    load_str(&text, &path.display().to_string(), kind, select)
+    load_str(&text, &name, kind, select)
 }
 
 /// Parses `text` (named `name` in errors) as `kind`.
@@ -120,10 +175,34 @@ pub(crate) fn load_str(
         path: name.to_owned(),
         message,
     };
+    if let Some((n, line)) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.len() > MAX_LINE_BYTES)
+    {
+        return Err(DatasetError::TooLarge {
+            path: name.to_owned(),
+            what: format!("line {} ({} bytes)", n + 1, line.len()),
+            cap_name: "dataset line length cap",
+            cap: format!("{MAX_LINE_BYTES} bytes"),
+        });
+    }
     let samples = match kind {
         DatasetKind::SpeedBench => speed_bench(text, select).map_err(invalid)?,
         DatasetKind::SingleTurn => single_turn(text).map_err(invalid)?,
-        DatasetKind::MooncakeTrace => mooncake_trace(text).map_err(invalid)?,
+        DatasetKind::MooncakeTrace => mooncake_trace(text, TRACE_CAPS).map_err(|e| match e {
+            TraceError::Invalid(message) => invalid(message),
+            TraceError::TooLarge {
+                what,
+                cap_name,
+                cap,
+            } => DatasetError::TooLarge {
+                path: name.to_owned(),
+                what,
+                cap_name,
+                cap,
+            },
+        })?,
         DatasetKind::MultiTurn => multi_turn(text).map_err(invalid)?,
         DatasetKind::Sharegpt => sharegpt(text).map_err(invalid)?,
     };
@@ -257,9 +336,39 @@ fn trace_block(hash_id: u64, words: usize, out: &mut String) {
     }
 }
 
-fn mooncake_trace(text: &str) -> Result<Vec<Sample>, String> {
+/// Why a trace does not load: a bad row, or more prompt text than the caps allow.
+enum TraceError {
+    Invalid(String),
+    TooLarge {
+        what: String,
+        cap_name: &'static str,
+        cap: String,
+    },
+}
+
+impl From<String> for TraceError {
+    fn from(m: String) -> Self {
+        TraceError::Invalid(m)
+    }
+}
+
+/// The trace caps, as parameters so tests can lower them.
+#[derive(Clone, Copy)]
+struct TraceCaps {
+    row_tokens: u64,
+    total_tokens: u64,
+}
+
+const TRACE_CAPS: TraceCaps = TraceCaps {
+    row_tokens: MAX_TRACE_ROW_TOKENS,
+    total_tokens: MAX_TRACE_TOTAL_TOKENS,
+};
+
+fn mooncake_trace(text: &str, caps: TraceCaps) -> Result<Vec<Sample>, TraceError> {
     let mut out = Vec::new();
     let mut last = f64::NEG_INFINITY;
+    // Synthesized prompts grow from a few bytes of JSON each: bounded per row and in total.
+    let mut synthesized: u64 = 0;
     for (n, line) in lines(text) {
         let v = object(n, line)?;
         let obj = &v;
@@ -279,12 +388,13 @@ fn mooncake_trace(text: &str) -> Result<Vec<Sample>, String> {
                 .ok_or_else(|| {
                     format!("line {n}: `timestamp` must be a non-negative number of ms")
                 })?,
-            None => return Err(format!("line {n}: missing `timestamp` (ms) of a trace row")),
+            None => return Err(format!("line {n}: missing `timestamp` (ms) of a trace row").into()),
         };
         if ts < last {
             return Err(format!(
                 "line {n}: timestamp {ts} is earlier than the previous row's {last}; sort the trace by timestamp"
-            ));
+            )
+            .into());
         }
         last = ts;
         let prompt = if let Some(t) = obj.get("text_input") {
@@ -294,7 +404,23 @@ fn mooncake_trace(text: &str) -> Result<Vec<Sample>, String> {
         } else {
             let len = uint("input_length")?.ok_or_else(|| {
                 format!("line {n}: needs `input_length` (with `hash_ids`) or `text_input`")
-            })? as usize;
+            })?;
+            if len > caps.row_tokens {
+                return Err(TraceError::TooLarge {
+                    what: format!("line {n}: input_length {len}"),
+                    cap_name: "trace row prompt cap",
+                    cap: format!("{} tokens", caps.row_tokens),
+                });
+            }
+            synthesized += len;
+            if synthesized > caps.total_tokens {
+                return Err(TraceError::TooLarge {
+                    what: format!("the input_length sum at line {n} ({synthesized})"),
+                    cap_name: "trace prompt total cap",
+                    cap: format!("{} tokens", caps.total_tokens),
+                });
+            }
+            let len = len as usize;
             let ids: Vec<u64> = match obj.get("hash_ids") {
                 None => Vec::new(),
                 Some(Value::Array(a)) => a
@@ -304,7 +430,7 @@ fn mooncake_trace(text: &str) -> Result<Vec<Sample>, String> {
                             .ok_or_else(|| format!("line {n}: `hash_ids` must hold integers"))
                     })
                     .collect::<Result<_, _>>()?,
-                Some(_) => return Err(format!("line {n}: `hash_ids` must be an array")),
+                Some(_) => return Err(format!("line {n}: `hash_ids` must be an array").into()),
             };
             let mut p = String::with_capacity(len * 5);
             let mut left = len;
@@ -580,6 +706,73 @@ mod tests {
             &SpeedBenchSelect::default()
         )
         .is_err());
+    }
+
+    #[test]
+    fn every_dataset_cap_names_itself() {
+        let sel = SpeedBenchSelect::default();
+        // A file past the input size cap is refused from its size (sparse: no disk, no read).
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.jsonl");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_INPUT_BYTES + 1)
+            .unwrap();
+        let e = load_file(&big, DatasetKind::SingleTurn, &sel)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("input file size cap"), "{e}");
+
+        let long = format!(
+            "{{\"text\": \"a\"}}\n{{\"text\": \"{}\"}}\n",
+            "x".repeat(MAX_LINE_BYTES)
+        );
+        let e = load_str(&long, "f", DatasetKind::SingleTurn, &sel)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 2") && e.contains("dataset line length cap"),
+            "{e}"
+        );
+
+        let row = |len: u64| format!("{{\"timestamp\": 0, \"input_length\": {len}}}\n");
+        let e = load_str(
+            &row(MAX_TRACE_ROW_TOKENS + 1),
+            "t",
+            DatasetKind::MooncakeTrace,
+            &sel,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("trace row prompt cap"), "{e}");
+        let small = TraceCaps {
+            row_tokens: 100,
+            total_tokens: 250,
+        };
+        let three = row(100).repeat(3);
+        assert!(mooncake_trace(&row(100).repeat(2), small).is_ok());
+        match mooncake_trace(&three, small) {
+            Err(TraceError::TooLarge { cap_name, what, .. }) => {
+                assert_eq!(cap_name, "trace prompt total cap");
+                assert!(what.contains("line 3"), "{what}");
+            }
+            _ => panic!("the third row crosses the total cap"),
+        }
+    }
+
+    /// Regression: `input_length` near `u64::MAX` reached `String::with_capacity(len * 5)`, an
+    /// arithmetic-overflow panic in debug builds and a capacity-overflow abort in release ones.
+    #[test]
+    fn mooncake_input_length_u64_max_is_a_cap_error_not_an_overflow() {
+        let row = format!("{{\"timestamp\": 0, \"input_length\": {}}}", u64::MAX);
+        let e = load_str(
+            &row,
+            "t",
+            DatasetKind::MooncakeTrace,
+            &SpeedBenchSelect::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, DatasetError::TooLarge { .. }), "{e}");
     }
 
     #[test]

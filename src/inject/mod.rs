@@ -594,21 +594,7 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
         r.al_source = Some(source);
         plan.push((e, al));
     }
-    let edits = backend
-        .edits(&doc, &plan)
-        .map_err(|b| InjectError::BadEntry {
-            file: file.clone(),
-            line: b.line,
-            what: b.what,
-        })?;
-    let internal = |what: String| InjectError::Internal {
-        file: file.clone(),
-        what,
-    };
-    let (new_text, changes) = edit::apply(&doc.src, edits).map_err(internal)?;
-    if new_text != doc.src.text() {
-        verify(backend, &new_text, &plan, &file)?;
-    }
+    let (new_text, changes) = rewrite(backend, &doc, &plan, &file)?;
     report.outcome = if changes.is_empty() {
         InjectOutcome::Unchanged
     } else {
@@ -631,6 +617,148 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
         report.written = Some(cfg.output.clone().unwrap_or(file));
     }
     Ok(report)
+}
+
+/// The rewritten text and its changed lines: the backend's edits applied to the original text,
+/// re-read and checked.
+fn rewrite(
+    backend: &dyn Backend,
+    doc: &Doc,
+    plan: &[(&Entry<'_>, f64)],
+    file: &Path,
+) -> Result<(String, Vec<LineChange>), InjectError> {
+    let edits = backend
+        .edits(doc, plan)
+        .map_err(|b| InjectError::BadEntry {
+            file: file.to_owned(),
+            line: b.line,
+            what: b.what,
+        })?;
+    let internal = |what: String| InjectError::Internal {
+        file: file.to_owned(),
+        what,
+    };
+    let (new_text, changes) = edit::apply(&doc.src, edits).map_err(internal)?;
+    if new_text != doc.src.text() {
+        verify(backend, &new_text, plan, file)?;
+    }
+    Ok((new_text, changes))
+}
+
+/// Fuzz and property harness (see `crate::fuzzing`): rewrites `text` under the recipe's own
+/// framework and under each framework by name, at an AL inside every entry's range. Panics when
+/// the rewriter reports an internal error, touches a line it does not list, or changes anything
+/// on a second run.
+#[cfg(any(test, fuzzing))]
+pub(crate) fn fuzz_rewrite(text: String) {
+    let file = Path::new("fuzz.yaml");
+    let Ok(doc) = yaml::parse(text) else {
+        return;
+    };
+    let al = |k: u32| 1.0 + f64::from(k) / 2.0;
+    for framework in [
+        None,
+        Some("vllm"),
+        Some("sglang"),
+        Some("trtllm"),
+        Some("atom"),
+    ] {
+        let cfg = InjectConfig {
+            recipe: file.to_owned(),
+            output: None,
+            check: false,
+            opt_in: true,
+            framework: framework.map(|f| (f.to_owned(), "FRAMEWORK")),
+            explicit_al: None,
+            golden: None,
+            model_prefix: None,
+            thinking: None,
+        };
+        let Ok((backend, _)) = resolve_backend(&cfg, &doc, file) else {
+            continue;
+        };
+        let Ok(entries) = find_entries(backend, &doc, file) else {
+            continue;
+        };
+        let plan: Vec<(&Entry<'_>, f64)> = entries.iter().map(|e| (e, al(e.k))).collect();
+        let (new_text, changes) = match rewrite(backend, &doc, &plan, file) {
+            Err(InjectError::Internal { what, .. }) => {
+                panic!("{}: internal error: {what}", backend.name())
+            }
+            Err(_) => continue,
+            Ok(r) => r,
+        };
+        check_untouched(doc.src.text(), &new_text, &changes);
+        let again = yaml::parse(new_text.clone()).expect("a verified rewrite parses");
+        let entries = find_entries(backend, &again, file).expect("a verified rewrite has entries");
+        let plan: Vec<(&Entry<'_>, f64)> = entries.iter().map(|e| (e, al(e.k))).collect();
+        match rewrite(backend, &again, &plan, file) {
+            Ok((newer, changes)) => {
+                assert!(
+                    changes.is_empty(),
+                    "{}: second run changed {changes:?}",
+                    backend.name()
+                );
+                assert_eq!(newer, new_text);
+            }
+            Err(e) => panic!("{}: second run failed: {e}", backend.name()),
+        }
+    }
+}
+
+/// Asserts that `new` is `old` with exactly the listed changes: every other line byte-identical,
+/// terminator included (the last line may gain one when lines are inserted after it).
+#[cfg(any(test, fuzzing))]
+pub(crate) fn check_untouched(old: &str, new: &str, changes: &[LineChange]) {
+    enum Want<'a> {
+        Same(&'a str),
+        Changed(&'a str),
+    }
+    let old_lines: Vec<&str> = old.split_inclusive('\n').collect();
+    let strip = |l: &str| -> String {
+        l.strip_suffix('\n')
+            .map(|l| l.strip_suffix('\r').unwrap_or(l))
+            .unwrap_or(l)
+            .to_owned()
+    };
+    fn push_inserts<'a>(changes: &'a [LineChange], n: usize, want: &mut Vec<Want<'a>>) {
+        for c in changes.iter().filter(|c| c.inserted && c.line == n) {
+            want.extend(c.after.iter().map(|l| Want::Changed(l.as_str())));
+        }
+    }
+    let mut want = Vec::new();
+    push_inserts(changes, 0, &mut want);
+    let mut n = 1;
+    while n <= old_lines.len() {
+        let mut last = n;
+        match changes.iter().find(|c| !c.inserted && c.line == n) {
+            Some(c) => {
+                for (i, b) in c.before.iter().enumerate() {
+                    assert_eq!(
+                        &strip(old_lines[n - 1 + i]),
+                        b,
+                        "change at line {n} lists its old line"
+                    );
+                }
+                want.extend(c.after.iter().map(|l| Want::Changed(l.as_str())));
+                last = n + c.before.len().max(1) - 1;
+            }
+            None => want.push(Want::Same(old_lines[n - 1])),
+        }
+        push_inserts(changes, last, &mut want);
+        n = last + 1;
+    }
+    let new_lines: Vec<&str> = new.split_inclusive('\n').collect();
+    assert_eq!(new_lines.len(), want.len(), "line count of the rewrite");
+    for (i, (got, w)) in new_lines.iter().zip(&want).enumerate() {
+        match w {
+            Want::Same(s) if s.ends_with('\n') => {
+                assert_eq!(got, s, "untouched line {} changed", i + 1)
+            }
+            Want::Same(s) => assert_eq!(strip(got), *s, "untouched last line {} changed", i + 1),
+            Want::Changed(c) => assert_eq!(strip(got), *c, "changed line {} differs", i + 1),
+        }
+    }
 }
 
 /// Re-reads the rewritten text and checks every planned entry now fakes its AL.
@@ -947,6 +1075,48 @@ fn write_atomic(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every fixture recipe, under its own framework at an AL inside each entry's range: changed
+    /// lines are listed, and every other line is byte-identical.
+    #[test]
+    fn fixture_rewrites_list_their_lines_and_touch_nothing_else() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recipes");
+        let mut n = 0;
+        for entry in fs::read_dir(&dir).unwrap() {
+            let file = entry.unwrap().path();
+            let text = fs::read_to_string(&file).unwrap();
+            let doc = yaml::parse(text.clone()).unwrap();
+            let cfg = InjectConfig {
+                recipe: file.clone(),
+                output: None,
+                check: false,
+                opt_in: true,
+                framework: None,
+                explicit_al: None,
+                golden: None,
+                model_prefix: None,
+                thinking: None,
+            };
+            let (backend, _) = resolve_backend(&cfg, &doc, &file).unwrap();
+            let entries = find_entries(backend, &doc, &file).unwrap();
+            assert!(!entries.is_empty(), "{}", file.display());
+            let plan: Vec<(&Entry<'_>, f64)> = entries
+                .iter()
+                .map(|e| (e, 1.0 + f64::from(e.k) / 2.0))
+                .collect();
+            let (new, changes) = rewrite(backend, &doc, &plan, &file).unwrap();
+            assert!(!changes.is_empty(), "{}", file.display());
+            check_untouched(&text, &new, &changes);
+            n += 1;
+        }
+        assert!(n >= 4);
+    }
+
+    #[test]
+    #[should_panic(expected = "untouched line 2 changed")]
+    fn the_untouched_lines_oracle_catches_an_unlisted_edit() {
+        check_untouched("a\nb\nc\n", "a\nB\nc\n", &[]);
+    }
 
     #[test]
     fn numbers_are_written_like_python_floats() {

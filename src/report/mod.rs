@@ -272,8 +272,20 @@ impl ReportError {
     }
 }
 
+/// Writes through a temporary file and a rename: a run killed while writing leaves the previous
+/// file or none, never half a file.
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    std::fs::write(path, bytes).map_err(ReportError::io(path))
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("artifact");
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+        .map_err(ReportError::io(path))
 }
 
 /// Writes the end-of-run artifacts into `dir`: `summary.json`, `console.txt`,

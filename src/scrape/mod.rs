@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Client, Fetched};
+use crate::client::{BodyCap, Client, Fetched};
 use crate::metrics::Progress;
 use acceptance::{
     evaluate, Acceptance, AcceptanceOptions, AcceptanceStatus, EndpointWindow, IterationTotals,
@@ -33,6 +33,11 @@ pub const ACCEPT: &str = "text/plain;version=0.0.4";
 
 /// Largest metrics page accepted (after gzip), bytes.
 pub const MAX_PAGE_BYTES: usize = 64 << 20;
+
+const PAGE_CAP: BodyCap = BodyCap {
+    bytes: MAX_PAGE_BYTES,
+    name: "metrics page size cap",
+};
 
 /// How the side task scrapes.
 #[derive(Clone, Debug)]
@@ -121,7 +126,7 @@ async fn scrape_one(
         status,
         content_type,
         body,
-    } = client.get(uri, timeout, ACCEPT, MAX_PAGE_BYTES).await?;
+    } = client.get(uri, timeout, ACCEPT, PAGE_CAP).await?;
     if status != 200 {
         return Err(format!("HTTP {status}"));
     }

@@ -69,11 +69,16 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// Upper bound on samples per page: a hostile or runaway exporter must not exhaust memory.
+/// Upper bound on samples (series) per page: a hostile or runaway exporter must not exhaust
+/// memory. The page itself is capped in bytes by the scraper.
 pub const MAX_SAMPLES: usize = 1_000_000;
 
 /// Parses one page.
 pub fn parse(text: &str, format: Format) -> Result<Page, ParseError> {
+    parse_capped(text, format, MAX_SAMPLES)
+}
+
+fn parse_capped(text: &str, format: Format, max_samples: usize) -> Result<Page, ParseError> {
     let mut page = Page::default();
     // Duplicate detection by hash; a hit (rare) is confirmed against the samples themselves.
     let mut seen: HashSet<u64> = HashSet::new();
@@ -102,9 +107,9 @@ pub fn parse(text: &str, format: Format) -> Result<Page, ParseError> {
             continue;
         }
         let sample = sample_line(trimmed).map_err(err)?;
-        if page.samples.len() >= MAX_SAMPLES {
+        if page.samples.len() >= max_samples {
             return Err(err(format!(
-                "more than {MAX_SAMPLES} samples on one page (the metrics page size cap)"
+                "more than {max_samples} samples on one page (the metrics series cap)"
             )));
         }
         let h = series_hash(&sample);
@@ -395,6 +400,18 @@ mod tests {
 
     fn one(line: &str) -> Sample {
         parse(line, Format::Text).unwrap().samples.remove(0)
+    }
+
+    #[test]
+    fn the_series_cap_names_itself_and_the_line() {
+        let page = "a 1\nb 2\nc 3\n";
+        assert_eq!(
+            parse_capped(page, Format::Text, 3).unwrap().samples.len(),
+            3
+        );
+        let e = parse_capped(page, Format::Text, 2).unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.to_string().contains("metrics series cap"), "{e}");
     }
 
     #[test]

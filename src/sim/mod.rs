@@ -4,8 +4,9 @@
 //! It serves `/v1/chat/completions` and `/v1/completions` (streaming and not), `/v1/models`,
 //! `/health` and a vLLM-style `/metrics` whose speculative-decoding counters are exactly consistent
 //! with what was streamed (`model`). Emissions are timed by its own precise timer (`timer`) and
-//! their lateness is exported. Faults can be asked for per request (header `x-specperf-fault`) or
-//! drawn at a rate, to exercise every failure path of the client.
+//! their lateness is exported. Faults can be asked for per request (header `x-specperf-fault`),
+//! drawn at a rate, or given by arrival order (an exact, repeatable mix), to exercise every failure
+//! path of the client.
 
 mod model;
 mod server;
@@ -136,6 +137,10 @@ pub struct SimConfig {
     pub reasoning_field: ReasoningField,
     /// Faults drawn at random: (fault, probability per request).
     pub fault_rates: Vec<(Fault, f64)>,
+    /// Faults by arrival order, for exact mixes: completion request `n` (0-based, counted by this
+    /// simulator in the order requests arrive) gets entry `n % len`, `None` meaning healthy.
+    /// Exclusive with `fault_rates`; a request's `x-specperf-fault` header still wins.
+    pub fault_sequence: Vec<Option<Fault>>,
     /// Delay of `slow-headers`.
     pub slow_headers: Duration,
     /// Longest a `stall` keeps a request open before closing it.
@@ -168,6 +173,7 @@ impl Default for SimConfig {
             reasoning_tokens: 0,
             reasoning_field: ReasoningField::ReasoningContent,
             fault_rates: Vec::new(),
+            fault_sequence: Vec::new(),
             slow_headers: Duration::from_secs(2),
             stall_limit: Duration::from_secs(600),
             oversized_bytes: 8 << 20,
@@ -231,6 +237,13 @@ impl SimConfig {
         }
         if self.fault_rates.iter().map(|(_, r)| r).sum::<f64>() > 1.0 {
             return bad("fault rates add up to more than 1".into());
+        }
+        if !self.fault_rates.is_empty() && !self.fault_sequence.is_empty() {
+            return bad(
+                "--fault (random faults) and --fault-sequence (faults by arrival order) \
+                 exclude each other; pick one"
+                    .into(),
+            );
         }
         Ok(())
     }

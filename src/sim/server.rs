@@ -566,6 +566,10 @@ async fn completion(
     let n = shared.seq.fetch_add(1, Relaxed);
     let mut rng = request_rng(cfg.seed, n);
     let fault = header_fault.or_else(|| {
+        let seq = &cfg.fault_sequence;
+        if !seq.is_empty() {
+            return seq[(n % seq.len() as u64) as usize];
+        }
         let mut x: f64 = rng.random();
         for (f, r) in &cfg.fault_rates {
             if x < *r {

@@ -4,7 +4,9 @@
 
 mod acceptance;
 mod common;
+mod crash;
 mod engine;
+mod fault_matrix;
 mod faults;
 mod gate;
 mod golden;
@@ -12,5 +14,6 @@ mod inject;
 mod process;
 mod render;
 mod reports;
+mod security;
 mod shards;
 mod transport;

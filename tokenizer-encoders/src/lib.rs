@@ -49,6 +49,20 @@ pub use template::ChatTemplate;
 pub use tokenizer::{TokenizeError, Tokenizer};
 pub use vectors::{check_vector_file, VectorOutcome, VectorReport};
 
+/// Fuzz entry point (specperf's `fuzz/`): runs one line of the shared vector format through the
+/// DeepSeek encoders, ignoring the verdict. Only a panic is a finding.
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub fn fuzz_vector_line(line: &str) {
+    let _ = vectors::check_vector_lines(line);
+    // The same messages through the plain-text renderer.
+    if let Ok(v) = serde_json::from_str::<Value>(line) {
+        if let Some(Value::Array(messages)) = v.pointer("/input/messages") {
+            let _ = Encoder::None.render(messages, &Map::new(), None);
+        }
+    }
+}
+
 /// Which client-side renderer turns a chat request into the wire prompt.
 #[derive(Clone, Debug)]
 pub enum Encoder {
@@ -126,6 +140,20 @@ fn plain_text(messages: &[Value]) -> Result<String, EncodeError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// specperf's `fuzz/corpus/encoders` (seeds and regression inputs) replays without a panic.
+    #[test]
+    fn fuzz_corpus_replays_clean() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/encoders");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            fuzz_vector_line(&String::from_utf8_lossy(&bytes));
+            n += 1;
+        }
+        assert!(n > 0, "{} is empty", dir.display());
+    }
 
     #[test]
     fn none_encoder_keeps_text_byte_exact() {

@@ -1,0 +1,471 @@
+//! The fault matrix: every simulator fault mode, mixed with healthy requests in one run, for each
+//! of streaming/non-streaming × chat/completions × HTTP/1.1/HTTP/2 (h2c). Each run uses the
+//! simulator's fault sequence (faults by arrival order), so the mix is exact: every record must
+//! show the failure its fault calls for, within its timeout, healthy requests must be untouched,
+//! and the counts, the summary and `records.jsonl` must agree to the request.
+//!
+//! Beside the matrix, the targets that misbehave below HTTP: a server killed mid-run, nothing
+//! listening, a name that does not resolve, a certificate for another name, and metrics endpoints
+//! that answer garbage, hang, or announce a page past the cap.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{config, fast, kind, records, replay_at, run, sim};
+use specperf::sim::{Fault, SimConfig, TlsFiles};
+
+/// Healthy requests between the faults, so every fault runs beside a healthy neighbour.
+fn sequence() -> Vec<Option<Fault>> {
+    let faults = [
+        Fault::Http429,
+        Fault::Http500,
+        Fault::Http503,
+        Fault::CloseMidStream,
+        Fault::Stall,
+        Fault::StallMidStream,
+        Fault::SlowHeaders,
+        Fault::MalformedChunk,
+        Fault::ErrorMidStream,
+        Fault::OversizedChunk,
+    ];
+    faults.iter().flat_map(|f| [None, Some(*f)]).collect()
+}
+
+const REPEATS: usize = 2;
+const OSL: u64 = 8;
+const TTFT_TIMEOUT: Duration = Duration::from_millis(800);
+const IDLE_TIMEOUT: Duration = Duration::from_millis(300);
+/// Longer than any healthy request's wait for headers, shorter than the first-token timeout.
+const SLOW_HEADERS: Duration = Duration::from_millis(400);
+/// Slack for scheduling on a loaded two-core machine when checking a timeout fired on time.
+const SLACK: Duration = Duration::from_secs(2);
+
+fn ns(r: &Value, field: &str) -> Option<u64> {
+    r[field].as_u64()
+}
+
+/// The fault a record shows, from its outcome alone. Every fault maps to a distinct signature:
+/// HTTP statuses by code, a stall before headers has no `headers_ns`, a stall after them is an
+/// idle timeout (streaming) or a first-token timeout with headers (non-streaming, where the first
+/// token is the whole body), slow headers succeed with headers at least `SLOW_HEADERS` late.
+fn shown_fault(r: &Value) -> &'static str {
+    let sent = ns(r, "sent_ns").expect("sent_ns");
+    let headers = ns(r, "headers_ns");
+    match (r["outcome"]["status"].as_str(), kind(r)) {
+        (Some("success"), _) => match headers {
+            Some(h) if Duration::from_nanos(h - sent) >= SLOW_HEADERS => "slow-headers",
+            _ => "none",
+        },
+        (_, Some("http_status")) => match r["http_status"].as_u64() {
+            Some(429) => "http429",
+            Some(500) => "http500",
+            Some(503) => "http503",
+            other => panic!("unexpected status {other:?}: {r}"),
+        },
+        (_, Some("ttft_timeout")) if headers.is_none() => "stall",
+        (_, Some("ttft_timeout" | "idle_timeout")) => "stall-mid-stream",
+        (_, Some("connection_closed")) => "close-mid-stream",
+        (_, Some("malformed")) => "malformed-chunk",
+        (_, Some("stream_error")) => "error-mid-stream",
+        (_, Some("oversized")) => "oversized-chunk",
+        _ => panic!("record matches no fault: {r}"),
+    }
+}
+
+/// Checks one run of the matrix; returns a label for messages.
+fn check_run(label: &str, out: &specperf::RunOutcome, recs: &[Value]) {
+    let n = sequence().len() * REPEATS;
+    let c = &out.summary.counts;
+    // Counts add up, and the JSONL holds every request exactly once.
+    assert_eq!(recs.len(), n, "{label}: one record per request");
+    assert_eq!(c.total, n as u64, "{label}");
+    assert_eq!(c.success + c.failed, c.total, "{label}: nothing cancelled");
+    let mut ids: Vec<u64> = recs.iter().map(|r| r["id"].as_u64().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..n as u64).collect::<Vec<_>>(), "{label}: ids");
+
+    // Every fault shows up exactly as often as the sequence holds it.
+    let mut want: BTreeMap<&str, usize> = BTreeMap::new();
+    for f in sequence() {
+        *want.entry(f.map_or("none", Fault::name)).or_default() += REPEATS;
+    }
+    let mut got: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in recs {
+        *got.entry(shown_fault(r)).or_default() += 1;
+    }
+    assert_eq!(got, want, "{label}: faults shown by the records");
+
+    // The summary counts the same kinds as the records.
+    let mut by_kind: BTreeMap<&str, u64> = BTreeMap::new();
+    for r in recs {
+        if let Some(k) = kind(r) {
+            *by_kind.entry(k).or_default() += 1;
+        }
+    }
+    let summary_kinds: BTreeMap<&str, u64> = c
+        .failed_by_kind
+        .iter()
+        .map(|(k, v)| (*k, *v))
+        .filter(|(_, v)| *v > 0)
+        .collect();
+    assert_eq!(summary_kinds, by_kind, "{label}: summary failed_by_kind");
+    for (status, count) in [(429u16, REPEATS), (500, REPEATS), (503, REPEATS)] {
+        assert_eq!(
+            c.http_status[&status], count as u64,
+            "{label}: HTTP {status}"
+        );
+    }
+
+    for r in recs {
+        let took = Duration::from_nanos(ns(r, "end_ns").unwrap() - ns(r, "sent_ns").unwrap());
+        match shown_fault(r) {
+            "none" | "slow-headers" => {
+                // Healthy requests are untouched by their faulty neighbours.
+                assert_eq!(r["completion_tokens"].as_u64(), Some(OSL), "{label}: {r}");
+                assert!(r["error"].is_null(), "{label}: {r}");
+                assert_eq!(r["finish_reason"], "length", "{label}: {r}");
+            }
+            fault => {
+                assert!(
+                    r["error"].as_str().is_some_and(|e| !e.is_empty()),
+                    "{label}: {fault} record names its error: {r}"
+                );
+                // Each failure ends within its own bound, never at the request timeout.
+                let bound = match kind(r) {
+                    Some("ttft_timeout") => {
+                        assert!(took >= TTFT_TIMEOUT, "{label}: fired early: {r}");
+                        TTFT_TIMEOUT + SLACK
+                    }
+                    Some("idle_timeout") => {
+                        assert!(took >= IDLE_TIMEOUT, "{label}: fired early: {r}");
+                        IDLE_TIMEOUT + SLACK
+                    }
+                    _ => SLACK,
+                };
+                assert!(took <= bound, "{label}: {fault} took {took:?}: {r}");
+            }
+        }
+    }
+    assert_eq!(
+        out.summary.total_completion_tokens,
+        c.success * OSL,
+        "{label}: only successful requests count tokens"
+    );
+    assert_eq!(
+        specperf::exit_code(out, 0.05),
+        1,
+        "{label}: failures exit 1"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_fault_mixed_with_healthy_requests_for_every_mode_and_protocol() {
+    let started = Instant::now();
+    let mut runs = tokio::task::JoinSet::new();
+    for streaming in [true, false] {
+        for endpoint in ["chat", "completions"] {
+            for http in ["http1", "http2"] {
+                runs.spawn(async move {
+                    // One simulator per run: the sequence counts arrivals per simulator.
+                    let s = sim(SimConfig {
+                        fault_sequence: sequence(),
+                        slow_headers: SLOW_HEADERS,
+                        stall_limit: Duration::from_secs(10),
+                        oversized_bytes: 256 << 10,
+                        ..fast()
+                    });
+                    let dir = tempfile::tempdir().unwrap();
+                    let args = format!(
+                        "--model {} --endpoint-type {endpoint} --streaming {streaming} --http {http} \
+                         --concurrency 8 --request-count {} --osl {OSL} --max-event-bytes 65536 \
+                         --ttft-timeout-seconds {} --idle-timeout-seconds {} \
+                         --request-timeout-seconds 30",
+                        s.model(),
+                        sequence().len() * REPEATS,
+                        TTFT_TIMEOUT.as_secs_f64(),
+                        IDLE_TIMEOUT.as_secs_f64(),
+                    );
+                    let out = replay_at(&s.url(), dir.path().to_str().unwrap(), &args).await;
+                    let label = format!("streaming={streaming} {endpoint} {http}");
+                    check_run(&label, &out, &records(dir.path()));
+                    if http == "http2" {
+                        assert!(s.http2_requests() > 0, "{label}: spoke HTTP/2");
+                    } else {
+                        assert_eq!(s.http2_requests(), 0, "{label}: spoke HTTP/1.1");
+                    }
+                    label
+                });
+            }
+        }
+    }
+    let mut done = Vec::new();
+    while let Some(r) = runs.join_next().await {
+        done.push(r.expect("matrix run panicked"));
+    }
+    assert_eq!(done.len(), 8);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "matrix took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_killed_mid_run_fails_the_rest_fast_and_loses_no_record() {
+    let s = sim(SimConfig {
+        itl: Duration::from_millis(5),
+        ..fast()
+    });
+    let (url, model) = (s.url(), s.model().to_owned());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_owned();
+    let started = Instant::now();
+    let replay = tokio::spawn(async move {
+        run(config(&[
+            "--url",
+            &url,
+            "--model",
+            &model,
+            "--concurrency",
+            "4",
+            "--request-count",
+            "60",
+            "--osl",
+            "64",
+            "--connect-timeout-seconds",
+            "2",
+            "--artifact-dir",
+            d.to_str().unwrap(),
+        ]))
+        .await
+    });
+    let path = dir.path().join("records.jsonl");
+    while std::fs::read_to_string(&path).map_or(0, |t| t.lines().count()) < 40 {
+        assert!(started.elapsed() < Duration::from_secs(20), "no records");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Dropping the handle stops the simulator and closes every connection it holds.
+    tokio::task::spawn_blocking(move || drop(s)).await.unwrap();
+    let out = replay.await.unwrap();
+    let c = &out.summary.counts;
+    assert_eq!(c.total, 60);
+    assert_eq!(
+        records(dir.path()).len(),
+        60,
+        "every request has its record"
+    );
+    assert!(c.success >= 40, "{c:?}");
+    let allowed = ["connect", "connection_closed"];
+    assert!(
+        c.failed_by_kind
+            .iter()
+            .all(|(k, v)| *v == 0 || allowed.contains(k)),
+        "{c:?}"
+    );
+    assert!(
+        c.failed_by_kind.get("connect").copied().unwrap_or(0) > 0,
+        "{c:?}"
+    );
+    assert_eq!(c.success + c.failed, 60);
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_server_gives_a_trickle_of_connect_records_not_a_flood() {
+    // Found by the soak: with its server gone, a closed loop reissued connect failures as fast as
+    // the kernel refused them (about 17,000 records a second). Each now holds its slot for a
+    // backoff (at most 250 ms), so 16 slots for 1 s leave about a hundred records.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_at(
+        &format!("http://127.0.0.1:{port}"),
+        dir.path().to_str().unwrap(),
+        "--model m --concurrency 16 --benchmark-duration 1 --benchmark-grace-period 1",
+    )
+    .await;
+    let c = &out.summary.counts;
+    assert_eq!(c.failed_by_kind["connect"], c.total, "{c:?}");
+    assert!(c.total >= 16 && c.total < 400, "{c:?}");
+    assert_eq!(records(dir.path()).len() as u64, c.total);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_listening_and_a_name_that_does_not_resolve_are_connect_records() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let t = Instant::now();
+    let out = replay_at(
+        &format!("http://127.0.0.1:{port}"),
+        d,
+        "--model m --request-count 5 --connect-timeout-seconds 2",
+    )
+    .await;
+    assert_eq!(out.summary.counts.failed_by_kind["connect"], 5);
+    assert!(t.elapsed() < Duration::from_secs(5));
+
+    // `.invalid` never resolves (RFC 2606). Offline resolvers answer at once; a slow one is
+    // bounded by the connect timeout, which also covers name resolution. One connection at a
+    // time: a burst of lookups can make a real resolver drop some, and a lookup thread that is
+    // still waiting would hold up this test's runtime at shutdown (the binary does not wait).
+    let t = Instant::now();
+    let out = replay_at(
+        "http://specperf-fault-matrix.invalid:8000",
+        d,
+        "--model m --concurrency 1 --request-count 3 --connect-timeout-seconds 2",
+    )
+    .await;
+    let c = &out.summary.counts;
+    let resolved_or_timed_out = c.failed_by_kind.get("connect").copied().unwrap_or(0)
+        + c.failed_by_kind
+            .get("connect_timeout")
+            .copied()
+            .unwrap_or(0);
+    assert_eq!(resolved_or_timed_out, 3, "{c:?}");
+    assert!(records(dir.path())
+        .iter()
+        .all(|r| r["error"].as_str().is_some_and(|e| !e.is_empty())));
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_for_another_name_is_refused_even_from_a_trusted_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    // A certificate valid only for other.example, trusted through --ca-file.
+    let ck = rcgen::generate_simple_self_signed(vec!["other.example".into()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+    let s = sim(SimConfig {
+        tls: Some(TlsFiles {
+            cert: cert.clone(),
+            key,
+        }),
+        ..fast()
+    });
+    let url = s.url().replace("127.0.0.1", "localhost");
+    let art = dir.path().join("a");
+    let out = replay_at(
+        &url,
+        art.to_str().unwrap(),
+        &format!(
+            "--model {} --ca-file {} --request-count 3",
+            s.model(),
+            cert.display()
+        ),
+    )
+    .await;
+    assert_eq!(out.summary.counts.failed_by_kind["connect"], 3);
+    for r in records(&art) {
+        let e = r["error"].as_str().unwrap().to_lowercase();
+        assert!(e.contains("certificate"), "{r}");
+    }
+}
+
+/// A raw TCP server on loopback: answers every connection with `reply` (after reading the
+/// request head), or with `None` holds each connection open in silence, for `secs` seconds.
+fn raw_server(reply: Option<Vec<u8>>, secs: u64) -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let t = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(secs);
+        let mut held = Vec::new();
+        while Instant::now() < until {
+            let Ok((mut s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            if let Some(reply) = &reply {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let mut head = Vec::new();
+                let mut b = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut b) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&b[..n]),
+                    }
+                }
+                let _ = s.write_all(reply);
+            } else {
+                held.push(s);
+            }
+        }
+    });
+    (port, t)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_endpoints_that_answer_garbage_hang_or_oversize_cannot_hold_up_the_run() {
+    let garbage = b"this is { not a prometheus page\n";
+    let mut reply = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        garbage.len()
+    )
+    .into_bytes();
+    reply.extend_from_slice(garbage);
+    let (garbage_port, g) = raw_server(Some(reply), 4);
+    let (hang_port, h) = raw_server(None, 4);
+    // Announces a page far past the cap, then sends nothing: refused from the header alone.
+    let huge =
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1099511627776\r\n\r\n";
+    let (huge_port, u) = raw_server(Some(huge.to_vec()), 4);
+
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let out = replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        &format!(
+            "--request-count 20 --osl 8 --metrics-timeout-seconds 0.5 \
+             --server-metrics {}/metrics --server-metrics 127.0.0.1:{garbage_port} \
+             --server-metrics 127.0.0.1:{hang_port} --server-metrics 127.0.0.1:{huge_port}",
+            s.url()
+        ),
+    )
+    .await;
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(out.summary.counts.success, 20, "requests are unaffected");
+    assert_eq!(specperf::exit_code(&out, 0.05), 0);
+    let report = out.summary.acceptance.as_ref().expect("acceptance report");
+    let ep = |port: u16| {
+        report
+            .endpoints
+            .iter()
+            .find(|e| e.url.contains(&format!(":{port}/")))
+            .unwrap()
+    };
+    assert!(
+        ep(garbage_port).before.contains("malformed page"),
+        "{:?}",
+        ep(garbage_port)
+    );
+    assert!(
+        ep(hang_port).before.contains("no answer within"),
+        "{:?}",
+        ep(hang_port)
+    );
+    assert!(ep(huge_port).before.contains("cap"), "{:?}", ep(huge_port));
+    // The healthy simulator endpoint still measures: the AL is there, marked partial.
+    assert!(report.acceptance.partial);
+    assert!(report.acceptance.numbers.acceptance_length.is_some());
+    for t in [g, h, u] {
+        t.join().unwrap();
+    }
+}
