@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use specperf::{
-    Aggregate, ChunkGap, LoadMeta, Outcome, Phase, RequestRecord, RunMeta, Shard, Slo, SloMetric,
+    Aggregate, ChunkGap, LoadMeta, Outcome, Phase, RequestRecord, RunMeta, Slo, SloMetric,
     TokenSource,
 };
 
@@ -73,22 +73,7 @@ fn meta() -> RunMeta {
         input: "bench".into(),
         start_unix_s: 0.0,
         stopped_by: None,
-        load: LoadMeta {
-            mode: "closed",
-            request_rate: None,
-            arrival_pattern: None,
-            arrival_smoothness: None,
-            concurrency_cap: None,
-            random_seed: 0,
-            ramp_s: None,
-            benchmark_duration_s: None,
-            grace_period_s: None,
-            schedule_lag_tolerance_ms: 5.0,
-            shard: Shard::SINGLE,
-            shards_merged: None,
-            dispatch: Default::default(),
-            warmup: None,
-        },
+        load: LoadMeta::default(),
         timeouts_s: Default::default(),
     }
 }

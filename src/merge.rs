@@ -690,23 +690,13 @@ mod tests {
             start_unix_s,
             stopped_by: None,
             load: LoadMeta {
-                mode: "closed",
-                request_rate: None,
-                arrival_pattern: None,
-                arrival_smoothness: None,
-                concurrency_cap: None,
-                random_seed: 0,
-                ramp_s: None,
-                benchmark_duration_s: None,
                 grace_period_s: Some(30.0),
-                schedule_lag_tolerance_ms: 5.0,
                 shard: Shard { index, count },
-                shards_merged: None,
                 dispatch: DispatchStats {
                     issued: 1,
                     ..DispatchStats::default()
                 },
-                warmup: None,
+                ..LoadMeta::default()
             },
             timeouts_s: BTreeMap::from([("connect", 30.0), ("request", 600.0)]),
         }

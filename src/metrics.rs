@@ -767,6 +767,28 @@ pub struct LoadMeta {
     pub warmup: Option<DispatchStats>,
 }
 
+impl Default for LoadMeta {
+    /// A closed-loop, single-process run with the default lag tolerance and nothing dispatched.
+    fn default() -> Self {
+        LoadMeta {
+            mode: "closed",
+            request_rate: None,
+            arrival_pattern: None,
+            arrival_smoothness: None,
+            concurrency_cap: None,
+            random_seed: 0,
+            ramp_s: None,
+            benchmark_duration_s: None,
+            grace_period_s: None,
+            schedule_lag_tolerance_ms: 5.0,
+            shard: Shard::SINGLE,
+            shards_merged: None,
+            dispatch: DispatchStats::default(),
+            warmup: None,
+        }
+    }
+}
+
 /// The run's summary (also written as `summary.json`).
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::*;
 use crate::metrics::{Aggregate, LoadMeta, RunMeta, Slo, SloMetric, Summary};
 use crate::record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
-use crate::schedule::{DispatchStats, Shard};
+use crate::schedule::DispatchStats;
 use crate::scrape::acceptance::{evaluate, AcceptanceOptions, EndpointWindow, Snapshot};
 use crate::scrape::{prom, AlPoint, EndpointStatus, ScrapeReport};
 
@@ -102,25 +102,14 @@ fn meta() -> RunMeta {
         start_unix_s: START_UNIX_S,
         stopped_by: None,
         load: LoadMeta {
-            mode: "closed",
-            request_rate: None,
-            arrival_pattern: None,
-            arrival_smoothness: None,
-            concurrency_cap: None,
-            random_seed: 0,
-            ramp_s: None,
-            benchmark_duration_s: None,
             grace_period_s: Some(30.0),
-            schedule_lag_tolerance_ms: 5.0,
-            shard: Shard::SINGLE,
-            shards_merged: None,
             dispatch: DispatchStats {
                 issued: 7,
                 late: 0,
                 max_lag_ms: 0.0,
                 not_issued: 0,
             },
-            warmup: None,
+            ..LoadMeta::default()
         },
         timeouts_s: [("first_token", 0.6), ("request", 21600.0)]
             .into_iter()
