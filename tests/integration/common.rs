@@ -137,3 +137,33 @@ pub(crate) async fn fake_metrics(pages: Vec<Page>) -> (String, Arc<AtomicUsize>)
     });
     (url, hits)
 }
+
+/// Waits for a child process, killing it and failing the test after `limit`.
+pub(crate) fn wait_exit(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> std::process::ExitStatus {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            panic!("process did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A self-signed certificate for `names`, written as PEM files into `dir`.
+pub(crate) fn self_signed(dir: &Path, names: &[&str]) -> specperf::sim::TlsFiles {
+    let ck =
+        rcgen::generate_simple_self_signed(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    let cert = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+    specperf::sim::TlsFiles { cert, key }
+}

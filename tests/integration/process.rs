@@ -3,24 +3,10 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{fast, sim};
+use crate::common::{fast, sim, wait_exit};
 use specperf::sim::SimConfig;
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
-
-fn wait_with_timeout(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
-    let until = Instant::now() + limit;
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        if Instant::now() > until {
-            let _ = child.kill();
-            panic!("process did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[test]
 fn sigterm_mid_run_cancels_in_flight_and_writes_records_and_summary() {
@@ -64,7 +50,7 @@ fn sigterm_mid_run_cancels_in_flight_and_writes_records_and_summary() {
         .status()
         .unwrap();
     assert!(st.success());
-    let status = wait_with_timeout(&mut child, Duration::from_secs(20));
+    let status = wait_exit(&mut child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(143));
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
@@ -160,7 +146,7 @@ fn sim_subcommand_serves_until_terminated() {
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
-    let st = wait_with_timeout(&mut child, Duration::from_secs(10));
+    let st = wait_exit(&mut child, Duration::from_secs(10));
     assert_eq!(st.code(), Some(0));
 }
 

@@ -9,25 +9,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::{config, fast, records, replay_at, sim};
-use specperf::sim::{SimConfig, TlsFiles};
+use crate::common::{config, fast, records, replay_at, self_signed, sim};
+use specperf::sim::SimConfig;
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
-
-fn self_signed(dir: &Path) -> TlsFiles {
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
-    let cert = dir.join("cert.pem");
-    let key = dir.join("key.pem");
-    std::fs::write(&cert, ck.cert.pem()).unwrap();
-    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
-    TlsFiles { cert, key }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_is_verified_by_default_and_insecure_is_explicit_and_loud() {
     let dir = tempfile::tempdir().unwrap();
     let s = sim(SimConfig {
-        tls: Some(self_signed(dir.path())),
+        tls: Some(self_signed(dir.path(), &["localhost"])),
         ..fast()
     });
     let url = s.url().replace("127.0.0.1", "localhost");

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::common::{config, fast, records, replay_at, sim};
-use specperf::sim::{SimConfig, TlsFiles};
+use crate::common::{config, fast, records, replay_at, self_signed, sim};
+use specperf::sim::SimConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2c_prior_knowledge_multiplexes_streams() {
@@ -19,20 +19,10 @@ async fn h2c_prior_knowledge_multiplexes_streams() {
     assert_eq!(s.http2_requests(), 100);
 }
 
-fn local_cert(dir: &std::path::Path) -> TlsFiles {
-    let ck =
-        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-    let cert = dir.join("cert.pem");
-    let key = dir.join("key.pem");
-    std::fs::write(&cert, ck.cert.pem()).unwrap();
-    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
-    TlsFiles { cert, key }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_with_a_local_ca_over_http1_and_http2() {
     let dir = tempfile::tempdir().unwrap();
-    let tls = local_cert(dir.path());
+    let tls = self_signed(dir.path(), &["localhost", "127.0.0.1"]);
     let ca = tls.cert.to_str().unwrap().to_owned();
     let s = sim(SimConfig {
         tls: Some(tls),
