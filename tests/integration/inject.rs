@@ -730,6 +730,14 @@ fn rewrites_then_reruns_clean(text: &str, changes: &[Change]) {
     assert_eq!((o.code, again), (0, after));
 }
 
+/// Injects into `text` (opted in, dsv4, thinking_on): exit 1, the recipe untouched, and the
+/// error names `cause`.
+fn fails_untouched(text: &str, cause: &str) {
+    let (o, after) = run_text(text, &[]);
+    assert_eq!((o.code, after.as_str()), (1, text));
+    assert!(o.stderr.contains(cause), "{}", o.stderr);
+}
+
 fn run_text(text: &str, env: &[(&str, &str)]) -> (Out, String) {
     let (_d, p) = recipe("r.yaml", text);
     let mut all = vec![
@@ -813,25 +821,16 @@ fn flat_vllm_config_without_backend_section() {
         )],
     );
     // Without a framework anywhere, nothing can be decided.
-    let (o, after) = run_text(text, &[]);
-    assert_eq!((o.code, after.as_str()), (1, text));
-    assert!(o.stderr.contains("no framework"), "{}", o.stderr);
+    fails_untouched(text, "no framework");
 }
 
 #[test]
 fn mixed_engines_in_one_recipe_fail() {
     let text = "backend:\n  type: vllm\n  vllm_config:\n    decode:\n      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'\n  sglang_config:\n    decode:\n      speculative-algorithm: EAGLE\n";
-    let (o, after) = run_text(text, &[]);
-    assert_eq!((o.code, after.as_str()), (1, text));
-    assert!(
-        o.stderr.contains("mixed frameworks") && o.stderr.contains("vllm_config and sglang_config"),
-        "{}",
-        o.stderr
-    );
+    fails_untouched(text, "mixed frameworks");
+    fails_untouched(text, "vllm_config and sglang_config");
     let text = "backend:\n  type: sglang\n  vllm_config:\n    decode:\n      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'\n";
-    let (o, after) = run_text(text, &[]);
-    assert_eq!((o.code, after.as_str()), (1, text));
-    assert!(o.stderr.contains("backend.type is sglang"), "{}", o.stderr);
+    fails_untouched(text, "backend.type is sglang");
 }
 
 #[test]
@@ -884,25 +883,13 @@ fn sglang_anchor_and_merge_key_survive_and_rerun_is_a_no_op() {
 #[test]
 fn sglang_draft_token_shape_is_enforced() {
     let text = "backend:\n  type: sglang\n  decode_environment:\n    A: \"1\"\n  sglang_config:\n    decode:\n      speculative-algorithm: EAGLE\n      speculative-num-steps: 3\n      speculative-num-draft-tokens: 3\n";
-    let (o, after) = run_text(text, &[]);
-    assert_eq!((o.code, after.as_str()), (1, text));
-    assert!(
-        o.stderr.contains("speculative-num-steps + 1 = 4"),
-        "{}",
-        o.stderr
-    );
+    fails_untouched(text, "speculative-num-steps + 1 = 4");
 }
 
 #[test]
 fn sglang_role_without_environment_block_fails() {
     let text = "backend:\n  type: sglang\n  sglang_config:\n    decode:\n      speculative-algorithm: EAGLE\n      speculative-num-steps: 3\n";
-    let (o, after) = run_text(text, &[]);
-    assert_eq!((o.code, after.as_str()), (1, text));
-    assert!(
-        o.stderr.contains("no decode_environment block"),
-        "{}",
-        o.stderr
-    );
+    fails_untouched(text, "no decode_environment block");
 }
 
 #[test]
