@@ -5,7 +5,7 @@
 //! everything; in-flight requests then end as `cancelled` records and the summary is still written.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -22,66 +22,11 @@ use crate::render::{self, RenderOptions};
 use crate::schedule::{self, arrivals, DispatchStats, Issued, Plan, Tickets};
 use crate::scrape::{ScrapeSettings, Scraper};
 use crate::sim::{SimError, SimHandle, Simulator};
+use crate::stop::{StopReason, Stopper};
 use tokenizer_encoders::{ChatTemplate, EncodeError, Encoder, Tokenizer};
 
 /// The collection bundled into the binary (`datasets/qualitative.jsonl`).
 pub const BUNDLED_COLLECTION: &str = include_str!("../datasets/qualitative.jsonl");
-
-/// Why a run stopped before finishing its requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// The whole-run deadline (`--timeout-seconds`) passed.
-    Deadline,
-    /// No request finished for `--stall-timeout-seconds`.
-    Stalled,
-    /// SIGINT / Ctrl-C.
-    Interrupted,
-    /// SIGTERM.
-    Terminated,
-}
-
-impl StopReason {
-    fn as_str(self) -> &'static str {
-        match self {
-            StopReason::Deadline => "deadline",
-            StopReason::Stalled => "stalled",
-            StopReason::Interrupted => "interrupted",
-            StopReason::Terminated => "terminated",
-        }
-    }
-}
-
-/// The run's one cancellation path. The first reason given wins.
-#[derive(Clone, Debug, Default)]
-pub struct Stopper {
-    token: CancellationToken,
-    reason: Arc<Mutex<Option<StopReason>>>,
-}
-
-impl Stopper {
-    /// A fresh, untriggered stopper.
-    pub fn new() -> Self {
-        Stopper::default()
-    }
-
-    /// Stops the run for `reason` (ignored if already stopped).
-    pub fn stop(&self, reason: StopReason) {
-        self.reason
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_or_insert(reason);
-        self.token.cancel();
-    }
-
-    /// Why the run was stopped, if it was.
-    pub fn reason(&self) -> Option<StopReason> {
-        *self.reason.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn token(&self) -> &CancellationToken {
-        &self.token
-    }
-}
 
 /// Errors that prevent a run from starting. Anything after the first request is a record instead.
 #[derive(Debug, thiserror::Error)]

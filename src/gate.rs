@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use crate::cli::{Cli, Command, GateArgs};
 use crate::client::Client;
 use crate::config::{metrics_endpoints, RunConfig};
-use crate::engine::{replay, StopReason, Stopper};
+use crate::engine::replay;
 use crate::golden::{
     parse_draft_len, Collection, CollectionEndpoint, CurveQuery, GoldenSource, Renderer,
     ThinkingMode, Turns,
@@ -29,6 +29,8 @@ use crate::golden::{
 use crate::metrics::Progress;
 use crate::scrape::acceptance::{AcceptanceStatus, SpecEngine};
 use crate::scrape::{self, ScrapeReport};
+use crate::stop::{StopReason, Stopper};
+use crate::timefmt::rfc3339_now;
 
 /// Version of the gate's extension fields.
 pub const GATE_VERSION: u32 = 1;
@@ -936,15 +938,8 @@ fn write_atomic(path: &Path, fields: &BTreeMap<String, Value>) -> Result<(), Str
     let mut text =
         serde_json::to_string_pretty(&Value::Object(sorted)).map_err(|e| e.to_string())?;
     text.push('\n');
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("al_gate"),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("cannot rename to {}: {e}", path.display()))
+    crate::fsutil::write_atomic(path, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 fn sort_keys(v: &Value) -> Value {
@@ -957,31 +952,6 @@ fn sort_keys(v: &Value) -> Value {
         Value::Array(a) => Value::Array(a.iter().map(sort_keys).collect()),
         other => other.clone(),
     }
-}
-
-/// Now as RFC 3339 UTC, seconds precision (no time-zone database needed).
-fn rfc3339_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 /// Finds `al_gate_*.json` files under `paths` (files, or directories searched recursively).

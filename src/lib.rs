@@ -28,6 +28,7 @@ mod config;
 mod dataset;
 mod engine;
 mod fdlimit;
+mod fsutil;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -42,6 +43,8 @@ mod report;
 mod schedule;
 pub mod scrape;
 pub mod sim;
+mod stop;
+mod timefmt;
 mod yaml;
 
 pub use cli::{
@@ -55,9 +58,7 @@ pub use config::{
     resolve_shard, result_file_name, sim_config, ConfigError, RunConfig,
 };
 pub use dataset::{DatasetError, DatasetKind, Sample};
-pub use engine::{
-    render_requests, replay, EngineError, RunOutcome, StopReason, Stopper, BUNDLED_COLLECTION,
-};
+pub use engine::{render_requests, replay, EngineError, RunOutcome, BUNDLED_COLLECTION};
 pub use fdlimit::FdLimitError;
 pub use inject::{
     inject, EntryReport, EntryState, InjectConfig, InjectError, InjectOutcome, InjectReport,
@@ -73,6 +74,7 @@ pub use render::EndpointType;
 pub use report::plot::{plot, PlotOutput};
 pub use report::{console_table, progress_line, write_artifacts, ReportError};
 pub use schedule::{arrivals, ArrivalPattern, DispatchStats, Shard};
+pub use stop::{StopReason, Stopper};
 pub use yaml::YamlError;
 
 /// Process exit codes (documented in `--help`).

@@ -23,8 +23,8 @@ mod sglang;
 mod trtllm;
 mod vllm;
 
+use crate::fsutil::write_atomic;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use edit::Edit;
@@ -1034,42 +1034,6 @@ fn resolve_backend(
             file: file.to_owned(),
         }),
     }
-}
-
-/// Writes `bytes` to `target` via a temporary file in the same directory and a rename, so a
-/// reader sees the old file or the new one, never a partial one. Keeps the old file's mode.
-fn write_atomic(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match target.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "recipe".into());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let tmp = dir.join(format!(
-        ".{name}.specperf-inject.{}.{nanos}.tmp",
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        if let Ok(meta) = fs::metadata(target) {
-            fs::set_permissions(&tmp, meta.permissions())?;
-        }
-        fs::rename(&tmp, target)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
 }
 
 #[cfg(test)]

@@ -272,20 +272,9 @@ impl ReportError {
     }
 }
 
-/// Writes through a temporary file and a rename: a run killed while writing leaves the previous
-/// file or none, never half a file.
+/// Writes one artifact atomically (a killed run leaves the previous file or none).
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("artifact");
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
-        .map_err(ReportError::io(path))
+    crate::fsutil::write_atomic(path, bytes).map_err(ReportError::io(path))
 }
 
 /// Writes the end-of-run artifacts into `dir`: `summary.json`, `console.txt`,
@@ -405,46 +394,4 @@ fn clock(secs: f64) -> String {
     }
 }
 
-/// Unix seconds as ISO 8601 UTC with microseconds, e.g. `2026-11-30T12:00:00.000000+00:00`.
-pub(crate) fn iso8601(unix_s: f64) -> String {
-    let (date, (h, m, s), us) = civil(unix_s);
-    format!(
-        "{:04}-{:02}-{:02}T{h:02}:{m:02}:{s:02}.{us:06}+00:00",
-        date.0, date.1, date.2
-    )
-}
-
-/// Unix seconds as vLLM's result date, `%Y%m%d-%H%M%S` (UTC).
-pub(crate) fn compact_date(unix_s: f64) -> String {
-    let ((y, mo, d), (h, m, s), _) = civil(unix_s);
-    format!("{y:04}{mo:02}{d:02}-{h:02}{m:02}{s:02}")
-}
-
-/// Calendar date, time of day and microseconds of a Unix time (proleptic Gregorian, UTC).
-fn civil(unix_s: f64) -> ((i64, u32, u32), (u32, u32, u32), u32) {
-    let us_total = (unix_s.max(0.0) * 1e6).round() as i64;
-    let (secs, us) = (
-        us_total.div_euclid(1_000_000),
-        us_total.rem_euclid(1_000_000),
-    );
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    (
-        (y, mo, d),
-        (
-            (sod / 3600) as u32,
-            (sod / 60 % 60) as u32,
-            (sod % 60) as u32,
-        ),
-        us as u32,
-    )
-}
+pub(crate) use crate::timefmt::{compact_date, iso8601};

@@ -156,7 +156,7 @@ impl Simulator {
     }
 
     /// Serves until `stop` fires (used by `specperf sim`).
-    pub async fn run_until(self, stop: &crate::engine::Stopper) {
+    pub async fn run_until(self, stop: &crate::stop::Stopper) {
         self.run(stop.token().clone()).await
     }
 

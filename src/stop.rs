@@ -1,0 +1,64 @@
+//! The run's one cancellation path: a [`Stopper`] shared by the engine, the scrape side task, the
+//! simulator and the gate. Deadline, stall watchdog, SIGINT and SIGTERM all stop through it; the
+//! first reason given wins. It sits below every stage so that each can hold it without importing
+//! the engine that wires them.
+
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+/// Why a run stopped before finishing its requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The whole-run deadline (`--timeout-seconds`) passed.
+    Deadline,
+    /// No request finished for `--stall-timeout-seconds`.
+    Stalled,
+    /// SIGINT / Ctrl-C.
+    Interrupted,
+    /// SIGTERM.
+    Terminated,
+}
+
+impl StopReason {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Deadline => "deadline",
+            StopReason::Stalled => "stalled",
+            StopReason::Interrupted => "interrupted",
+            StopReason::Terminated => "terminated",
+        }
+    }
+}
+
+/// The run's one cancellation path. The first reason given wins.
+#[derive(Clone, Debug, Default)]
+pub struct Stopper {
+    token: CancellationToken,
+    reason: Arc<Mutex<Option<StopReason>>>,
+}
+
+impl Stopper {
+    /// A fresh, untriggered stopper.
+    pub fn new() -> Self {
+        Stopper::default()
+    }
+
+    /// Stops the run for `reason` (ignored if already stopped).
+    pub fn stop(&self, reason: StopReason) {
+        self.reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(reason);
+        self.token.cancel();
+    }
+
+    /// Why the run was stopped, if it was.
+    pub fn reason(&self) -> Option<StopReason> {
+        *self.reason.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+}
