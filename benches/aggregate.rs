@@ -62,7 +62,7 @@ fn meta() -> RunMeta {
         url: "http://127.0.0.1:8000".into(),
         model: "m".into(),
         endpoint: "/v1/chat/completions".into(),
-        endpoint_type: "chat",
+        endpoint_type: specperf::EndpointType::Chat,
         osl: Some(256),
         cli_command: None,
         streaming: true,

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{BodyCap, Client, ClientError, Clock, Fetched, Prepared};
 use crate::config::{DatasetSource, EncoderSpec, RunConfig, Target};
 use crate::dataset::{self, DatasetError, Sample};
-use crate::metrics::{self, LoadMeta, Progress, RunMeta, Summary};
+use crate::metrics::{self, LoadMeta, RecordSink, RunMeta, Summary, TimeoutKind};
+use crate::progress::Progress;
 use crate::record::{FailureKind, Outcome, Phase, RequestRecord};
 use crate::render::{self, RenderOptions};
 use crate::schedule::{self, arrivals, DispatchStats, Issued, Plan, Tickets};
@@ -201,11 +202,19 @@ pub async fn replay(
     let clock = Clock::new();
     let (tx, rx) = mpsc::channel::<RequestRecord>(1024);
     let progress_rx = progress.subscribe();
-    let sinks = metrics::Sinks {
-        records: Some(records),
-        profile_export: Some(profile_export),
-        epoch_ns: start_unix.as_nanos() as u64,
-    };
+    let epoch_ns = start_unix.as_nanos() as u64;
+    let sinks = vec![
+        RecordSink::new(
+            records,
+            Box::new(|l: &mut Vec<u8>, r: &RequestRecord| serde_json::to_writer(l, r)),
+        ),
+        RecordSink::new(
+            profile_export,
+            Box::new(move |l: &mut Vec<u8>, r: &RequestRecord| {
+                crate::report::aiperf::write_record(l, r, epoch_ns)
+            }),
+        ),
+    ];
     let aggregator = tokio::spawn(metrics::aggregate(
         rx,
         sinks,
@@ -290,10 +299,7 @@ pub async fn replay(
         },
         model,
         endpoint: cfg.endpoint_path.clone(),
-        endpoint_type: match cfg.endpoint_type {
-            render::EndpointType::Chat => "chat",
-            render::EndpointType::Completions => "completions",
-        },
+        endpoint_type: cfg.endpoint_type,
         osl: cfg.osl,
         cli_command: cfg.cli_command.clone(),
         streaming: cfg.streaming,
@@ -304,13 +310,13 @@ pub async fn replay(
         load: load_meta(&cfg, &plan, dispatch_stats, warmup_stats),
         input: cfg.dataset.describe(),
         start_unix_s,
-        stopped_by: stopped_by.map(|r| r.as_str().to_owned()),
+        stopped_by,
         timeouts_s: [
-            ("connect", t.connect.as_secs_f64()),
-            ("first_token", t.first_token.as_secs_f64()),
-            ("idle", t.idle.as_secs_f64()),
-            ("request", t.total.as_secs_f64()),
-            ("run", cfg.run_timeout.as_secs_f64()),
+            (TimeoutKind::Connect, t.connect.as_secs_f64()),
+            (TimeoutKind::FirstToken, t.first_token.as_secs_f64()),
+            (TimeoutKind::Idle, t.idle.as_secs_f64()),
+            (TimeoutKind::Request, t.total.as_secs_f64()),
+            (TimeoutKind::Run, cfg.run_timeout.as_secs_f64()),
         ]
         .into_iter()
         .collect(),
@@ -320,7 +326,7 @@ pub async fn replay(
     summary.warnings.splice(0..0, cfg.warnings.iter().cloned());
     let mut artifact_error = agg.write_error.clone();
     // Before summary.json, whose presence tells `specperf merge` the shard finished.
-    if let Err(e) = crate::merge::write_histograms(&dir, &agg.histograms()) {
+    if let Err(e) = crate::report::write_histograms(&dir, &agg.histograms()) {
         artifact_error.get_or_insert(e.to_string());
     }
     if let Err(e) = crate::report::write_artifacts(&dir, &summary) {
@@ -631,11 +637,7 @@ fn load_meta(
     let l = &cfg.load;
     let secs = |d: Duration| d.as_secs_f64();
     LoadMeta {
-        mode: match plan.tickets {
-            Tickets::Closed { .. } => "closed",
-            Tickets::Open { .. } => "open",
-            Tickets::Trace { .. } => "trace",
-        },
+        mode: plan.tickets.mode(),
         request_rate: l.rate.map(|r| r.0),
         arrival_pattern: l.rate.map(|r| r.1),
         arrival_smoothness: l.rate.map(|r| r.2),

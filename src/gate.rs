@@ -26,7 +26,7 @@ use crate::golden::{
     parse_draft_len, Collection, CollectionEndpoint, CurveQuery, GoldenSource, Renderer,
     ThinkingMode, Turns,
 };
-use crate::metrics::Progress;
+use crate::progress::Progress;
 use crate::scrape::acceptance::{AcceptanceStatus, SpecEngine};
 use crate::scrape::{self, ScrapeReport};
 use crate::stop::{StopReason, Stopper};

@@ -37,6 +37,7 @@ pub mod golden;
 mod inject;
 mod merge;
 mod metrics;
+mod progress;
 mod record;
 mod render;
 mod report;
@@ -66,14 +67,15 @@ pub use inject::{
 };
 pub use merge::{merge, MergeError, MergeOutcome};
 pub use metrics::{
-    percentile_sorted, Aggregate, Counts, Goodput, LoadMeta, Progress, RunMeta, Slo, SloMetric,
-    Stat, Summary, SUMMARY_SCHEMA,
+    percentile_sorted, Aggregate, Counts, Goodput, LoadMeta, RunMeta, Slo, SloMetric, Stat,
+    Summary, TimeoutKind, SUMMARY_SCHEMA,
 };
+pub use progress::Progress;
 pub use record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
 pub use render::EndpointType;
 pub use report::plot::{plot, PlotOutput};
 pub use report::{console_table, progress_line, write_artifacts, ReportError};
-pub use schedule::{arrivals, ArrivalPattern, DispatchStats, Shard};
+pub use schedule::{arrivals, ArrivalPattern, DispatchStats, LoadMode, Shard};
 pub use stop::{StopReason, Stopper};
 pub use yaml::YamlError;
 

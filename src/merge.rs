@@ -58,12 +58,6 @@ pub(crate) fn one_of_opt<'de, D: Deserializer<'de>>(
     }
 }
 
-/// Writes `histograms.json` (the per-chunk histograms a merge adds up) into `dir`.
-pub(crate) fn write_histograms(dir: &Path, h: &Histograms) -> std::io::Result<()> {
-    let json = serde_json::to_vec(h).map_err(std::io::Error::from)?;
-    std::fs::write(dir.join("histograms.json"), json)
-}
-
 /// Why shard directories could not be merged. Exit code: [`MergeError::exit_code`].
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
@@ -281,7 +275,8 @@ pub fn merge(dirs: &[PathBuf], output: Option<&Path>) -> Result<MergeOutcome, Me
         let path = path.display().to_string();
         move |source| MergeError::Write { path, source }
     };
-    write_histograms(&out, &agg.histograms()).map_err(werr(&out.join("histograms.json")))?;
+    crate::report::write_histograms(&out, &agg.histograms())
+        .map_err(werr(&out.join("histograms.json")))?;
     if let Some(i) = scraper {
         copy_pages(
             &shards[i].dir.join("server_metrics"),
@@ -620,7 +615,7 @@ fn merged_meta(shards: &[ShardDir], base: f64) -> RunMeta {
         request_count: metas().map(|m| m.request_count).sum(),
         dataset_reused: dispatch.issued > first.samples as u64,
         start_unix_s: base,
-        stopped_by: metas().find_map(|m| m.stopped_by.clone()),
+        stopped_by: metas().find_map(|m| m.stopped_by),
         load: LoadMeta {
             shard: Shard::SINGLE,
             shards_merged: Some(shards.len() as u32),
@@ -670,6 +665,7 @@ fn copy_pages(from: &Path, to: &Path) -> Result<(), MergeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::TimeoutKind;
     use crate::record::{ChunkGap, Outcome, TokenSource};
     use std::collections::BTreeMap;
 
@@ -678,7 +674,7 @@ mod tests {
             url: "http://127.0.0.1:8000".into(),
             model: "m".into(),
             endpoint: "/v1/chat/completions".into(),
-            endpoint_type: "chat",
+            endpoint_type: crate::render::EndpointType::Chat,
             osl: Some(8),
             cli_command: None,
             streaming: true,
@@ -698,7 +694,10 @@ mod tests {
                 },
                 ..LoadMeta::default()
             },
-            timeouts_s: BTreeMap::from([("connect", 30.0), ("request", 600.0)]),
+            timeouts_s: BTreeMap::from([
+                (TimeoutKind::Connect, 30.0),
+                (TimeoutKind::Request, 600.0),
+            ]),
         }
     }
 
@@ -734,7 +733,7 @@ mod tests {
             lines.push('\n');
         }
         std::fs::write(dir.join("records.jsonl"), lines).unwrap();
-        write_histograms(dir, &agg.histograms()).unwrap();
+        crate::report::write_histograms(dir, &agg.histograms()).unwrap();
         crate::report::write_artifacts(dir, &agg.summary(meta)).unwrap();
     }
 

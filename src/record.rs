@@ -111,16 +111,17 @@ impl Outcome {
     }
 }
 
-/// Where a record's token counts came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Where a record's token counts came from. Declared in the order of the names, so a map keyed by
+/// it (`tokens_counted_by`) serializes its keys sorted, as every map in the summary is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TokenSource {
-    /// Cumulative `usage` on every chunk (`continuous_usage_stats`): per-chunk counts are exact.
-    UsagePerChunk,
-    /// One final `usage` object (streaming usage chunk or non-streaming body).
-    UsageFinal,
     /// The server sent no usage; no token counts.
     None,
+    /// One final `usage` object (streaming usage chunk or non-streaming body).
+    UsageFinal,
+    /// Cumulative `usage` on every chunk (`continuous_usage_stats`): per-chunk counts are exact.
+    UsagePerChunk,
 }
 
 /// Which phase of the run a request belongs to.

@@ -11,7 +11,9 @@ use tokenizer_encoders::{EncodeError, Encoder};
 use crate::dataset::Sample;
 
 /// Which OpenAI-compatible endpoint to call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum EndpointType {
     /// `/v1/chat/completions` with `messages`.
@@ -26,6 +28,14 @@ impl EndpointType {
         match self {
             EndpointType::Chat => "/v1/chat/completions",
             EndpointType::Completions => "/v1/completions",
+        }
+    }
+
+    /// The name used on the command line and in the summary.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndpointType::Chat => "chat",
+            EndpointType::Completions => "completions",
         }
     }
 }

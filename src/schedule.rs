@@ -70,6 +70,29 @@ impl Shard {
     }
 }
 
+/// The load shape of a run (`meta.load.mode`): the three kinds of [`Tickets`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadMode {
+    /// A fixed number of requests in flight.
+    Closed,
+    /// Arrivals at a request rate.
+    Open,
+    /// Arrivals at a trace's timestamps.
+    Trace,
+}
+
+impl LoadMode {
+    /// The name written in the summary.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoadMode::Closed => "closed",
+            LoadMode::Open => "open",
+            LoadMode::Trace => "trace",
+        }
+    }
+}
+
 /// The tickets of one phase.
 #[derive(Clone, Debug)]
 pub(crate) enum Tickets {
@@ -93,6 +116,17 @@ pub(crate) struct Plan {
     /// Stop issuing after this long.
     pub(crate) duration: Option<Duration>,
     pub(crate) shard: Shard,
+}
+
+impl Tickets {
+    /// Which load shape these tickets make.
+    pub(crate) fn mode(&self) -> LoadMode {
+        match self {
+            Tickets::Closed { .. } => LoadMode::Closed,
+            Tickets::Open { .. } => LoadMode::Open,
+            Tickets::Trace { .. } => LoadMode::Trace,
+        }
+    }
 }
 
 impl Plan {

@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-/// Why a run stopped before finishing its requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Why a run stopped before finishing its requests (`meta.stopped_by` in the summary).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// The whole-run deadline (`--timeout-seconds`) passed.
     Deadline,
@@ -21,7 +22,8 @@ pub enum StopReason {
 }
 
 impl StopReason {
-    pub(crate) fn as_str(self) -> &'static str {
+    /// The name written in the summary (`meta.stopped_by`).
+    pub fn as_str(self) -> &'static str {
         match self {
             StopReason::Deadline => "deadline",
             StopReason::Stalled => "stalled",
@@ -60,5 +62,11 @@ impl Stopper {
 
     pub(crate) fn token(&self) -> &CancellationToken {
         &self.token
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }

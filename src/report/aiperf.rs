@@ -10,8 +10,10 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
 use super::json::{Obj, J};
-use crate::metrics::{RecordMetrics, Stat, Summary, SUMMARY_SCHEMA};
+use crate::metrics::{MetricKey, RecordMetrics, Stat, Summary, SUMMARY_SCHEMA};
 use crate::record::{FailureKind, Outcome, Phase, RequestRecord};
+use crate::schedule::LoadMode;
+use crate::stop::StopReason;
 
 /// The AIPerf summary schema we follow.
 pub(crate) const SCHEMA_VERSION: &str = "1.4";
@@ -26,93 +28,28 @@ pub(crate) fn session_id(i: usize) -> String {
     format!("sample-{i}")
 }
 
-/// Record metrics: (AIPerf tag, CSV header, unit, our `summary.json` key).
-const RECORD_METRICS: [(&str, &str, &str, &str); 14] = [
-    (
-        "time_to_first_token",
-        "Time to First Token",
-        "ms",
-        "time_to_first_token_ms",
-    ),
-    (
-        "time_to_second_token",
-        "Time to Second Token",
-        "ms",
-        "time_to_second_token_ms",
-    ),
-    (
-        "time_to_first_output_token",
-        "Time to First Output Token",
-        "ms",
-        "time_to_first_output_token_ms",
-    ),
-    (
-        "request_latency",
-        "Request Latency",
-        "ms",
-        "request_latency_ms",
-    ),
-    (
-        "decode_duration",
-        "Decode Duration",
-        "ms",
-        "decode_duration_ms",
-    ),
-    (
-        "inter_token_latency",
-        "Inter Token Latency",
-        "ms",
-        "inter_token_latency_ms",
-    ),
-    (
-        "inter_chunk_latency",
-        "Inter Chunk Latency",
-        "ms",
-        "inter_chunk_latency_ms",
-    ),
-    (
-        "output_token_throughput_per_user",
-        "Output Token Throughput Per User",
-        "tokens/sec/user",
-        "output_token_throughput_per_user_tps",
-    ),
-    (
-        "e2e_output_token_throughput",
-        "E2E Output Token Throughput",
-        "tokens/sec/user",
-        "e2e_output_token_throughput_tps",
-    ),
-    (
-        "prefill_throughput_per_user",
-        "Prefill Throughput Per User",
-        "tokens/sec/user",
-        "prefill_throughput_per_user_tps",
-    ),
-    (
-        "input_sequence_length",
-        "Input Sequence Length",
-        "tokens",
-        "input_sequence_length",
-    ),
-    (
-        "output_sequence_length",
-        "Output Sequence Length",
-        "tokens",
-        "output_sequence_length",
-    ),
-    (
-        "effective_latency",
-        "Effective Latency",
-        "ms",
-        "effective_latency_ms",
-    ),
-    (
-        "credit_to_start_latency",
-        "Credit To Start Latency",
-        "ms",
-        "dispatch_lag_ms",
-    ),
+/// The record metrics AIPerf exports, in its order (tags, headers and units from [`MetricKey`]).
+pub(super) const RECORD_METRICS: [MetricKey; 14] = [
+    MetricKey::TimeToFirstToken,
+    MetricKey::TimeToSecondToken,
+    MetricKey::TimeToFirstOutputToken,
+    MetricKey::RequestLatency,
+    MetricKey::DecodeDuration,
+    MetricKey::InterTokenLatency,
+    MetricKey::InterChunkLatency,
+    MetricKey::OutputTokenThroughputPerUser,
+    MetricKey::E2eOutputTokenThroughput,
+    MetricKey::PrefillThroughputPerUser,
+    MetricKey::InputSequenceLength,
+    MetricKey::OutputSequenceLength,
+    MetricKey::EffectiveLatency,
+    MetricKey::DispatchLag,
 ];
+
+/// AIPerf's tag of a metric AIPerf has (every [`RECORD_METRICS`] entry; a test checks).
+fn tag(k: MetricKey) -> &'static str {
+    k.aiperf_tag().unwrap_or(k.as_str())
+}
 
 /// The percentiles AIPerf reports, in its order.
 const PCTS: [&str; 9] = ["p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99"];
@@ -213,7 +150,7 @@ impl Serialize for Metrics<'_> {
         };
         if let Some(isl) = m.isl {
             map.serialize_entry(
-                "input_sequence_length",
+                tag(MetricKey::InputSequenceLength),
                 &Value {
                     value: isl,
                     unit: "tokens",
@@ -221,22 +158,22 @@ impl Serialize for Metrics<'_> {
             )?;
         }
         if let Some(v) = m.ttft_ms {
-            map.serialize_entry("time_to_first_token", &ms(v))?;
+            map.serialize_entry(tag(MetricKey::TimeToFirstToken), &ms(v))?;
         }
         if let Some(v) = m.ttst_ms {
-            map.serialize_entry("time_to_second_token", &ms(v))?;
+            map.serialize_entry(tag(MetricKey::TimeToSecondToken), &ms(v))?;
         }
         if let Some(v) = m.ttfo_ms {
-            map.serialize_entry("time_to_first_output_token", &ms(v))?;
+            map.serialize_entry(tag(MetricKey::TimeToFirstOutputToken), &ms(v))?;
         }
-        map.serialize_entry("request_latency", &ms(m.latency_ms))?;
+        map.serialize_entry(tag(MetricKey::RequestLatency), &ms(m.latency_ms))?;
         if let Some(v) = m.decode_ms {
-            map.serialize_entry("decode_duration", &ms(v))?;
+            map.serialize_entry(tag(MetricKey::DecodeDuration), &ms(v))?;
         }
         if !r.chunk_gaps.is_empty() {
             let gaps: Vec<f64> = r.chunk_gaps.iter().map(|g| g.gap_ns as f64 / 1e6).collect();
             map.serialize_entry(
-                "inter_chunk_latency",
+                tag(MetricKey::InterChunkLatency),
                 &Value {
                     value: gaps,
                     unit: "ms",
@@ -261,26 +198,29 @@ impl Serialize for Metrics<'_> {
             )?;
         }
         map.serialize_entry(
-            "output_sequence_length",
+            tag(MetricKey::OutputSequenceLength),
             &Value {
                 value: m.osl,
                 unit: "tokens",
             },
         )?;
         if let Some(v) = m.itl_ms {
-            map.serialize_entry("inter_token_latency", &ms(v))?;
+            map.serialize_entry(tag(MetricKey::InterTokenLatency), &ms(v))?;
         }
         if let Some(v) = m.otps_user {
-            map.serialize_entry("output_token_throughput_per_user", &tps(v))?;
+            map.serialize_entry(tag(MetricKey::OutputTokenThroughputPerUser), &tps(v))?;
         }
         if let Some(v) = m.e2e_tps {
-            map.serialize_entry("e2e_output_token_throughput", &tps(v))?;
+            map.serialize_entry(tag(MetricKey::E2eOutputTokenThroughput), &tps(v))?;
         }
         if let Some(v) = m.prefill_tps {
-            map.serialize_entry("prefill_throughput_per_user", &tps(v))?;
+            map.serialize_entry(tag(MetricKey::PrefillThroughputPerUser), &tps(v))?;
         }
-        map.serialize_entry("effective_latency", &ms(m.effective_latency_ms))?;
-        map.serialize_entry("credit_to_start_latency", &ms(m.dispatch_lag_ms))?;
+        map.serialize_entry(
+            tag(MetricKey::EffectiveLatency),
+            &ms(m.effective_latency_ms),
+        )?;
+        map.serialize_entry(tag(MetricKey::DispatchLag), &ms(m.dispatch_lag_ms))?;
         map.end()
     }
 }
@@ -530,9 +470,9 @@ pub(crate) fn summary_json(s: &Summary) -> J {
     o.put("schema_version", SCHEMA_VERSION)
         .put("aiperf_version", tool_version())
         .put("benchmark_id", benchmark_id(s));
-    for (tag, _, unit, key) in RECORD_METRICS {
-        if let Some(st) = s.metrics.get(key) {
-            o.put(tag, stat_obj(unit, st));
+    for key in RECORD_METRICS {
+        if let Some(st) = s.metric(key) {
+            o.put(tag(key), stat_obj(key.unit(), st));
         }
     }
     for (tag, _, unit, v) in derived(s) {
@@ -549,12 +489,12 @@ pub(crate) fn summary_json(s: &Summary) -> J {
         .with(
             "request_rate_mode",
             match l.mode {
-                "closed" => "concurrency_burst".to_owned(),
+                LoadMode::Closed => "concurrency_burst".to_owned(),
                 mode => l
                     .arrival_pattern
                     .and_then(|p| serde_json::to_value(p).ok())
                     .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_else(|| mode.to_owned()),
+                    .unwrap_or_else(|| mode.as_str().to_owned()),
             },
         )
         .with("benchmark_duration", l.benchmark_duration_s)
@@ -564,7 +504,7 @@ pub(crate) fn summary_json(s: &Summary) -> J {
             "endpoint",
             Obj::new()
                 .with("model_names", vec![J::from(m.model.as_str())])
-                .with("type", m.endpoint_type)
+                .with("type", m.endpoint_type.as_str())
                 .with("custom_endpoint", m.endpoint.as_str())
                 .with("streaming", m.streaming)
                 .with("url", m.url.as_str()),
@@ -595,13 +535,16 @@ pub(crate) fn summary_json(s: &Summary) -> J {
             .with("run_label", None::<&str>)
             .with("cli_command", m.cli_command.as_deref()),
     );
-    let stopped = m.stopped_by.as_deref();
+    let stopped = m.stopped_by;
     o.put(
         "was_cancelled",
-        matches!(stopped, Some("interrupted" | "terminated")),
+        matches!(
+            stopped,
+            Some(StopReason::Interrupted | StopReason::Terminated)
+        ),
     )
     .put("is_complete", stopped.is_none())
-    .put("incomplete_reason", stopped)
+    .put("incomplete_reason", stopped.map(StopReason::as_str))
     .put("error_summary", error_summary(s))
     .put("start_time", super::iso8601(s.benchmark_start_unix_s))
     .put("end_time", super::iso8601(s.benchmark_end_unix_s))
@@ -651,14 +594,17 @@ fn specperf_block(s: &Summary) -> Obj {
             o.put("acceptance_status", "not_scraped");
         }
     }
-    if let Some(st) = s.metrics.get("dispatch_lag_ms") {
-        o.put("dispatch_lag_ms", stat_obj("ms", st));
+    if let Some(st) = s.metric(MetricKey::DispatchLag) {
+        o.put(
+            MetricKey::DispatchLag.as_str(),
+            stat_obj(MetricKey::DispatchLag.unit(), st),
+        );
     }
     let d = &s.meta.load.dispatch;
     o.put(
         "schedule",
         Obj::new()
-            .with("mode", s.meta.load.mode)
+            .with("mode", s.meta.load.mode.as_str())
             .with("issued", d.issued)
             .with("late", d.late)
             .with("max_lag_ms", d.max_lag_ms)
@@ -686,14 +632,19 @@ pub(crate) fn benchmark_id(s: &Summary) -> String {
 pub(crate) fn summary_csv(s: &Summary) -> String {
     let mut o = String::new();
     o.push_str("Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\n");
-    for (_, header, unit, key) in RECORD_METRICS {
-        let Some(st) = s.metrics.get(key) else {
+    for key in RECORD_METRICS {
+        let Some(st) = s.metric(key) else {
             continue;
         };
+        let header = key.aiperf_header().unwrap_or(key.as_str());
         let _ = write!(
             o,
-            "{header} ({unit}),{:.2},{:.2},{:.2},{:.2}",
-            st.avg, st.min, st.max, st.sum
+            "{header} ({}),{:.2},{:.2},{:.2},{:.2}",
+            key.unit(),
+            st.avg,
+            st.min,
+            st.max,
+            st.sum
         );
         for p in PCTS {
             let _ = write!(o, ",{:.2}", st.p(p));

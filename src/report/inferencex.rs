@@ -7,18 +7,20 @@ use std::path::{Path, PathBuf};
 
 use super::json::{Obj, J};
 use super::ReportError;
-use crate::metrics::{Stat, Summary};
+use crate::metrics::{MetricKey, Stat, Summary};
+use crate::render::EndpointType;
 
 /// The percentiles benchmark_serving selects by default (`--metric-percentiles 90,99,99.9`).
 const PERCENTILES: [&str; 3] = ["90", "99", "99.9"];
 
-/// (InferenceX metric name, our `summary.json` key). `itl` is every gap between content events
-/// (vLLM's list of inter-token latencies); `tpot` is per request, `(latency − ttft) / (OSL − 1)`.
-const METRICS: [(&str, &str); 4] = [
-    ("ttft", "time_to_first_token_ms"),
-    ("tpot", "time_per_output_token_ms"),
-    ("itl", "inter_chunk_latency_ms"),
-    ("e2el", "request_latency_ms"),
+/// The metrics benchmark_serving reports, in its order (names from [`MetricKey::vllm_name`]).
+/// `itl` is every gap between content events (vLLM's list of inter-token latencies); `tpot` is per
+/// request, `(latency − ttft) / (OSL − 1)`.
+pub(super) const METRICS: [MetricKey; 4] = [
+    MetricKey::TimeToFirstToken,
+    MetricKey::TimePerOutputToken,
+    MetricKey::InterChunkLatency,
+    MetricKey::RequestLatency,
 ];
 
 /// Builds the raw result, or names the TPOT statistic that is zero (InferenceX would divide by
@@ -50,8 +52,8 @@ pub(crate) fn raw_result(s: &Summary) -> Result<J, (String, f64)> {
         .put(
             "backend",
             match m.endpoint_type {
-                "chat" => "openai-chat",
-                _ => "openai",
+                EndpointType::Chat => "openai-chat",
+                EndpointType::Completions => "openai",
             },
         )
         .put("model_id", m.model.as_str())
@@ -84,8 +86,9 @@ pub(crate) fn raw_result(s: &Summary) -> Result<J, (String, f64)> {
     o.put("input_lens", lens(&s.per_request.input_lens))
         .put("output_lens", lens(&s.per_request.output_lens));
     let empty = Stat::default();
-    for (name, key) in METRICS {
-        let st = s.metrics.get(key).unwrap_or(&empty);
+    for key in METRICS {
+        let name = key.vllm_name().unwrap_or(key.as_str());
+        let st = s.metric(key).unwrap_or(&empty);
         let mut stats = vec![
             (format!("mean_{name}_ms"), st.avg),
             (format!("median_{name}_ms"), st.p("p50")),

@@ -21,36 +21,25 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::metrics::{Progress, Summary};
+use crate::metrics::{Histograms, MetricKey, Summary};
+use crate::progress::Progress;
 use crate::scrape::acceptance::AcceptanceStatus;
 use crate::scrape::ScrapeReport;
 
-/// Rows of the console table: (metric key, label).
-const ROWS: [(&str, &str); 12] = [
-    ("time_to_first_token_ms", "Time to first token (ms)"),
-    ("time_to_second_token_ms", "Time to second token (ms)"),
-    ("request_latency_ms", "Request latency (ms)"),
-    ("inter_token_latency_ms", "Inter-token latency (ms)"),
-    (
-        "inter_token_latency_token_weighted_ms",
-        "ITL per token, weighted (ms)",
-    ),
-    ("inter_chunk_latency_ms", "Inter-chunk latency (ms)"),
-    (
-        "output_token_throughput_per_user_tps",
-        "Output tokens/s per user",
-    ),
-    (
-        "e2e_output_token_throughput_tps",
-        "E2E output tokens/s per request",
-    ),
-    ("input_sequence_length", "Input sequence length (tokens)"),
-    ("output_sequence_length", "Output sequence length (tokens)"),
-    ("dispatch_lag_ms", "Dispatch lag (ms)"),
-    (
-        "time_to_first_output_token_ms",
-        "Time to first output token (ms)",
-    ),
+/// Rows of the console table, in order (labels from [`MetricKey::console_label`]).
+const ROWS: [MetricKey; 12] = [
+    MetricKey::TimeToFirstToken,
+    MetricKey::TimeToSecondToken,
+    MetricKey::RequestLatency,
+    MetricKey::InterTokenLatency,
+    MetricKey::InterTokenLatencyTokenWeighted,
+    MetricKey::InterChunkLatency,
+    MetricKey::OutputTokenThroughputPerUser,
+    MetricKey::E2eOutputTokenThroughput,
+    MetricKey::InputSequenceLength,
+    MetricKey::OutputSequenceLength,
+    MetricKey::DispatchLag,
+    MetricKey::TimeToFirstOutputToken,
 ];
 
 /// The final console table.
@@ -67,8 +56,9 @@ pub fn console_table(s: &Summary) -> String {
         "{:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
         "Metric", "avg", "min", "p50", "p90", "p99", "max", "std"
     );
-    for (key, label) in ROWS {
-        if let Some(st) = s.metrics.get(key) {
+    for key in ROWS {
+        let label = key.console_label().unwrap_or(key.as_str());
+        if let Some(st) = s.metric(key) {
             let _ = writeln!(
                 o,
                 "{:<34} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
@@ -275,6 +265,12 @@ impl ReportError {
 /// Writes one artifact atomically (a killed run leaves the previous file or none).
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     crate::fsutil::write_atomic(path, bytes).map_err(ReportError::io(path))
+}
+
+/// Writes `histograms.json` (the per-chunk histograms `specperf merge` adds up) into `dir`.
+pub(crate) fn write_histograms(dir: &Path, h: &Histograms) -> std::io::Result<()> {
+    let json = serde_json::to_vec(h).map_err(std::io::Error::from)?;
+    crate::fsutil::write_atomic(&dir.join("histograms.json"), &json)
 }
 
 /// Writes the end-of-run artifacts into `dir`: `summary.json`, `console.txt`,

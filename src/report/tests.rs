@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 
 use super::*;
-use crate::metrics::{Aggregate, LoadMeta, RunMeta, Slo, SloMetric, Summary};
+use crate::metrics::{Aggregate, LoadMeta, RunMeta, Slo, SloMetric, Summary, TimeoutKind};
 use crate::record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
 use crate::schedule::DispatchStats;
 use crate::scrape::acceptance::{evaluate, AcceptanceOptions, EndpointWindow, Snapshot};
@@ -90,7 +90,7 @@ fn meta() -> RunMeta {
         url: "http://127.0.0.1:8000".into(),
         model: "deepseek-ai/DeepSeek-V4-Pro".into(),
         endpoint: "/v1/chat/completions".into(),
-        endpoint_type: "chat",
+        endpoint_type: crate::render::EndpointType::Chat,
         osl: Some(256),
         cli_command: Some("specperf replay --url http://127.0.0.1:8000 --concurrency 4".into()),
         streaming: true,
@@ -111,9 +111,12 @@ fn meta() -> RunMeta {
             },
             ..LoadMeta::default()
         },
-        timeouts_s: [("first_token", 0.6), ("request", 21600.0)]
-            .into_iter()
-            .collect(),
+        timeouts_s: [
+            (TimeoutKind::FirstToken, 0.6),
+            (TimeoutKind::Request, 21600.0),
+        ]
+        .into_iter()
+        .collect(),
     }
 }
 
@@ -333,4 +336,20 @@ fn progress_line_shows_counts_rates_al_and_eta() {
         plain.contains("done 50/100 (ok 48, failed 1, cancelled 1)"),
         "{plain}"
     );
+}
+
+#[test]
+fn every_listed_metric_has_its_names_in_the_one_table() {
+    for k in ROWS {
+        assert!(k.console_label().is_some(), "{k:?} has no console label");
+    }
+    for k in aiperf::RECORD_METRICS {
+        assert!(
+            k.aiperf_tag().is_some() && k.aiperf_header().is_some(),
+            "{k:?} has no AIPerf name"
+        );
+    }
+    for k in inferencex::METRICS {
+        assert!(k.vllm_name().is_some(), "{k:?} has no vLLM name");
+    }
 }

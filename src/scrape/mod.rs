@@ -20,7 +20,7 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{BodyCap, Client, Fetched};
-use crate::metrics::Progress;
+use crate::progress::Progress;
 use acceptance::{
     evaluate, Acceptance, AcceptanceOptions, AcceptanceStatus, EndpointWindow, IterationTotals,
     Snapshot,

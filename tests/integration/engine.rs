@@ -2,6 +2,7 @@
 
 use crate::common::{config, fast, records, replay_at, run, sim};
 use specperf::sim::SimConfig;
+use specperf::{LoadMode, TokenSource};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,11 +87,14 @@ async fn completions_non_streaming_and_per_chunk_usage() {
     .await;
     assert_eq!(out.summary.counts.success, 20);
     assert_eq!(out.summary.total_completion_tokens, 20 * 32);
-    assert_eq!(out.summary.tokens_counted_by["usage_final"], 20);
+    assert_eq!(out.summary.tokens_counted_by[&TokenSource::UsageFinal], 20);
 
     let out = replay_at(&s.url(), d, "--per-chunk-usage --request-count 20 --osl 64").await;
     assert_eq!(out.summary.counts.success, 20);
-    assert_eq!(out.summary.tokens_counted_by["usage_per_chunk"], 20);
+    assert_eq!(
+        out.summary.tokens_counted_by[&TokenSource::UsagePerChunk],
+        20
+    );
     assert_eq!(out.summary.total_reasoning_tokens, 20 * 5);
     let weighted = &out.summary.metrics["inter_token_latency_token_weighted_ms"];
     // 64 tokens: the first chunk carries 1 token, the other 63 are spread over the decode chunks.
@@ -253,7 +257,7 @@ async fn open_loop_requests_carry_their_precomputed_arrival_times() {
     .await;
     assert_eq!(out.summary.counts.success, 40);
     let load = &out.summary.meta.load;
-    assert_eq!((load.mode, load.dispatch.issued), ("open", 40));
+    assert_eq!((load.mode, load.dispatch.issued), (LoadMode::Open, 40));
     let want = specperf::arrivals(400.0, specperf::ArrivalPattern::Poisson, 1.0, 40, 5, None);
     let mut recs = records(dir.path());
     recs.sort_by_key(|r| r["id"].as_u64().unwrap());
@@ -367,7 +371,7 @@ async fn mooncake_trace_replays_at_its_timestamps_within_the_window() {
         out.summary.counts.success, 5,
         "the 5000 ms row is outside the window"
     );
-    assert_eq!(out.summary.meta.load.mode, "trace");
+    assert_eq!(out.summary.meta.load.mode, LoadMode::Trace);
     let mut recs = records(&dir.path().join("out"));
     recs.sort_by_key(|r| r["id"].as_u64().unwrap());
     let t0 = recs[0]["intended_ns"].as_u64().unwrap();

@@ -1,0 +1,268 @@
+//! The one table of per-request metric names. Every place that names a metric (the aggregator,
+//! the console table, AIPerf's JSON and CSV, the InferenceX raw JSON) goes through [`MetricKey`],
+//! so a name is written once and a typo is a compile error, not a silently missing row.
+
+/// A per-request (or per-chunk) metric of the summary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum MetricKey {
+    /// Tokens of what was sent, counted by the client's tokenizer (`--tokenizer`).
+    ClientInputSequenceLength,
+    /// Latency − TTFT.
+    DecodeDuration,
+    /// Sent − intended start.
+    DispatchLag,
+    /// OSL / latency.
+    E2eOutputTokenThroughput,
+    /// End − intended start (coordinated omission).
+    EffectiveLatency,
+    /// First token − intended start.
+    EffectiveTimeToFirstToken,
+    /// `usage.prompt_tokens`.
+    InputSequenceLength,
+    /// Every gap between content events (HDR).
+    InterChunkLatency,
+    /// AIPerf ITL: (latency − TTFT) / (OSL − tokens of the first chunk).
+    InterTokenLatency,
+    /// Each token of a chunk at gap / tokens (HDR).
+    InterTokenLatencyTokenWeighted,
+    /// `usage.completion_tokens`.
+    OutputSequenceLength,
+    /// 1 / ITL.
+    OutputTokenThroughputPerUser,
+    /// ISL / TTFT.
+    PrefillThroughputPerUser,
+    /// Last content event − start.
+    RequestLatency,
+    /// vLLM TPOT: (latency − TTFT) / (OSL − 1).
+    TimePerOutputToken,
+    /// First non-reasoning content − start.
+    TimeToFirstOutputToken,
+    /// First content event − start.
+    TimeToFirstToken,
+    /// Second content event − first.
+    TimeToSecondToken,
+}
+
+/// The names of one metric: its `summary.json` key, unit, AIPerf tag and CSV header (where
+/// AIPerf has the metric), the console label (where the console shows it) and vLLM's name (where
+/// benchmark_serving reports it).
+struct Names {
+    key: &'static str,
+    unit: &'static str,
+    aiperf: Option<(&'static str, &'static str)>,
+    console: Option<&'static str>,
+    vllm: Option<&'static str>,
+}
+
+const MS: &str = "ms";
+const TOKENS: &str = "tokens";
+const TPS: &str = "tokens/sec/user";
+
+impl MetricKey {
+    fn names(self) -> Names {
+        use MetricKey as K;
+        let n = |key, unit, aiperf, console, vllm| Names {
+            key,
+            unit,
+            aiperf,
+            console,
+            vllm,
+        };
+        match self {
+            K::ClientInputSequenceLength => {
+                n("client_input_sequence_length", TOKENS, None, None, None)
+            }
+            K::DecodeDuration => n(
+                "decode_duration_ms",
+                MS,
+                Some(("decode_duration", "Decode Duration")),
+                None,
+                None,
+            ),
+            K::DispatchLag => n(
+                "dispatch_lag_ms",
+                MS,
+                Some(("credit_to_start_latency", "Credit To Start Latency")),
+                Some("Dispatch lag (ms)"),
+                None,
+            ),
+            K::E2eOutputTokenThroughput => n(
+                "e2e_output_token_throughput_tps",
+                TPS,
+                Some(("e2e_output_token_throughput", "E2E Output Token Throughput")),
+                Some("E2E output tokens/s per request"),
+                None,
+            ),
+            K::EffectiveLatency => n(
+                "effective_latency_ms",
+                MS,
+                Some(("effective_latency", "Effective Latency")),
+                None,
+                None,
+            ),
+            K::EffectiveTimeToFirstToken => {
+                n("effective_time_to_first_token_ms", MS, None, None, None)
+            }
+            K::InputSequenceLength => n(
+                "input_sequence_length",
+                TOKENS,
+                Some(("input_sequence_length", "Input Sequence Length")),
+                Some("Input sequence length (tokens)"),
+                None,
+            ),
+            K::InterChunkLatency => n(
+                "inter_chunk_latency_ms",
+                MS,
+                Some(("inter_chunk_latency", "Inter Chunk Latency")),
+                Some("Inter-chunk latency (ms)"),
+                Some("itl"),
+            ),
+            K::InterTokenLatency => n(
+                "inter_token_latency_ms",
+                MS,
+                Some(("inter_token_latency", "Inter Token Latency")),
+                Some("Inter-token latency (ms)"),
+                None,
+            ),
+            K::InterTokenLatencyTokenWeighted => n(
+                "inter_token_latency_token_weighted_ms",
+                MS,
+                None,
+                Some("ITL per token, weighted (ms)"),
+                None,
+            ),
+            K::OutputSequenceLength => n(
+                "output_sequence_length",
+                TOKENS,
+                Some(("output_sequence_length", "Output Sequence Length")),
+                Some("Output sequence length (tokens)"),
+                None,
+            ),
+            K::OutputTokenThroughputPerUser => n(
+                "output_token_throughput_per_user_tps",
+                TPS,
+                Some((
+                    "output_token_throughput_per_user",
+                    "Output Token Throughput Per User",
+                )),
+                Some("Output tokens/s per user"),
+                None,
+            ),
+            K::PrefillThroughputPerUser => n(
+                "prefill_throughput_per_user_tps",
+                TPS,
+                Some(("prefill_throughput_per_user", "Prefill Throughput Per User")),
+                None,
+                None,
+            ),
+            K::RequestLatency => n(
+                "request_latency_ms",
+                MS,
+                Some(("request_latency", "Request Latency")),
+                Some("Request latency (ms)"),
+                Some("e2el"),
+            ),
+            K::TimePerOutputToken => n("time_per_output_token_ms", MS, None, None, Some("tpot")),
+            K::TimeToFirstOutputToken => n(
+                "time_to_first_output_token_ms",
+                MS,
+                Some(("time_to_first_output_token", "Time to First Output Token")),
+                Some("Time to first output token (ms)"),
+                None,
+            ),
+            K::TimeToFirstToken => n(
+                "time_to_first_token_ms",
+                MS,
+                Some(("time_to_first_token", "Time to First Token")),
+                Some("Time to first token (ms)"),
+                Some("ttft"),
+            ),
+            K::TimeToSecondToken => n(
+                "time_to_second_token_ms",
+                MS,
+                Some(("time_to_second_token", "Time to Second Token")),
+                Some("Time to second token (ms)"),
+                None,
+            ),
+        }
+    }
+
+    /// The `summary.json` key (unit in the name).
+    pub(crate) fn as_str(self) -> &'static str {
+        self.names().key
+    }
+
+    /// The unit AIPerf writes beside the value.
+    pub(crate) fn unit(self) -> &'static str {
+        self.names().unit
+    }
+
+    /// AIPerf's tag (`time_to_first_token`), where AIPerf has this metric.
+    pub(crate) fn aiperf_tag(self) -> Option<&'static str> {
+        self.names().aiperf.map(|(tag, _)| tag)
+    }
+
+    /// AIPerf's CSV header (`Time to First Token`), where AIPerf has this metric.
+    pub(crate) fn aiperf_header(self) -> Option<&'static str> {
+        self.names().aiperf.map(|(_, header)| header)
+    }
+
+    /// The console table's label, where the console shows this metric.
+    pub(crate) fn console_label(self) -> Option<&'static str> {
+        self.names().console
+    }
+
+    /// benchmark_serving's name (`ttft`, `tpot`, `itl`, `e2el`), where it reports this metric.
+    pub(crate) fn vllm_name(self) -> Option<&'static str> {
+        self.names().vllm
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [MetricKey; 18] = [
+        MetricKey::ClientInputSequenceLength,
+        MetricKey::DecodeDuration,
+        MetricKey::DispatchLag,
+        MetricKey::E2eOutputTokenThroughput,
+        MetricKey::EffectiveLatency,
+        MetricKey::EffectiveTimeToFirstToken,
+        MetricKey::InputSequenceLength,
+        MetricKey::InterChunkLatency,
+        MetricKey::InterTokenLatency,
+        MetricKey::InterTokenLatencyTokenWeighted,
+        MetricKey::OutputSequenceLength,
+        MetricKey::OutputTokenThroughputPerUser,
+        MetricKey::PrefillThroughputPerUser,
+        MetricKey::RequestLatency,
+        MetricKey::TimePerOutputToken,
+        MetricKey::TimeToFirstOutputToken,
+        MetricKey::TimeToFirstToken,
+        MetricKey::TimeToSecondToken,
+    ];
+
+    #[test]
+    fn keys_are_unique_and_declared_in_name_order() {
+        // Declared in the order of the summary keys, so ordering by the enum orders by name.
+        let keys: Vec<&str> = ALL.iter().map(|k| k.as_str()).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(keys, sorted);
+        assert!(ALL.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn units_match_the_key_suffix() {
+        for k in ALL {
+            let want = match k.as_str() {
+                s if s.ends_with("_ms") => MS,
+                s if s.ends_with("_tps") => TPS,
+                _ => TOKENS,
+            };
+            assert_eq!(k.unit(), want, "{k:?}");
+        }
+    }
+}

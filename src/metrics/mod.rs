@@ -1,0 +1,453 @@
+//! The one aggregator: every [`RequestRecord`] passes through here exactly once.
+//!
+//! It appends the record to the JSONL artifact (flushed per record, so a killed run keeps every
+//! finished request), keeps exact per-request values for numpy-compatible percentiles, folds
+//! per-chunk gaps into HDR histograms, and publishes a live [`Progress`] snapshot.
+
+//!
+//! Split by concern: [`stat`] (exact statistics), [`request`] (one request's metrics),
+//! [`goodput`] (SLOs), [`key`] (the one table of metric names), [`summary`] (the output contract).
+
+mod goodput;
+mod key;
+mod request;
+mod stat;
+mod summary;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Arc;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, watch};
+
+pub use goodput::{Goodput, Slo, SloMetric};
+pub(crate) use key::MetricKey;
+pub(crate) use request::RecordMetrics;
+pub use stat::{percentile_sorted, Stat};
+pub(crate) use summary::PerRequest;
+pub use summary::{LoadMeta, RunMeta, Summary, TimeoutKind, SUMMARY_SCHEMA};
+
+use crate::progress::Progress;
+use crate::record::{FailureKind, Outcome, Phase, RequestRecord, TokenSource};
+
+/// Request counts by outcome.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Counts {
+    /// Every record.
+    pub total: u64,
+    /// Successful.
+    pub success: u64,
+    /// Failed (any kind).
+    pub failed: u64,
+    /// Cancelled by the run (deadline or signal).
+    pub cancelled: u64,
+    /// Failed, by kind.
+    pub failed_by_kind: BTreeMap<&'static str, u64>,
+    /// Failed with an HTTP status, by status.
+    pub http_status: BTreeMap<u16, u64>,
+    /// Warmup requests (any outcome; in no other count or statistic).
+    pub warmup: u64,
+}
+
+/// The aggregator's state: feed it every record with [`Aggregate::add`], then build the
+/// [`Summary`]. The engine runs one per run; it is public for benches and offline summaries.
+pub struct Aggregate {
+    pub(crate) counts: Counts,
+    values: BTreeMap<MetricKey, Vec<f64>>,
+    chunk_gap_ns: Histogram<u64>,
+    token_itl_ns: Histogram<u64>,
+    pub(crate) first_sent_ns: Option<u64>,
+    pub(crate) last_end_ns: u64,
+    pub(crate) prompt_tokens: u64,
+    pub(crate) completion_tokens: u64,
+    pub(crate) reasoning_tokens: u64,
+    pub(crate) token_sources: BTreeMap<TokenSource, u64>,
+    reads: u64,
+    content_events: u64,
+    zero_gaps: u64,
+    gaps: u64,
+    slos: Vec<Slo>,
+    good: u64,
+    pub(crate) write_error: Option<String>,
+    /// Client-side input token counts per sample (`--tokenizer`), for first turns.
+    pub(crate) client_isl: Option<Arc<[u64]>>,
+}
+
+// Per-chunk histograms: 1 ns to 1 hour at 3 significant digits; longer gaps saturate at the top
+// bucket. `histograms.json` records these bounds so a merge only adds like to like.
+const HIST_LOW_NS: u64 = 1;
+const HIST_HIGH_NS: u64 = 3_600_000_000_000;
+const HIST_DIGITS: u8 = 3;
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(HIST_LOW_NS, HIST_HIGH_NS, HIST_DIGITS).expect("valid HDR bounds")
+}
+
+/// Version of the `histograms.json` layout.
+pub(crate) const HISTOGRAMS_SCHEMA: &str = "specperf.histograms.v1";
+
+/// The per-chunk HDR histograms, as written to `histograms.json`: each recorded bucket as
+/// `[value_ns, count]`, where the value is the bucket's highest equivalent value, so recording
+/// the pairs again into a histogram with the same bounds rebuilds it bucket for bucket. This is
+/// what lets `specperf merge` add shards' per-chunk gaps, which `records.jsonl` does not carry.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Histograms {
+    pub(crate) schema_version: String,
+    pub(crate) lowest_ns: u64,
+    pub(crate) highest_ns: u64,
+    pub(crate) significant_digits: u8,
+    /// Gaps between consecutive content events (`inter_chunk_latency_ms`).
+    pub(crate) inter_chunk_gap_ns: Vec<[u64; 2]>,
+    /// Each token of a chunk at gap / tokens (`inter_token_latency_token_weighted_ms`).
+    pub(crate) token_itl_ns: Vec<[u64; 2]>,
+}
+
+fn buckets(h: &Histogram<u64>) -> Vec<[u64; 2]> {
+    h.iter_recorded()
+        .map(|v| [v.value_iterated_to(), v.count_at_value()])
+        .collect()
+}
+
+impl Default for Aggregate {
+    fn default() -> Self {
+        Aggregate::new()
+    }
+}
+
+impl Aggregate {
+    /// An empty aggregator without goodput objectives.
+    pub fn new() -> Self {
+        Aggregate {
+            counts: Counts::default(),
+            values: BTreeMap::new(),
+            chunk_gap_ns: hist(),
+            token_itl_ns: hist(),
+            first_sent_ns: None,
+            last_end_ns: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            reasoning_tokens: 0,
+            token_sources: BTreeMap::new(),
+            reads: 0,
+            content_events: 0,
+            zero_gaps: 0,
+            gaps: 0,
+            slos: Vec::new(),
+            good: 0,
+            write_error: None,
+            client_isl: None,
+        }
+    }
+
+    /// An aggregator that also counts requests meeting every one of `slos` (goodput).
+    pub fn with_goodput(slos: Vec<Slo>) -> Self {
+        Aggregate {
+            slos,
+            ..Aggregate::new()
+        }
+    }
+
+    fn push(&mut self, key: MetricKey, v: f64) {
+        self.values.entry(key).or_default().push(v);
+    }
+
+    /// The per-chunk histograms, for `histograms.json`.
+    pub(crate) fn histograms(&self) -> Histograms {
+        Histograms {
+            schema_version: HISTOGRAMS_SCHEMA.to_owned(),
+            lowest_ns: HIST_LOW_NS,
+            highest_ns: HIST_HIGH_NS,
+            significant_digits: HIST_DIGITS,
+            inter_chunk_gap_ns: buckets(&self.chunk_gap_ns),
+            token_itl_ns: buckets(&self.token_itl_ns),
+        }
+    }
+
+    /// Adds another run's per-chunk histograms (its records must be added with [`Self::add`]
+    /// too; their `chunk_gaps` are not serialized, so `add` leaves the histograms alone for them).
+    pub(crate) fn add_histograms(&mut self, h: &Histograms) -> Result<(), String> {
+        if h.schema_version != HISTOGRAMS_SCHEMA {
+            return Err(format!(
+                "schema {:?}, this specperf reads {HISTOGRAMS_SCHEMA:?}",
+                h.schema_version
+            ));
+        }
+        if (h.lowest_ns, h.highest_ns, h.significant_digits)
+            != (HIST_LOW_NS, HIST_HIGH_NS, HIST_DIGITS)
+        {
+            return Err(format!(
+                "histogram bounds {}..{} ns at {} digits differ from this specperf's \
+                 {HIST_LOW_NS}..{HIST_HIGH_NS} ns at {HIST_DIGITS}",
+                h.lowest_ns, h.highest_ns, h.significant_digits
+            ));
+        }
+        for &[v, n] in &h.inter_chunk_gap_ns {
+            self.chunk_gap_ns.saturating_record_n(v, n);
+            self.gaps += n;
+            // Value 0 has a bucket of its own, so this is the exact count of zero gaps.
+            if v == 0 {
+                self.zero_gaps += n;
+            }
+        }
+        for &[v, n] in &h.token_itl_ns {
+            self.token_itl_ns.saturating_record_n(v, n);
+        }
+        Ok(())
+    }
+
+    /// Folds one record in.
+    pub fn add(&mut self, r: &RequestRecord) {
+        if r.phase == Phase::Warmup {
+            self.counts.warmup += 1;
+            return;
+        }
+        self.first_sent_ns = Some(self.first_sent_ns.map_or(r.sent_ns, |f| f.min(r.sent_ns)));
+        self.last_end_ns = self.last_end_ns.max(r.end_ns);
+        self.push(
+            MetricKey::DispatchLag,
+            ms(r.sent_ns.saturating_sub(r.intended_ns)),
+        );
+        let c = &mut self.counts;
+        c.total += 1;
+        match r.outcome {
+            Outcome::Success => c.success += 1,
+            Outcome::Cancelled => {
+                c.cancelled += 1;
+                return;
+            }
+            Outcome::Failed(kind) => {
+                c.failed += 1;
+                *c.failed_by_kind.entry(kind.as_str()).or_default() += 1;
+                if kind == FailureKind::HttpStatus {
+                    if let Some(s) = r.http_status {
+                        *c.http_status.entry(s).or_default() += 1;
+                    }
+                }
+                return;
+            }
+        }
+        *self.token_sources.entry(r.token_source).or_default() += 1;
+        self.reads += u64::from(r.reads);
+        self.content_events += u64::from(r.content_events);
+        let m = RecordMetrics::of(r);
+        self.prompt_tokens += m.isl.unwrap_or(0);
+        self.completion_tokens += m.osl;
+        self.reasoning_tokens += m.reasoning.unwrap_or(0);
+        if !self.slos.is_empty() && self.slos.iter().all(|s| s.met(&m)) {
+            self.good += 1;
+        }
+        self.push(MetricKey::RequestLatency, m.latency_ms);
+        // From the intended start: what a user arriving on schedule saw (coordinated omission).
+        self.push(MetricKey::EffectiveLatency, m.effective_latency_ms);
+        self.push(MetricKey::OutputSequenceLength, m.osl as f64);
+        if let Some(n) = self
+            .client_isl
+            .as_ref()
+            .filter(|_| r.turn == 0)
+            .and_then(|c| c.get(r.sample_index))
+        {
+            self.push(MetricKey::ClientInputSequenceLength, *n as f64);
+        }
+        let optional = [
+            (MetricKey::InputSequenceLength, m.isl.map(|v| v as f64)),
+            (MetricKey::TimeToFirstToken, m.ttft_ms),
+            (MetricKey::EffectiveTimeToFirstToken, m.effective_ttft_ms),
+            (MetricKey::PrefillThroughputPerUser, m.prefill_tps),
+            (MetricKey::TimeToSecondToken, m.ttst_ms),
+            (MetricKey::TimeToFirstOutputToken, m.ttfo_ms),
+            (MetricKey::DecodeDuration, m.decode_ms),
+            (MetricKey::InterTokenLatency, m.itl_ms),
+            (MetricKey::TimePerOutputToken, m.tpot_ms),
+            (MetricKey::OutputTokenThroughputPerUser, m.otps_user),
+            (MetricKey::E2eOutputTokenThroughput, m.e2e_tps),
+        ];
+        for (key, v) in optional {
+            if let Some(v) = v {
+                self.push(key, v);
+            }
+        }
+        for g in &r.chunk_gaps {
+            self.gaps += 1;
+            if g.gap_ns == 0 {
+                self.zero_gaps += 1;
+            }
+            self.chunk_gap_ns.saturating_record(g.gap_ns);
+            if g.tokens > 0 {
+                // Token-weighted: each token of the chunk saw gap / tokens.
+                self.token_itl_ns
+                    .saturating_record_n(g.gap_ns / u64::from(g.tokens), u64::from(g.tokens));
+            }
+        }
+    }
+
+    /// Builds the final summary.
+    pub fn summary(&self, meta: RunMeta) -> Summary {
+        let duration_ns = self
+            .first_sent_ns
+            .map_or(0, |f| self.last_end_ns.saturating_sub(f));
+        let d = secs(duration_ns);
+        let per_s = |x: f64| if d > 0.0 { x / d } else { 0.0 };
+        let mut metrics: BTreeMap<String, Stat> = self
+            .values
+            .iter()
+            .filter_map(|(k, v)| Stat::of(v).map(|s| (k.as_str().to_string(), s)))
+            .collect();
+        if let Some(s) = Stat::of_hist(&self.chunk_gap_ns, 1e6) {
+            metrics.insert(MetricKey::InterChunkLatency.as_str().into(), s);
+        }
+        if let Some(s) = Stat::of_hist(&self.token_itl_ns, 1e6) {
+            metrics.insert(MetricKey::InterTokenLatencyTokenWeighted.as_str().into(), s);
+        }
+        let mut warnings = Vec::new();
+        let zero_gap_fraction = if self.gaps > 0 {
+            self.zero_gaps as f64 / self.gaps as f64
+        } else {
+            0.0
+        };
+        if zero_gap_fraction > 0.10 {
+            warnings.push(format!(
+                "{:.0}% of gaps between content events are 0: the server batches several events per write (--stream-interval?), so per-chunk gaps understate ITL",
+                zero_gap_fraction * 100.0
+            ));
+        }
+        if self.counts.success > 0
+            && self
+                .token_sources
+                .get(&TokenSource::None)
+                .copied()
+                .unwrap_or(0)
+                > 0
+        {
+            warnings.push(
+                "some successful responses carried no usage; their tokens are not counted".into(),
+            );
+        }
+        let total = self.counts.total;
+        let goodput = (!self.slos.is_empty()).then(|| Goodput {
+            slos: self.slos.clone(),
+            good_request_count: self.good,
+            goodput_rps: per_s(self.good as f64),
+            good_request_fraction: if total > 0 {
+                self.good as f64 / total as f64
+            } else {
+                0.0
+            },
+        });
+        let first_sent_s = self.first_sent_ns.map_or(0.0, secs);
+        let lens = |k: MetricKey| -> Vec<u64> {
+            self.values
+                .get(&k)
+                .map(|v| v.iter().map(|x| *x as u64).collect())
+                .unwrap_or_default()
+        };
+        Summary {
+            benchmark_start_unix_s: meta.start_unix_s + first_sent_s,
+            benchmark_end_unix_s: meta.start_unix_s + first_sent_s + d,
+            goodput,
+            per_request: PerRequest {
+                input_lens: lens(MetricKey::InputSequenceLength),
+                output_lens: lens(MetricKey::OutputSequenceLength),
+            },
+            schema_version: SUMMARY_SCHEMA,
+            specperf_version: env!("CARGO_PKG_VERSION"),
+            meta,
+            percentile_method: "numpy linear interpolation over exact per-request values; per-chunk metrics from HDR histograms (3 significant digits); std is population",
+            counts: self.counts.clone(),
+            duration_s: d,
+            request_throughput_rps: per_s(self.counts.success as f64),
+            output_token_throughput_tps: per_s(self.completion_tokens as f64),
+            input_token_throughput_tps: per_s(self.prompt_tokens as f64),
+            total_token_throughput_tps: per_s((self.prompt_tokens + self.completion_tokens) as f64),
+            total_prompt_tokens: self.prompt_tokens,
+            total_completion_tokens: self.completion_tokens,
+            total_reasoning_tokens: self.reasoning_tokens,
+            tokens_counted_by: self.token_sources.clone(),
+            content_events_per_read: if self.reads > 0 { self.content_events as f64 / self.reads as f64 } else { 0.0 },
+            zero_gap_fraction,
+            metrics,
+            warnings,
+            acceptance: None,
+        }
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// Encodes one record as one line (no newline) into the buffer. The aggregator does not know the
+/// artifact formats: the engine hands it one encoder per sink (`report` owns the formats), so the
+/// arrow runs from report down to metrics, never back.
+pub(crate) type RecordEncoder =
+    Box<dyn Fn(&mut Vec<u8>, &RequestRecord) -> serde_json::Result<()> + Send>;
+
+/// One JSONL file the aggregator appends each record to as it arrives.
+pub(crate) struct RecordSink {
+    writer: Box<dyn Write + Send>,
+    encode: RecordEncoder,
+}
+
+impl RecordSink {
+    /// A sink writing `encode`'s line for each record to `writer`.
+    pub(crate) fn new(writer: Box<dyn Write + Send>, encode: RecordEncoder) -> RecordSink {
+        RecordSink { writer, encode }
+    }
+
+    /// Appends one record's line and flushes it, so a killed run keeps every finished request.
+    fn append(&mut self, line: &mut Vec<u8>, rec: &RequestRecord) -> std::io::Result<()> {
+        line.clear();
+        (self.encode)(line, rec)?;
+        line.push(b'\n');
+        self.writer.write_all(line)?;
+        self.writer.flush()
+    }
+}
+
+/// Runs the aggregator until every sender is dropped, writing each record to the sinks.
+pub(crate) async fn aggregate(
+    mut rx: mpsc::Receiver<RequestRecord>,
+    mut sinks: Vec<RecordSink>,
+    progress: Arc<watch::Sender<Progress>>,
+    slos: Vec<Slo>,
+    client_isl: Option<Arc<[u64]>>,
+) -> Aggregate {
+    let mut agg = Aggregate::with_goodput(slos);
+    agg.client_isl = client_isl;
+    let mut line = Vec::with_capacity(1024);
+    while let Some(rec) = rx.recv().await {
+        // A sink that fails is dropped with its error recorded: measuring goes on, and the run
+        // reports the artifact failure at the end.
+        sinks.retain_mut(|sink| match sink.append(&mut line, &rec) {
+            Ok(()) => true,
+            Err(e) => {
+                agg.write_error.get_or_insert(e.to_string());
+                false
+            }
+        });
+        agg.add(&rec);
+        progress.send_modify(|p| {
+            if rec.phase == Phase::Warmup {
+                p.warmup += 1;
+                return;
+            }
+            p.done += 1;
+            match rec.outcome {
+                Outcome::Success => {
+                    p.ok += 1;
+                    p.output_tokens += rec.completion_tokens.unwrap_or(0);
+                }
+                Outcome::Failed(_) => p.failed += 1,
+                Outcome::Cancelled => p.cancelled += 1,
+            }
+        });
+    }
+    agg
+}

@@ -1,0 +1,196 @@
+//! The run's output contract: [`Summary`] (written as `summary.json`, schema
+//! [`SUMMARY_SCHEMA`]) with the run description [`RunMeta`] that `specperf merge` reads back.
+//! Closed sets are enums, serialized under the names the schema lists.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Counts, Goodput, MetricKey, Stat};
+use crate::record::TokenSource;
+use crate::render::EndpointType;
+use crate::schedule::{ArrivalPattern, DispatchStats, LoadMode, Shard};
+use crate::scrape::ScrapeReport;
+use crate::stop::StopReason;
+
+/// Version of the summary JSON layout; additive changes keep it.
+pub const SUMMARY_SCHEMA: &str = "specperf.summary.v1";
+
+/// What was run, recorded next to the numbers (read back by `specperf merge`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunMeta {
+    /// Target base URL (or `embedded-simulator`).
+    pub url: String,
+    /// Model name sent.
+    pub model: String,
+    /// Endpoint path requested, e.g. `/v1/chat/completions`.
+    pub endpoint: String,
+    /// `chat` or `completions`.
+    pub endpoint_type: EndpointType,
+    /// Output tokens asked for per request (`None`: the server decides).
+    pub osl: Option<u32>,
+    /// The command line, when the binary recorded it.
+    pub cli_command: Option<String>,
+    /// Streaming on.
+    pub streaming: bool,
+    /// Closed-loop concurrency.
+    pub concurrency: usize,
+    /// Requests planned.
+    pub request_count: u64,
+    /// Samples in the collection.
+    pub samples: usize,
+    /// Whether samples were sent more than once (request count above the collection size).
+    pub dataset_reused: bool,
+    /// Input file, or the bundled collection.
+    pub input: String,
+    /// Run start, Unix seconds.
+    pub start_unix_s: f64,
+    /// Why the run ended early, if it did (`deadline`, `interrupted`, `terminated`, `stalled`).
+    pub stopped_by: Option<StopReason>,
+    /// Load shape and what the dispatcher did.
+    pub load: LoadMeta,
+    /// The per-request timeouts used.
+    pub timeouts_s: BTreeMap<TimeoutKind, f64>,
+}
+
+/// Which timeout a `meta.timeouts_s` entry is. Declared in the order of the names, so the map
+/// serializes sorted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeoutKind {
+    /// TCP and TLS connect.
+    Connect,
+    /// Request sent to the first token.
+    FirstToken,
+    /// Between two events of a stream.
+    Idle,
+    /// One whole request.
+    Request,
+    /// The whole run.
+    Run,
+}
+
+/// How the load was shaped, and what the dispatcher did.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LoadMeta {
+    /// `closed` (fixed concurrency), `open` (request rate) or `trace` (timestamps).
+    pub mode: LoadMode,
+    /// Open loop: requests per second (this shard's share is every N-th arrival).
+    pub request_rate: Option<f64>,
+    /// Open loop: arrival distribution.
+    pub arrival_pattern: Option<ArrivalPattern>,
+    /// Open loop, gamma: shape.
+    pub arrival_smoothness: Option<f64>,
+    /// Open loop: cap on requests in flight.
+    pub concurrency_cap: Option<usize>,
+    /// Arrival schedule seed.
+    pub random_seed: u64,
+    /// Concurrency or rate ramp, seconds.
+    pub ramp_s: Option<f64>,
+    /// Issue limit, seconds.
+    pub benchmark_duration_s: Option<f64>,
+    /// Grace after the issue limit, seconds (`null`: unbounded).
+    pub grace_period_s: Option<f64>,
+    /// Lag above which an open-loop arrival counts as late, ms.
+    pub schedule_lag_tolerance_ms: f64,
+    /// This process's shard (`0/1` for a single process and for a merged report).
+    pub shard: Shard,
+    /// Set by `specperf merge`: how many shard runs this report combines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards_merged: Option<u32>,
+    /// Profiling phase dispatch.
+    pub dispatch: DispatchStats,
+    /// Warmup phase dispatch, when there was one.
+    pub warmup: Option<DispatchStats>,
+}
+
+impl Default for LoadMeta {
+    /// A closed-loop, single-process run with the default lag tolerance and nothing dispatched.
+    fn default() -> Self {
+        LoadMeta {
+            mode: LoadMode::Closed,
+            request_rate: None,
+            arrival_pattern: None,
+            arrival_smoothness: None,
+            concurrency_cap: None,
+            random_seed: 0,
+            ramp_s: None,
+            benchmark_duration_s: None,
+            grace_period_s: None,
+            schedule_lag_tolerance_ms: 5.0,
+            shard: Shard::SINGLE,
+            shards_merged: None,
+            dispatch: DispatchStats::default(),
+            warmup: None,
+        }
+    }
+}
+
+/// The run's summary (also written as `summary.json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// [`SUMMARY_SCHEMA`].
+    pub schema_version: &'static str,
+    /// This binary's version.
+    pub specperf_version: &'static str,
+    /// Run description.
+    pub meta: RunMeta,
+    /// How percentiles are computed.
+    pub percentile_method: &'static str,
+    /// Counts by outcome.
+    pub counts: Counts,
+    /// First send to last end, seconds.
+    pub duration_s: f64,
+    /// Successful requests per second.
+    pub request_throughput_rps: f64,
+    /// Completion tokens (reasoning included) per second.
+    pub output_token_throughput_tps: f64,
+    /// Prompt tokens per second.
+    pub input_token_throughput_tps: f64,
+    /// Prompt plus completion tokens per second.
+    pub total_token_throughput_tps: f64,
+    /// Σ `usage.prompt_tokens` of successful requests.
+    pub total_prompt_tokens: u64,
+    /// Σ `usage.completion_tokens` of successful requests.
+    pub total_completion_tokens: u64,
+    /// Σ reasoning tokens of successful requests.
+    pub total_reasoning_tokens: u64,
+    /// Successful requests by token source (`usage_per_chunk`, `usage_final`, `none`).
+    pub tokens_counted_by: BTreeMap<TokenSource, u64>,
+    /// Content events per body read (1.0 = every event arrived in its own read).
+    pub content_events_per_read: f64,
+    /// Fraction of inter-chunk gaps that were 0 ns.
+    pub zero_gap_fraction: f64,
+    /// Per-request and per-chunk metrics; units in the names.
+    pub metrics: BTreeMap<String, Stat>,
+    /// Things the reader should know about these numbers.
+    pub warnings: Vec<String>,
+    /// Acceptance length from the servers' counters, with the scrape outcomes (absent when no
+    /// metrics endpoint was scraped).
+    pub acceptance: Option<ScrapeReport>,
+    /// First send, Unix seconds.
+    pub benchmark_start_unix_s: f64,
+    /// Last end, Unix seconds.
+    pub benchmark_end_unix_s: f64,
+    /// Requests that met every `--goodput` objective (absent without `--goodput`).
+    pub goodput: Option<Goodput>,
+    /// Per-request token counts for the InferenceX raw JSON (not in `summary.json`).
+    #[serde(skip)]
+    pub(crate) per_request: PerRequest,
+}
+
+impl Summary {
+    /// The statistics of one metric, when any request had it.
+    pub(crate) fn metric(&self, key: MetricKey) -> Option<&Stat> {
+        self.metrics.get(key.as_str())
+    }
+}
+
+/// Per-request values that only the InferenceX raw JSON lists.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PerRequest {
+    /// `usage.prompt_tokens` of each successful request that reported it, in completion order.
+    pub(crate) input_lens: Vec<u64>,
+    /// `usage.completion_tokens` of each successful request, in completion order.
+    pub(crate) output_lens: Vec<u64>,
+}
