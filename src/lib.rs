@@ -27,6 +27,7 @@ mod client;
 mod config;
 mod dataset;
 mod engine;
+pub mod exit;
 mod fdlimit;
 mod fsutil;
 #[cfg(any(test, fuzzing))]
@@ -60,6 +61,7 @@ pub use config::{
 };
 pub use dataset::{DatasetError, DatasetKind, Sample};
 pub use engine::{render_requests, replay, EngineError, RunOutcome, BUNDLED_COLLECTION};
+pub use exit::{exit_code, ExitStatus};
 pub use fdlimit::FdLimitError;
 pub use inject::{
     inject, EntryReport, EntryState, InjectConfig, InjectError, InjectOutcome, InjectReport,
@@ -78,41 +80,3 @@ pub use report::{console_table, progress_line, write_artifacts, ReportError};
 pub use schedule::{arrivals, ArrivalPattern, DispatchStats, LoadMode, Shard};
 pub use stop::{StopReason, Stopper};
 pub use yaml::YamlError;
-
-/// Process exit codes (documented in `--help`).
-pub mod exit {
-    /// Run complete, failures within the threshold.
-    pub const OK: i32 = 0;
-    /// Run failed (threshold exceeded, no success, stalled, artifacts not written).
-    pub const FAILED: i32 = 1;
-    /// Usage or configuration error.
-    pub const USAGE: i32 = 2;
-    /// Server not ready.
-    pub const NOT_READY: i32 = 3;
-    /// Whole-run deadline expired.
-    pub const DEADLINE: i32 = 124;
-    /// Interrupted by SIGINT.
-    pub const SIGINT: i32 = 130;
-    /// Terminated by SIGTERM.
-    pub const SIGTERM: i32 = 143;
-}
-
-/// The exit code for a finished run.
-pub fn exit_code(outcome: &RunOutcome, failed_threshold: f64) -> i32 {
-    match outcome.stopped_by {
-        Some(StopReason::Interrupted) => return exit::SIGINT,
-        Some(StopReason::Terminated) => return exit::SIGTERM,
-        Some(StopReason::Deadline) => return exit::DEADLINE,
-        Some(StopReason::Stalled) => return exit::FAILED,
-        None => {}
-    }
-    let c = &outcome.summary.counts;
-    if outcome.artifact_error.is_some() || c.success == 0 {
-        return exit::FAILED;
-    }
-    let done = c.success + c.failed;
-    if done > 0 && c.failed as f64 / done as f64 > failed_threshold {
-        return exit::FAILED;
-    }
-    exit::OK
-}

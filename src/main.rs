@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use specperf::{exit, Cli, Command, Progress, StopReason, Stopper, Ui};
+use specperf::{exit, Cli, Command, ExitStatus, Progress, StopReason, Stopper, Ui};
 use tokio::sync::watch;
 
 fn main() -> ExitCode {
@@ -81,15 +81,7 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
         }
         Err(e) => {
             eprintln!("error: {e:#}");
-            match e {
-                e if e.is_not_ready() => exit::NOT_READY,
-                specperf::EngineError::Dataset(_)
-                | specperf::EngineError::Load(_)
-                | specperf::EngineError::NoModel(_)
-                | specperf::EngineError::OpenFiles(_)
-                | specperf::EngineError::Url { .. } => exit::USAGE,
-                _ => exit::FAILED,
-            }
+            e.exit_code()
         }
     }
 }

@@ -58,7 +58,7 @@ pub(crate) fn one_of_opt<'de, D: Deserializer<'de>>(
     }
 }
 
-/// Why shard directories could not be merged. Exit code: [`MergeError::exit_code`].
+/// Why shard directories could not be merged. Exit code: [`crate::ExitStatus`].
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
     /// A shard's file could not be read.
@@ -178,16 +178,6 @@ pub enum MergeError {
     /// The merged report files could not be written.
     #[error("{0} (pass a writable --output)")]
     Report(#[from] crate::report::ReportError),
-}
-
-impl MergeError {
-    /// 1 when the merged report could not be written, 2 when the inputs are not one run's shards.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            MergeError::Write { .. } | MergeError::Report(_) => crate::exit::FAILED,
-            _ => crate::exit::USAGE,
-        }
-    }
 }
 
 /// A finished merge.
@@ -667,6 +657,7 @@ mod tests {
     use super::*;
     use crate::metrics::TimeoutKind;
     use crate::record::{ChunkGap, Outcome, TokenSource};
+    use crate::ExitStatus;
     use std::collections::BTreeMap;
 
     fn meta(index: u32, count: u32, start_unix_s: f64) -> RunMeta {

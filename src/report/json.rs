@@ -1,6 +1,8 @@
-//! JSON whose key order is part of the format. serde_json's `Map` sorts keys (we do not turn on
-//! `preserve_order` crate-wide: other artifacts rely on sorted keys), so the AIPerf and InferenceX
-//! files are built from this small ordered tree instead.
+//! JSON whose key order is part of the format. serde_json's `Map` keeps insertion order in this
+//! workspace (`tokenizer-encoders` turns `preserve_order` on, because prompts must keep the keys in
+//! the order received, and cargo unifies the feature for every crate), so no artifact may rely on
+//! a `Map` sorting its keys. The AIPerf and InferenceX files are built from this small ordered
+//! tree, whose order is the one written, whatever serde_json's features are.
 
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
@@ -8,7 +10,7 @@ use serde_json::Value;
 /// A JSON value with ordered objects.
 #[derive(Clone, Debug)]
 pub(crate) enum J {
-    /// A leaf (any serde_json value; its own maps stay sorted).
+    /// A leaf (any serde_json value; its own maps keep the order serde_json gives them).
     V(Value),
     /// An object, keys in insertion order.
     O(Obj),

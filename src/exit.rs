@@ -1,0 +1,75 @@
+//! Process exit codes, and the one place where outcomes and errors map to them (documented in
+//! `--help` and README). The library never exits: `main` asks [`ExitStatus::exit_code`] (or
+//! [`exit_code`] for a finished run) and returns the number.
+
+use crate::engine::{EngineError, RunOutcome};
+use crate::merge::MergeError;
+use crate::stop::StopReason;
+
+/// Run complete, failures within the threshold.
+pub const OK: i32 = 0;
+/// Run failed (threshold exceeded, no success, stalled, artifacts not written).
+pub const FAILED: i32 = 1;
+/// Usage or configuration error.
+pub const USAGE: i32 = 2;
+/// Server not ready.
+pub const NOT_READY: i32 = 3;
+/// Whole-run deadline expired.
+pub const DEADLINE: i32 = 124;
+/// Interrupted by SIGINT.
+pub const SIGINT: i32 = 130;
+/// Terminated by SIGTERM.
+pub const SIGTERM: i32 = 143;
+
+/// An outcome or error that decides the process's exit code.
+pub trait ExitStatus {
+    /// The exit code `main` returns for it.
+    fn exit_code(&self) -> i32;
+}
+
+/// The exit code for a finished run: the stop reason first, then missing artifacts or no
+/// success, then the failed fraction against `failed_threshold`.
+pub fn exit_code(outcome: &RunOutcome, failed_threshold: f64) -> i32 {
+    match outcome.stopped_by {
+        Some(StopReason::Interrupted) => return SIGINT,
+        Some(StopReason::Terminated) => return SIGTERM,
+        Some(StopReason::Deadline) => return DEADLINE,
+        Some(StopReason::Stalled) => return FAILED,
+        None => {}
+    }
+    let c = &outcome.summary.counts;
+    if outcome.artifact_error.is_some() || c.success == 0 {
+        return FAILED;
+    }
+    let done = c.success + c.failed;
+    if done > 0 && c.failed as f64 / done as f64 > failed_threshold {
+        return FAILED;
+    }
+    OK
+}
+
+impl ExitStatus for EngineError {
+    /// 3 when the server never answered; 2 when the inputs are wrong (collection, load, model,
+    /// open-file limit, URL); 1 otherwise.
+    fn exit_code(&self) -> i32 {
+        match self {
+            EngineError::NotReady { .. } => NOT_READY,
+            EngineError::Dataset(_)
+            | EngineError::Load(_)
+            | EngineError::NoModel(_)
+            | EngineError::OpenFiles(_)
+            | EngineError::Url { .. } => USAGE,
+            _ => FAILED,
+        }
+    }
+}
+
+impl ExitStatus for MergeError {
+    /// 1 when the merged report could not be written; 2 when the inputs do not make one run.
+    fn exit_code(&self) -> i32 {
+        match self {
+            MergeError::Write { .. } | MergeError::Report(_) => FAILED,
+            _ => USAGE,
+        }
+    }
+}
