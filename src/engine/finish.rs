@@ -1,0 +1,110 @@
+//! The end of a run: the run description ([`RunMeta`]) beside the aggregator's numbers, and the
+//! artifacts written from them. Artifact failures are recorded in the outcome, never lost.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::phase::Measured;
+use super::prepare::Ready;
+use super::RunOutcome;
+use crate::config::RunConfig;
+use crate::metrics::{LoadMeta, RunMeta, TimeoutKind};
+use crate::schedule::{DispatchStats, Plan};
+use crate::stop::Stopper;
+
+/// Builds the summary of a measured run and writes its artifacts.
+pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
+    let Ready {
+        cfg,
+        samples,
+        plan,
+        sim,
+        base_url,
+        model,
+        dir,
+        ..
+    } = ready;
+    drop(sim);
+    let stopped_by = stop.reason();
+    let t = cfg.client.timeouts;
+    let timeouts_s: BTreeMap<TimeoutKind, f64> = [
+        (TimeoutKind::Connect, t.connect.as_secs_f64()),
+        (TimeoutKind::FirstToken, t.first_token.as_secs_f64()),
+        (TimeoutKind::Idle, t.idle.as_secs_f64()),
+        (TimeoutKind::Request, t.total.as_secs_f64()),
+        (TimeoutKind::Run, cfg.run_timeout.as_secs_f64()),
+    ]
+    .into_iter()
+    .collect();
+    let meta = RunMeta {
+        url: if cfg.target.is_embedded() {
+            format!("embedded-simulator ({base_url})")
+        } else {
+            base_url
+        },
+        model,
+        endpoint: cfg.endpoint_path.clone(),
+        endpoint_type: cfg.endpoint_type,
+        osl: cfg.osl,
+        cli_command: cfg.cli_command.clone(),
+        streaming: cfg.streaming,
+        concurrency: cfg.concurrency,
+        request_count: plan.len().unwrap_or(0),
+        samples: samples.len(),
+        dataset_reused: m.dispatch.issued > samples.len() as u64,
+        load: load_meta(&cfg, &plan, m.dispatch, m.warmup),
+        input: cfg.dataset.describe(),
+        start_unix_s: m.start_unix_s,
+        stopped_by,
+        timeouts_s,
+    };
+    let mut summary = m.agg.summary(meta);
+    summary.acceptance = m.acceptance;
+    summary.warnings.splice(0..0, cfg.warnings.iter().cloned());
+    let mut artifact_error = m.agg.write_error.clone();
+    // Before summary.json, whose presence tells `specperf merge` the shard finished.
+    if let Err(e) = crate::report::write_histograms(&dir, &m.agg.histograms()) {
+        artifact_error.get_or_insert(e.to_string());
+    }
+    if let Err(e) = crate::report::write_artifacts(&dir, &summary) {
+        artifact_error.get_or_insert(e.to_string());
+    }
+    if let Some((result_dir, name)) = &cfg.result_file {
+        let result_dir = result_dir.as_deref().unwrap_or(&dir);
+        if let Err(e) = crate::report::inferencex::write_raw_result(result_dir, name, &summary) {
+            artifact_error.get_or_insert(e.to_string());
+        }
+    }
+    RunOutcome {
+        summary,
+        artifact_dir: dir,
+        artifact_error,
+        stopped_by,
+    }
+}
+
+fn load_meta(
+    cfg: &RunConfig,
+    plan: &Plan,
+    dispatch: DispatchStats,
+    warmup: Option<DispatchStats>,
+) -> LoadMeta {
+    let l = &cfg.load;
+    let secs = |d: Duration| d.as_secs_f64();
+    LoadMeta {
+        mode: plan.tickets.mode(),
+        request_rate: l.rate.map(|r| r.0),
+        arrival_pattern: l.rate.map(|r| r.1),
+        arrival_smoothness: l.rate.map(|r| r.2),
+        concurrency_cap: l.cap,
+        random_seed: l.seed,
+        ramp_s: l.ramp.map(secs),
+        benchmark_duration_s: l.duration.map(secs),
+        grace_period_s: l.grace.map(secs),
+        schedule_lag_tolerance_ms: l.lag_tolerance.as_secs_f64() * 1e3,
+        shard: l.shard,
+        shards_merged: None,
+        dispatch,
+        warmup,
+    }
+}

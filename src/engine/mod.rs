@@ -1,0 +1,123 @@
+//! The replay engine: wires the pipeline stages together for one run, in three steps.
+//!
+//! ```text
+//!  prepare: collection, plan, simulator, client, model, bodies, artifact files   (no request yet)
+//!  run:     warmup phase ─> AL baseline ─> profiling phase ─> the one aggregator ─> scrape ends
+//!  finish:  RunMeta + Summary ─> histograms.json, summary.json and the other artifacts
+//! ```
+//!
+//! dataset -> render -> schedule -> client workers -> (bounded channel) -> the one aggregator ->
+//! summary and artifacts. A single [`Stopper`] (deadline, stall watchdog, Ctrl-C, SIGTERM) cancels
+//! everything; in-flight requests then end as `cancelled` records and the summary is still written.
+
+mod finish;
+mod phase;
+mod prepare;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+
+use tokenizer_encoders::EncodeError;
+use tokio::sync::watch;
+
+use crate::client::ClientError;
+use crate::config::RunConfig;
+use crate::dataset::DatasetError;
+use crate::metrics::Summary;
+use crate::progress::Progress;
+use crate::sim::SimError;
+use crate::stop::{StopReason, Stopper};
+
+pub use prepare::render_requests;
+
+/// The collection bundled into the binary (`datasets/qualitative.jsonl`).
+pub const BUNDLED_COLLECTION: &str = include_str!("../../datasets/qualitative.jsonl");
+
+/// Errors that prevent a run from starting. Anything after the first request is a record instead.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The collection could not be loaded.
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    /// The embedded simulator did not start.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The server did not answer the readiness probe in time.
+    #[error("server at {url} not ready: {reason} (is it running? raise --wait-for-model-timeout to wait for start-up)")]
+    NotReady {
+        /// The base URL.
+        url: String,
+        /// Last probe error.
+        reason: String,
+    },
+    /// No `--model` and none could be discovered.
+    #[error("no model name: {0}; pass --model")]
+    NoModel(String),
+    /// The URL does not parse.
+    #[error("invalid URL {url}: {reason}")]
+    Url {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// A sample could not be rendered by the encoder.
+    #[error("cannot render sample {sample}: {source}")]
+    Render {
+        /// The sample's id.
+        sample: String,
+        /// What the encoder rejected.
+        source: EncodeError,
+    },
+    /// The tokenizer or chat template could not be loaded or used.
+    #[error("{0}")]
+    Tokenizer(String),
+    /// The load settings do not fit the collection.
+    #[error("{0}")]
+    Load(String),
+    /// The open-file limit is too low for the requests in flight.
+    #[error(transparent)]
+    OpenFiles(#[from] crate::fdlimit::FdLimitError),
+    /// The artifact directory or a file in it could not be created.
+    #[error("cannot write artifacts in {path}: {source} (pass a writable --artifact-dir)")]
+    Artifacts {
+        /// The path.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+impl EngineError {
+    /// True when the server was unreachable (exit code 3).
+    pub fn is_not_ready(&self) -> bool {
+        matches!(self, EngineError::NotReady { .. })
+    }
+}
+
+/// What a finished run hands back.
+pub struct RunOutcome {
+    /// The summary (also in `summary.json`).
+    pub summary: Summary,
+    /// Where artifacts were written.
+    pub artifact_dir: PathBuf,
+    /// Set when the records file could not be written completely.
+    pub artifact_error: Option<String>,
+    /// Set when the run was stopped early.
+    pub stopped_by: Option<StopReason>,
+}
+
+/// Replays the configured collection and returns its summary.
+pub async fn replay(
+    cfg: RunConfig,
+    stop: Stopper,
+    progress: watch::Sender<Progress>,
+) -> Result<RunOutcome, EngineError> {
+    let (ready, files) = prepare::prepare(cfg, &stop).await?;
+    let measured = phase::run(&ready, files, &stop, progress).await;
+    Ok(finish::finish(ready, measured, &stop))
+}

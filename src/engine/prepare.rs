@@ -1,0 +1,500 @@
+//! Everything a run does before its first request: the collection and the plan, the open-file
+//! limit, the embedded simulator, the client, the model (probed or discovered), the rendered
+//! bodies and the artifact files. Errors here are [`EngineError`]s; nothing has been measured yet.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::Uri;
+
+use super::{EngineError, BUNDLED_COLLECTION};
+use crate::client::{BodyCap, Client, Fetched};
+use crate::config::{DatasetSource, EncoderSpec, RunConfig, Target};
+use crate::dataset::{self, Sample};
+use crate::render::{self, RenderOptions};
+use crate::schedule::{arrivals, Plan, Tickets};
+use crate::scrape::ScrapeSettings;
+use crate::sim::{SimHandle, Simulator};
+use crate::stop::Stopper;
+use tokenizer_encoders::{ChatTemplate, Encoder, Tokenizer};
+
+/// A run ready to send its first request.
+pub(super) struct Ready {
+    pub(super) cfg: RunConfig,
+    pub(super) samples: Arc<[Sample]>,
+    /// The profiling phase's tickets.
+    pub(super) plan: Plan,
+    /// The embedded simulator, kept alive until the run is finished.
+    pub(super) sim: Option<SimHandle>,
+    pub(super) base_url: String,
+    pub(super) client: Client,
+    pub(super) scrape_settings: Option<ScrapeSettings>,
+    pub(super) model: String,
+    pub(super) render: Arc<RenderOptions>,
+    pub(super) bodies: Vec<Bytes>,
+    /// Client-side token counts per sample (`--tokenizer`).
+    pub(super) client_isl: Option<Vec<u64>>,
+    pub(super) uri: Uri,
+    /// The artifact directory (created).
+    pub(super) dir: PathBuf,
+}
+
+/// The JSONL files the aggregator appends to, opened before the first request so that an
+/// unwritable directory stops the run before it starts.
+pub(super) struct Files {
+    pub(super) records: Box<dyn Write + Send>,
+    pub(super) profile_export: Box<dyn Write + Send>,
+}
+
+/// Prepares `cfg` for its first request.
+pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Files), EngineError> {
+    let collection = load_collection(&cfg)?;
+    let samples: Arc<[Sample]> = collection.samples.clone().into();
+    let plan = profiling_plan(&cfg, &samples)?;
+    // Before any socket opens: the simulator's ends count too when it runs in this process.
+    let in_flight = plan.slots.map(|s| {
+        let warmup = cfg
+            .load
+            .warmup
+            .map_or(0, |w| cfg.load.shard.part(w.concurrency as u64));
+        (s as u64).max(warmup)
+    });
+    crate::fdlimit::ensure(in_flight, if cfg.target.is_embedded() { 2 } else { 1 })?;
+    let (sim, base_url): (Option<SimHandle>, String) = match &cfg.target {
+        Target::Url(u) => (None, u.clone()),
+        Target::Embedded(sc) => {
+            let h = Simulator::spawn((**sc).clone())?;
+            let url = h.url();
+            (Some(h), url)
+        }
+    };
+    let mut client_opts = cfg.client.clone();
+    // Credentials go to the target only, not to metrics endpoints on other hosts.
+    client_opts.origin = base_url
+        .parse::<Uri>()
+        .ok()
+        .map(|u| crate::client::origin_of(&u));
+    let client = Client::new(client_opts)?;
+    let scrape_settings = scrape_settings(&cfg, sim.as_ref(), &base_url);
+    // Like AIPerf, a given model and no --wait-for-model-timeout means no readiness wait: an
+    // unreachable server then shows up as failed records. Without a model, one is discovered.
+    let model = match &cfg.model {
+        Some(m) if cfg.wait_for_model.is_zero() => m.clone(),
+        Some(m) => {
+            probe(&client, &base_url, cfg.wait_for_model, stop).await?;
+            m.clone()
+        }
+        None => discover_model(&client, &base_url, cfg.wait_for_model, stop).await?,
+    };
+    warm_pool(
+        &client,
+        &base_url,
+        cfg.concurrency,
+        cfg.client.timeouts.connect,
+    )
+    .await;
+
+    let render = Arc::new(cfg.render_options(model.clone(), collection.encoder.clone()));
+    let (bodies, client_isl) = render_bodies(&samples, &render, collection.tokenizer.as_ref())?;
+    let uri: Uri = format!("{}{}", base_url.trim_end_matches('/'), cfg.endpoint_path)
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| EngineError::Url {
+            url: base_url.clone(),
+            reason: e.to_string(),
+        })?;
+
+    let dir = cfg
+        .artifact_dir
+        .clone()
+        .unwrap_or_else(|| default_artifact_dir(&model, &cfg));
+    std::fs::create_dir_all(&dir).map_err(|source| EngineError::Artifacts {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let create = |name: &str| -> Result<Box<dyn Write + Send>, EngineError> {
+        let path = dir.join(name);
+        let file = std::fs::File::create(&path).map_err(|source| EngineError::Artifacts {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(Box::new(std::io::BufWriter::new(file)))
+    };
+    let files = Files {
+        records: create("records.jsonl")?,
+        profile_export: create("profile_export.jsonl")?,
+    };
+    crate::report::write_inputs(&dir, &bodies).map_err(|source| EngineError::Artifacts {
+        path: dir.join("inputs.json").display().to_string(),
+        source,
+    })?;
+    let ready = Ready {
+        cfg,
+        samples,
+        plan,
+        sim,
+        base_url,
+        client,
+        scrape_settings,
+        model,
+        render,
+        bodies,
+        client_isl,
+        uri,
+        dir,
+    };
+    Ok((ready, files))
+}
+
+/// The profiling phase's tickets: closed loop, open-loop arrivals computed up front, or a trace.
+fn profiling_plan(cfg: &RunConfig, samples: &[Sample]) -> Result<Plan, EngineError> {
+    let l = &cfg.load;
+    let n = samples.len() as u64;
+    let shard = l.shard;
+    let (tickets, slots, ramp) = match (trace_rows(cfg, samples)?, l.rate) {
+        (Some(rows), _) => (
+            Tickets::Trace { rows },
+            l.cap.map(|c| shard.part(c as u64).max(1) as usize),
+            None,
+        ),
+        (None, None) => (
+            Tickets::Closed {
+                count: cfg
+                    .request_count
+                    .unwrap_or(if l.duration.is_some() { u64::MAX } else { n }),
+            },
+            Some(shard.part(cfg.concurrency as u64).max(1) as usize),
+            l.ramp,
+        ),
+        (None, Some((rate, pattern, shape))) => {
+            let arrivals = match (cfg.request_count, l.duration) {
+                (Some(c), _) => arrivals(rate, pattern, shape, c as usize, l.seed, l.ramp),
+                (None, Some(d)) => {
+                    // Arrivals are prefix-stable in the count: grow until past the duration.
+                    let mut k = (rate * d.as_secs_f64() * 1.2) as usize + 100;
+                    loop {
+                        let mut a = arrivals(rate, pattern, shape, k, l.seed, l.ramp);
+                        if a.last().is_some_and(|t| *t >= d) {
+                            a.retain(|t| *t < d);
+                            break a;
+                        }
+                        k *= 2;
+                    }
+                }
+                (None, None) => arrivals(rate, pattern, shape, n as usize, l.seed, l.ramp),
+            };
+            (
+                Tickets::Open { arrivals },
+                l.cap.map(|c| shard.part(c as u64).max(1) as usize),
+                None,
+            )
+        }
+    };
+    Ok(Plan {
+        tickets,
+        samples: samples.len(),
+        slots,
+        ramp,
+        duration: l.duration,
+        shard,
+    })
+}
+
+/// Where to scrape: the configured endpoints, else the target's own `/metrics` (every listener
+/// of the embedded simulator). `None` with `--no-server-metrics`.
+fn scrape_settings(cfg: &RunConfig, sim: Option<&SimHandle>, base: &str) -> Option<ScrapeSettings> {
+    let sc = &cfg.scrape;
+    if !sc.enabled {
+        return None;
+    }
+    let endpoints = if !sc.endpoints.is_empty() {
+        sc.endpoints.clone()
+    } else if let Some(h) = sim {
+        h.urls().iter().map(|u| format!("{u}/metrics")).collect()
+    } else {
+        vec![format!("{}/metrics", base.trim_end_matches('/'))]
+    };
+    // The simulator's counters are exact the moment a response ends; real engines lag.
+    let settle = sc.settle.unwrap_or(if sim.is_some() {
+        Duration::ZERO
+    } else {
+        Duration::from_secs(10)
+    });
+    Some(ScrapeSettings {
+        endpoints,
+        interval: sc.interval,
+        timeout: sc.timeout,
+        settle,
+        require_stable: sc.require_stable,
+        stable_max: Duration::from_secs(30),
+        acceptance: sc.acceptance,
+        save_dir: None,
+    })
+}
+
+/// The first `n` request bodies a replay of `cfg` would send, in replay order (no server needed;
+/// the model is `--model` or `"<model>"`).
+pub fn render_requests(cfg: &RunConfig, n: usize) -> Result<Vec<serde_json::Value>, EngineError> {
+    let collection = load_collection(cfg)?;
+    let model = cfg.model.clone().unwrap_or_else(|| "<model>".into());
+    let opts = cfg.render_options(model, collection.encoder.clone());
+    let plan = profiling_plan(cfg, &collection.samples)?;
+    let mut out = Vec::new();
+    for id in 0..plan.len().unwrap_or(n as u64).min(n as u64) {
+        let Some(t) = plan.ticket_for(id) else { break };
+        let s = &collection.samples[t];
+        let body =
+            render::body(&render::first_messages(s), s.max_tokens, &opts).map_err(|source| {
+                EngineError::Render {
+                    sample: s.id.clone(),
+                    source,
+                }
+            })?;
+        out.push(serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null));
+    }
+    Ok(out)
+}
+
+/// A collection ready to render: samples, the encoder and the optional tokenizer.
+pub(crate) struct Collection {
+    pub(crate) samples: Vec<Sample>,
+    pub(crate) encoder: Arc<Encoder>,
+    pub(crate) tokenizer: Option<Tokenizer>,
+}
+
+/// Loads the samples, the encoder (a chat template is read here) and the tokenizer.
+pub(crate) fn load_collection(cfg: &RunConfig) -> Result<Collection, EngineError> {
+    let tokenizer = cfg
+        .tokenizer
+        .as_deref()
+        .map(Tokenizer::from_path)
+        .transpose()
+        .map_err(|e| EngineError::Tokenizer(format!("--tokenizer: {e}")))?;
+    let encoder = match &cfg.encoder {
+        EncoderSpec::None => Encoder::None,
+        EncoderSpec::Dsv4 => Encoder::Dsv4,
+        EncoderSpec::Dsv41 => Encoder::Dsv41,
+        EncoderSpec::Template(p) => Encoder::Template(ChatTemplate::from_path(p).map_err(|e| {
+            EngineError::Tokenizer(format!("--encoder template:{}: {e}", p.display()))
+        })?),
+    };
+    let bundled = || {
+        dataset::load_str(
+            BUNDLED_COLLECTION,
+            "bundled datasets/qualitative.jsonl",
+            dataset::DatasetKind::SpeedBench,
+            &cfg.select,
+        )
+    };
+    let samples = match &cfg.dataset {
+        DatasetSource::Bundled => bundled()?,
+        DatasetSource::File { path, kind } => dataset::load_file(path, *kind, &cfg.select)?,
+        DatasetSource::Synthetic(spec) => {
+            let tok = tokenizer
+                .as_ref()
+                .ok_or_else(|| EngineError::Tokenizer("--synthetic needs --tokenizer".into()))?;
+            let corpus: Vec<String> = dataset::load_str(
+                BUNDLED_COLLECTION,
+                "bundled datasets/qualitative.jsonl",
+                dataset::DatasetKind::SpeedBench,
+                &Default::default(),
+            )?
+            .into_iter()
+            .map(|s| s.prompt)
+            .collect();
+            dataset::synthetic::generate(spec, tok, &corpus.join("\n\n"))
+                .map_err(|e| EngineError::Tokenizer(format!("--synthetic: {e}")))?
+        }
+    };
+    Ok(Collection {
+        samples,
+        encoder: Arc::new(encoder),
+        tokenizer,
+    })
+}
+
+/// Each sample's first request body, built before the clock starts; with a tokenizer, the
+/// client-side input token count of what is sent (the rendered prompt, or the messages'
+/// rendering by the encoder for chat).
+pub(crate) fn render_bodies(
+    samples: &[Sample],
+    opts: &RenderOptions,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<(Vec<Bytes>, Option<Vec<u64>>), EngineError> {
+    let mut bodies = Vec::with_capacity(samples.len());
+    let mut counts = tokenizer.map(|_| Vec::with_capacity(samples.len()));
+    for s in samples {
+        let messages = render::first_messages(s);
+        let fail = |source| EngineError::Render {
+            sample: s.id.clone(),
+            source,
+        };
+        bodies.push(render::body(&messages, s.max_tokens, opts).map_err(fail)?);
+        if let (Some(t), Some(c)) = (tokenizer, counts.as_mut()) {
+            let text = render::prompt(&messages, opts).map_err(fail)?;
+            let n = t
+                .count(&text)
+                .map_err(|e| EngineError::Tokenizer(format!("sample {}: {e}", s.id)))?;
+            c.push(n as u64);
+        }
+    }
+    Ok((bodies, counts))
+}
+
+fn join(base: &str, path: &str) -> Result<Uri, EngineError> {
+    format!("{}{}", base.trim_end_matches('/'), path)
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| EngineError::Url {
+            url: base.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// Polls `GET /v1/models` until it answers (any HTTP status counts as alive) or `wait` passes.
+async fn probe(
+    client: &Client,
+    base: &str,
+    wait: Duration,
+    stop: &Stopper,
+) -> Result<Fetched, EngineError> {
+    let uri = join(base, "/v1/models")?;
+    let until = Instant::now() + wait;
+    loop {
+        let attempt = client
+            .get(
+                uri.clone(),
+                Duration::from_secs(10),
+                "application/json",
+                BodyCap {
+                    bytes: 1 << 20,
+                    name: "model list size cap",
+                },
+            )
+            .await;
+        match attempt {
+            Ok(ok) => return Ok(ok),
+            Err(reason) if Instant::now() >= until || stop.token().is_cancelled() => {
+                return Err(EngineError::NotReady {
+                    url: base.to_owned(),
+                    reason,
+                })
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+async fn discover_model(
+    client: &Client,
+    base: &str,
+    wait: Duration,
+    stop: &Stopper,
+) -> Result<String, EngineError> {
+    let Fetched { status, body, .. } = probe(client, base, wait, stop).await?;
+    if status != 200 {
+        return Err(EngineError::NoModel(format!(
+            "GET {base}/v1/models answered HTTP {status}"
+        )));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| EngineError::NoModel(format!("GET {base}/v1/models is not JSON: {e}")))?;
+    v.pointer("/data/0/id")
+        .and_then(|x| x.as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| EngineError::NoModel(format!("GET {base}/v1/models lists no model")))
+}
+
+/// Opens up to `n` keep-alive connections before the clock starts, so the first requests do not
+/// pay for TCP and TLS set-up inside their TTFT.
+async fn warm_pool(client: &Client, base: &str, n: usize, limit: Duration) {
+    let Ok(uri) = join(base, "/health") else {
+        return;
+    };
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n.min(1024) {
+        let (c, u) = (client.clone(), uri.clone());
+        set.spawn(async move {
+            let cap = BodyCap {
+                bytes: 64 << 10,
+                name: "health body size cap",
+            };
+            let _ = c.get(u, limit, "*/*", cap).await;
+        });
+    }
+    while set.join_next().await.is_some() {}
+}
+
+/// `artifacts/<model>-<endpoint>-concurrency<N>`. The model name may come from the server
+/// (`/v1/models`), so it is reduced to one short path component: `/`, `\` and everything else
+/// outside `[A-Za-z0-9._-]` become `_`, and it is cut to 100 characters (file names stop at
+/// 255 bytes). The suffix keeps it from ever being `.` or `..`.
+pub(super) fn default_artifact_dir(model: &str, cfg: &RunConfig) -> PathBuf {
+    let safe: String = model
+        .chars()
+        .take(100)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let kind = match cfg.endpoint_type {
+        render::EndpointType::Chat => "chat",
+        render::EndpointType::Completions => "completions",
+    };
+    Path::new("artifacts").join(format!("{safe}-{kind}-concurrency{}", cfg.concurrency))
+}
+
+/// Trace rows to replay: `(sample, offset)` inside the window, shifted and sped up; `None` when
+/// the samples carry no timestamps (and --fixed-schedule was not asked for).
+fn trace_rows(
+    cfg: &RunConfig,
+    samples: &[Sample],
+) -> Result<Option<Vec<(usize, Duration)>>, EngineError> {
+    let t = cfg.load.trace;
+    let timed = samples.iter().all(|s| s.timestamp_ms.is_some());
+    if !timed {
+        if t.forced {
+            return Err(EngineError::Load(
+                "--fixed-schedule needs a `timestamp` (ms) on every row of the input file".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    if cfg.load.rate.is_some() {
+        return Ok(None);
+    }
+    let kept: Vec<(usize, f64)> = samples
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.timestamp_ms.map(|ts| (i, ts)))
+        .filter(|(_, ts)| t.start_ms.is_none_or(|a| *ts >= a) && t.end_ms.is_none_or(|b| *ts <= b))
+        .collect();
+    if kept.is_empty() {
+        return Err(EngineError::Load(
+            "no trace rows inside --fixed-schedule-start-offset/--fixed-schedule-end-offset".into(),
+        ));
+    }
+    let base = if t.auto_offset {
+        kept[0].1
+    } else {
+        t.start_ms.unwrap_or(0.0)
+    };
+    let mut rows: Vec<(usize, Duration)> = kept
+        .into_iter()
+        .map(|(i, ts)| {
+            (
+                i,
+                Duration::from_secs_f64(((ts - base) / t.speedup).max(0.0) / 1e3),
+            )
+        })
+        .collect();
+    if let Some(c) = cfg.request_count {
+        rows.truncate(c as usize);
+    }
+    Ok(Some(rows))
+}
