@@ -48,7 +48,7 @@ pub(crate) fn raw_result(s: &Summary) -> Result<J, (String, f64)> {
             .with("failed", failed)
             .with("max_failure_rate", 0.05),
     );
-    o.put("date", super::compact_date(m.start_unix_s))
+    o.put("date", crate::timefmt::compact_date(m.start_unix_s))
         .put(
             "backend",
             match m.endpoint_type {

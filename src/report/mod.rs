@@ -389,5 +389,3 @@ fn clock(secs: f64) -> String {
         format!("{}:{:02}", s / 60, s % 60)
     }
 }
-
-pub(crate) use crate::timefmt::{compact_date, iso8601};

@@ -83,8 +83,8 @@ pub(crate) fn export(s: &Summary, r: &ScrapeReport) -> J {
                 .with("avg_update_interval_ms", None::<f64>),
         );
     }
-    let start = super::iso8601(s.benchmark_start_unix_s);
-    let end = super::iso8601(s.benchmark_start_unix_s + window);
+    let start = crate::timefmt::iso8601(s.benchmark_start_unix_s);
+    let end = crate::timefmt::iso8601(s.benchmark_start_unix_s + window);
     let summary = Obj::new()
         .with("endpoints_configured", configured.clone())
         .with("endpoints_successful", successful)

@@ -13,6 +13,7 @@ use crate::record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenS
 use crate::schedule::DispatchStats;
 use crate::scrape::acceptance::{evaluate, AcceptanceOptions, EndpointWindow, Snapshot};
 use crate::scrape::{prom, AlPoint, EndpointStatus, ScrapeReport};
+use crate::timefmt::{compact_date, iso8601};
 
 const START_UNIX_S: f64 = 1_796_000_000.0;
 const EPOCH_NS: u64 = 1_796_000_000_000_000_000;

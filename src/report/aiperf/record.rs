@@ -1,0 +1,225 @@
+//! The per-request `profile_export.jsonl` line, as AIPerf 0.13's `MetricRecordInfo` reads it.
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+
+use super::super::json::Obj;
+use super::{error_class, session_id, tag};
+use crate::metrics::{MetricKey, RecordMetrics};
+use crate::record::{FailureKind, Outcome, Phase, RequestRecord};
+
+#[derive(Serialize)]
+struct ExportRecord<'a> {
+    metadata: Metadata<'a>,
+    metrics: Metrics<'a>,
+    trace_data: (),
+    spec_decode_acceptance: (),
+    error: Option<ErrorDetails<'a>>,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    session_num: u64,
+    x_request_id: String,
+    x_correlation_id: String,
+    conversation_id: String,
+    turn_index: u32,
+    credit_issued_ns: u64,
+    request_start_ns: u64,
+    request_ack_ns: Option<u64>,
+    request_end_ns: u64,
+    worker_id: &'a str,
+    record_processor_id: &'a str,
+    benchmark_phase: &'a str,
+    phase_index: Option<u32>,
+    profiling_index: Option<u64>,
+    phase_name: &'a str,
+    phase_kind: &'a str,
+    was_cancelled: bool,
+    cancellation_time_ns: Option<u64>,
+    context_overflow_skip: bool,
+    agent_depth: u32,
+    parent_correlation_id: (),
+    root_correlation_id: (),
+}
+
+#[derive(Serialize)]
+struct ErrorDetails<'a> {
+    code: Option<u16>,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    message: &'a str,
+    cause: (),
+    cause_chain: [(); 0],
+    details: Obj,
+}
+
+/// `{tag: {"value", "unit"}}` of a successful record; empty for failures (AIPerf puts the
+/// client-counted `error_isl` there; we count tokens only from `usage`, which failures lack).
+struct Metrics<'a>(Option<(RecordMetrics, &'a RequestRecord)>);
+
+#[derive(Serialize)]
+struct Value<T> {
+    value: T,
+    unit: &'static str,
+}
+
+impl Serialize for Metrics<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        let Some((m, r)) = &self.0 else {
+            return map.end();
+        };
+        let ms = |v: f64| Value {
+            value: v,
+            unit: "ms",
+        };
+        let tps = |v: f64| Value {
+            value: v,
+            unit: "tokens/sec/user",
+        };
+        if let Some(isl) = m.isl {
+            map.serialize_entry(
+                tag(MetricKey::InputSequenceLength),
+                &Value {
+                    value: isl,
+                    unit: "tokens",
+                },
+            )?;
+        }
+        if let Some(v) = m.ttft_ms {
+            map.serialize_entry(tag(MetricKey::TimeToFirstToken), &ms(v))?;
+        }
+        if let Some(v) = m.ttst_ms {
+            map.serialize_entry(tag(MetricKey::TimeToSecondToken), &ms(v))?;
+        }
+        if let Some(v) = m.ttfo_ms {
+            map.serialize_entry(tag(MetricKey::TimeToFirstOutputToken), &ms(v))?;
+        }
+        map.serialize_entry(tag(MetricKey::RequestLatency), &ms(m.latency_ms))?;
+        if let Some(v) = m.decode_ms {
+            map.serialize_entry(tag(MetricKey::DecodeDuration), &ms(v))?;
+        }
+        if !r.chunk_gaps.is_empty() {
+            let gaps: Vec<f64> = r.chunk_gaps.iter().map(|g| g.gap_ns as f64 / 1e6).collect();
+            map.serialize_entry(
+                tag(MetricKey::InterChunkLatency),
+                &Value {
+                    value: gaps,
+                    unit: "ms",
+                },
+            )?;
+        }
+        let reasoning = m.reasoning.unwrap_or(0);
+        map.serialize_entry(
+            "output_token_count",
+            &Value {
+                value: m.osl.saturating_sub(reasoning),
+                unit: "tokens",
+            },
+        )?;
+        if m.reasoning.is_some() {
+            map.serialize_entry(
+                "reasoning_token_count",
+                &Value {
+                    value: reasoning,
+                    unit: "tokens",
+                },
+            )?;
+        }
+        map.serialize_entry(
+            tag(MetricKey::OutputSequenceLength),
+            &Value {
+                value: m.osl,
+                unit: "tokens",
+            },
+        )?;
+        if let Some(v) = m.itl_ms {
+            map.serialize_entry(tag(MetricKey::InterTokenLatency), &ms(v))?;
+        }
+        if let Some(v) = m.otps_user {
+            map.serialize_entry(tag(MetricKey::OutputTokenThroughputPerUser), &tps(v))?;
+        }
+        if let Some(v) = m.e2e_tps {
+            map.serialize_entry(tag(MetricKey::E2eOutputTokenThroughput), &tps(v))?;
+        }
+        if let Some(v) = m.prefill_tps {
+            map.serialize_entry(tag(MetricKey::PrefillThroughputPerUser), &tps(v))?;
+        }
+        map.serialize_entry(
+            tag(MetricKey::EffectiveLatency),
+            &ms(m.effective_latency_ms),
+        )?;
+        map.serialize_entry(tag(MetricKey::DispatchLag), &ms(m.dispatch_lag_ms))?;
+        map.end()
+    }
+}
+
+/// Appends `r` as one AIPerf `profile_export.jsonl` record (no newline). `epoch_ns` is the Unix
+/// time of the run clock's zero: AIPerf's `*_ns` fields are epoch nanoseconds.
+pub(crate) fn write_record(
+    out: &mut Vec<u8>,
+    r: &RequestRecord,
+    epoch_ns: u64,
+) -> serde_json::Result<()> {
+    let phase = match r.phase {
+        Phase::Warmup => "warmup",
+        Phase::Profiling => "profiling",
+    };
+    let cancelled = matches!(
+        r.outcome,
+        Outcome::Cancelled | Outcome::Failed(FailureKind::GracePeriodExpired)
+    );
+    let kind = match r.outcome {
+        Outcome::Failed(k) => Some(k),
+        _ => None,
+    };
+    let (class, code) = error_class(kind, r.http_status);
+    let message = r.error.as_deref().unwrap_or(match r.outcome {
+        Outcome::Cancelled => "cancelled by the run (deadline or signal)",
+        _ => "",
+    });
+    let error = (!r.outcome.is_success()).then(|| ErrorDetails {
+        code,
+        kind: class,
+        message,
+        cause: (),
+        cause_chain: [],
+        details: Obj::new().with(
+            "specperf_outcome",
+            kind.map_or("cancelled", FailureKind::as_str),
+        ),
+    });
+    let request_id = format!("specperf-{}", r.id);
+    let rec = ExportRecord {
+        metadata: Metadata {
+            session_num: r.id,
+            x_correlation_id: request_id.clone(),
+            x_request_id: request_id,
+            conversation_id: session_id(r.sample_index),
+            turn_index: 0,
+            credit_issued_ns: epoch_ns + r.intended_ns,
+            request_start_ns: epoch_ns + r.sent_ns,
+            request_ack_ns: r.headers_ns.map(|t| epoch_ns + t),
+            request_end_ns: epoch_ns + r.end_ns,
+            worker_id: "specperf",
+            record_processor_id: "specperf-aggregator",
+            benchmark_phase: phase,
+            phase_index: None,
+            profiling_index: (r.phase == Phase::Profiling).then_some(r.id),
+            phase_name: phase,
+            phase_kind: phase,
+            was_cancelled: cancelled,
+            cancellation_time_ns: cancelled.then_some(epoch_ns + r.end_ns),
+            context_overflow_skip: false,
+            agent_depth: 0,
+            parent_correlation_id: (),
+            root_correlation_id: (),
+        },
+        metrics: Metrics(r.outcome.is_success().then(|| (RecordMetrics::of(r), r))),
+        trace_data: (),
+        spec_decode_acceptance: (),
+        error,
+    };
+    serde_json::to_writer(out, &rec)
+}
