@@ -135,21 +135,81 @@ pub(crate) struct BodyCap {
 }
 
 impl BodyCap {
-    fn exceeded(self, what: &str) -> String {
-        format!("{what} over the {} ({} bytes)", self.name, self.bytes)
+    fn exceeded(self, what: String) -> FetchError {
+        FetchError::OverCap {
+            what,
+            cap_name: self.name,
+            cap_bytes: self.bytes,
+        }
+    }
+}
+
+/// Why a bounded `GET` ([`Client::get`]) brought back no body. Texts taken from the server or
+/// the transport have the run's credentials scrubbed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FetchError {
+    /// The request could not be built (a header the URL's origin refuses, say).
+    #[error("{0}")]
+    Request(String),
+    /// Connecting, sending or reading failed; the cause chain, joined.
+    #[error("{0}")]
+    Transport(String),
+    /// The announced, read or inflated body is larger than the cap.
+    #[error("{what} over the {cap_name} ({cap_bytes} bytes)")]
+    OverCap {
+        /// What was over: the announced length, the body, the inflated body.
+        what: String,
+        /// The cap's name, as errors and the README give it.
+        cap_name: &'static str,
+        /// The cap, bytes.
+        cap_bytes: usize,
+    },
+    /// The body says gzip but does not inflate.
+    #[error("gzip body does not inflate: {0}")]
+    Gzip(std::io::Error),
+    /// Nothing (or not all of it) came back within the limit.
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+}
+
+impl FetchError {
+    /// The error with every secret scrubbed from the texts it carries.
+    fn redacted(self, secrets: &[String]) -> FetchError {
+        match self {
+            FetchError::Request(m) => FetchError::Request(redact(m, secrets)),
+            FetchError::Transport(m) => FetchError::Transport(redact(m, secrets)),
+            FetchError::OverCap {
+                what,
+                cap_name,
+                cap_bytes,
+            } => FetchError::OverCap {
+                what: redact(what, secrets),
+                cap_name,
+                cap_bytes,
+            },
+            other => other,
+        }
+    }
+}
+
+/// Callers that keep the reason as text (the readiness probe's error, the scrape's failure
+/// record) take it whole.
+impl From<FetchError> for String {
+    fn from(e: FetchError) -> String {
+        e.to_string()
     }
 }
 
 /// Inflates a gzip body, refusing to grow past the cap (a zip bomb must not exhaust memory).
-fn gunzip(body: &[u8], cap: BodyCap) -> Result<Bytes, String> {
+fn gunzip(body: &[u8], cap: BodyCap) -> Result<Bytes, FetchError> {
     use std::io::Read;
     let mut out = Vec::new();
     flate2::read::GzDecoder::new(body)
         .take(cap.bytes as u64 + 1)
         .read_to_end(&mut out)
-        .map_err(|e| format!("gzip body does not inflate: {e}"))?;
+        .map_err(FetchError::Gzip)?;
     if out.len() > cap.bytes {
-        return Err(cap.exceeded("gzip body inflates"));
+        return Err(cap.exceeded("gzip body inflates".into()));
     }
     Ok(Bytes::from(out))
 }
@@ -211,7 +271,7 @@ impl Client {
         limit: Duration,
         accept: &str,
         cap: BodyCap,
-    ) -> Result<Fetched, String> {
+    ) -> Result<Fetched, FetchError> {
         let mut req = Request::builder().method(Method::GET).uri(uri.clone());
         for (k, v) in self.headers_for(&uri).into_iter().flatten() {
             req = req.header(k, v);
@@ -220,9 +280,13 @@ impl Client {
         req = req.header(ACCEPT_ENCODING, "gzip, identity");
         let req = req
             .body(Full::new(Bytes::new()))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| FetchError::Request(e.to_string()))?;
         let fut = async {
-            let resp = self.inner.request(req).await.map_err(|e| describe(&e))?;
+            let resp = self
+                .inner
+                .request(req)
+                .await
+                .map_err(|e| FetchError::Transport(describe(&e)))?;
             let status = resp.status().as_u16();
             let header = |name| {
                 resp.headers()
@@ -235,16 +299,16 @@ impl Client {
             // A Content-Length past the cap is refused before a byte of the body is read.
             let announced = http_body::Body::size_hint(resp.body()).lower();
             if announced > cap.bytes as u64 {
-                return Err(cap.exceeded(&format!("Content-Length {announced}")));
+                return Err(cap.exceeded(format!("Content-Length {announced}")));
             }
             let body = http_body_util::Limited::new(resp.into_body(), cap.bytes)
                 .collect()
                 .await
                 .map_err(|e| {
                     if e.is::<http_body_util::LengthLimitError>() {
-                        cap.exceeded("body")
+                        cap.exceeded("body".into())
                     } else {
-                        describe(&*e)
+                        FetchError::Transport(describe(&*e))
                     }
                 })?
                 .to_bytes();
@@ -257,8 +321,8 @@ impl Client {
         };
         tokio::time::timeout(limit, fut)
             .await
-            .map_err(|_| format!("no answer within {limit:?}"))?
-            .map_err(|e| redact(e, &self.secrets))
+            .map_err(|_| FetchError::TimedOut(limit))?
+            .map_err(|e| e.redacted(&self.secrets))
     }
 
     /// Sends one request and follows it to the end. Never fails: the outcome is in the record.
@@ -540,24 +604,37 @@ fn tls_config(
     })
 }
 
+/// A `--header` or `--api-key` that cannot go in an HTTP header. The value stays out of the
+/// message: it may be a credential.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HeaderError {
+    /// Not a valid header name.
+    #[error("invalid header name {0:?}")]
+    Name(String),
+    /// The value holds characters a header may not carry.
+    #[error("invalid value for header {0:?}")]
+    Value(String),
+    /// The API key holds characters a header may not carry.
+    #[error("the API key holds characters not allowed in a header")]
+    ApiKey,
+}
+
 /// Builds the header map: custom headers, then the bearer key (which wins over a custom one).
 pub(crate) fn build_headers(
     custom: &[(String, String)],
     api_key: Option<&str>,
-) -> Result<HeaderMap, String> {
+) -> Result<HeaderMap, HeaderError> {
     let mut map = HeaderMap::new();
     for (k, v) in custom {
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| format!("invalid header name {k:?}"))?;
-        // The value stays out of the message: it may be a credential.
-        let mut value =
-            HeaderValue::from_str(v).map_err(|_| format!("invalid value for header {k:?}"))?;
+        let name =
+            HeaderName::from_bytes(k.as_bytes()).map_err(|_| HeaderError::Name(k.clone()))?;
+        let mut value = HeaderValue::from_str(v).map_err(|_| HeaderError::Value(k.clone()))?;
         value.set_sensitive(is_credential(&name));
         map.append(name, value);
     }
     if let Some(key) = api_key {
-        let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
-            .map_err(|_| "the API key holds characters not allowed in a header".to_string())?;
+        let mut value =
+            HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| HeaderError::ApiKey)?;
         value.set_sensitive(true);
         map.insert(AUTHORIZATION, value);
     }
@@ -576,7 +653,7 @@ struct StreamState {
     done: bool,
     first_token: Option<Instant>,
     /// Events of the current read, each stamped when its blank line was parsed; reused per read.
-    parsed: Vec<(Instant, Result<Event, String>)>,
+    parsed: Vec<(Instant, Result<Event, sse::Malformed>)>,
     last_event: Instant,
     prev_completion_tokens: u64,
     per_chunk_usage: bool,
@@ -643,7 +720,7 @@ impl StreamState {
         let text = &mut self.text;
         self.parser
             .push(data, |ev| {
-                parsed.push((Instant::now(), classify(ev).map_err(|m| m.0)));
+                parsed.push((Instant::now(), classify(ev)));
                 if let Some(t) = text.as_mut() {
                     sse::append_text(ev, t);
                 }
@@ -653,7 +730,7 @@ impl StreamState {
             rec.events += 1;
             match ev {
                 Err(m) => {
-                    self.malformed.get_or_insert(m);
+                    self.malformed.get_or_insert(m.0);
                 }
                 Ok(Event::Done) => self.done = true,
                 Ok(Event::Error(m)) => {
