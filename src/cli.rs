@@ -1,5 +1,9 @@
 //! Raw command-line flags (clap derive). Validation into typed configs happens in `config`.
 //! Flag names follow AIPerf's where the meaning is the same, so command lines carry over.
+//!
+//! Long on purpose (about 150 flags): it is declarations only, each flag with the `--help` text
+//! clap builds from its doc comment, one struct per subcommand, no logic beyond two value
+//! parsers. Read `--help` and this file side by side.
 
 use std::path::PathBuf;
 
