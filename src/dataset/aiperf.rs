@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{invalid, lines, object, Invalid, Sample, Turn};
+use super::{invalid, lines, ms, object, Invalid, Sample, Turn};
 
 pub(super) fn single_turn(text: &str) -> Result<Vec<Sample>, Invalid> {
     let mut out = Vec::new();
@@ -17,13 +17,7 @@ pub(super) fn single_turn(text: &str) -> Result<Vec<Sample>, Invalid> {
         }
         let timestamp_ms = match obj.get("timestamp") {
             None => None,
-            Some(v) => Some(
-                v.as_f64()
-                    .filter(|t| t.is_finite() && *t >= 0.0)
-                    .ok_or_else(|| {
-                        format!("line {n}: `timestamp` must be a non-negative number of ms")
-                    })?,
-            ),
+            Some(v) => Some(ms(v, &format!("line {n}"), "timestamp")?),
         };
         let prompt = text_of(obj, &format!("line {n}"))?;
         let max_tokens = match obj.get("max_tokens").or_else(|| obj.get("output_length")) {
@@ -95,13 +89,7 @@ pub(super) fn multi_turn(text: &str) -> Result<Vec<Sample>, Invalid> {
                 .ok_or_else(|| format!("{at}: expected a JSON object"))?;
             let delay_ms = match t.get("delay") {
                 None | Some(Value::Null) => None,
-                Some(d) => Some(
-                    d.as_f64()
-                        .filter(|d| d.is_finite() && *d >= 0.0)
-                        .ok_or_else(|| {
-                            format!("{at}: `delay` must be a non-negative number of ms")
-                        })?,
-                ),
+                Some(d) => Some(ms(d, &at, "delay")?),
             };
             parsed.push(Turn {
                 text: text_of(t, &at)?,

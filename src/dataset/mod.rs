@@ -246,6 +246,13 @@ fn object(n: usize, line: &str) -> Result<Map<String, Value>, Invalid> {
     }
 }
 
+/// A time in ms (a timestamp, a delay): finite and not negative.
+fn ms(v: &Value, at: &str, key: &str) -> Result<f64, Invalid> {
+    v.as_f64()
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .ok_or_else(|| Invalid(format!("{at}: `{key}` must be a non-negative number of ms")))
+}
+
 fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
     text.lines()
         .enumerate()

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{lines, object, Invalid, Sample, MAX_TRACE_ROW_TOKENS, MAX_TRACE_TOTAL_TOKENS};
+use super::{lines, ms, object, Invalid, Sample, MAX_TRACE_ROW_TOKENS, MAX_TRACE_TOTAL_TOKENS};
 
 /// Tokens per `hash_ids` block in Mooncake traces.
 const TRACE_BLOCK: usize = 512;
@@ -85,12 +85,7 @@ pub(super) fn mooncake_trace(text: &str, caps: TraceCaps) -> Result<Vec<Sample>,
             }
         };
         let ts = match obj.get("timestamp") {
-            Some(v) => v
-                .as_f64()
-                .filter(|t| t.is_finite() && *t >= 0.0)
-                .ok_or_else(|| {
-                    format!("line {n}: `timestamp` must be a non-negative number of ms")
-                })?,
+            Some(v) => ms(v, &format!("line {n}"), "timestamp")?,
             None => return Err(format!("line {n}: missing `timestamp` (ms) of a trace row").into()),
         };
         if ts < last {
