@@ -168,13 +168,19 @@ pub(crate) fn self_signed(dir: &Path, names: &[&str]) -> specperf::sim::TlsFiles
     specperf::sim::TlsFiles { cert, key }
 }
 
+/// A JSON file, parsed (fails the test naming the file).
+pub(crate) fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// A committed schema, `schemas/<name>`.
 pub(crate) fn schema(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("schemas")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    read_json(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("schemas")
+            .join(name),
+    )
 }
 
 /// Where `v` departs from the committed schema `schemas/<name>` (empty: it conforms).

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use specperf::sim::{Acceptance, SimConfig, SimHandle};
 
-use crate::common::{fake_metrics, fast, schema, schema_errors, sim, terminate, text};
+use crate::common::{fake_metrics, fast, read_json, schema, schema_errors, sim, terminate, text};
 
 /// Environment the gate reads; cleared so the host's variables never leak into a test.
 const GATE_ENV: &[&str] = &[
@@ -471,7 +471,7 @@ fn gate_summary_matches_the_committed_table() {
     );
     let want = std::fs::read_to_string(root.join("summary.md")).unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), want);
-    let roll: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let roll = read_json(&json);
     assert_eq!(roll["files"], 4);
     assert_eq!(roll["all_passed"], false);
     assert_eq!(roll["results"][0]["task"], "speedbench_al/thinking_on/mtp2");

@@ -9,14 +9,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::common::{config, fast, records, run, sim};
+use crate::common::{config, fast, read_json, records, run, sim};
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 fn schema_errors(v: &Value) -> Vec<String> {
     crate::common::schema_errors("summary.v1.json", v)
