@@ -28,6 +28,7 @@ pub(crate) enum DatasetSource {
 }
 
 impl DatasetSource {
+    /// Where the samples come from, in words, for the console and `summary.json`.
     pub(crate) fn describe(&self) -> String {
         match self {
             DatasetSource::Bundled => "bundled datasets/qualitative.jsonl".into(),

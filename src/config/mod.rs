@@ -5,7 +5,7 @@
 //! `target` (URL, headers, TLS, timeouts: the client), `input` (collection, encoder, body fields:
 //! dataset and render), `load` (load shape and shard: schedule), `scrape` (metrics endpoints:
 //! scrape), `output` (goodput, result file: metrics and report) and `sim` (the `sim` command).
-//! Checks run in flag order, so the first bad flag is the one reported.
+//! Checks run in one fixed order, so with several bad flags the same one is always reported.
 
 mod input;
 mod load;

@@ -100,6 +100,7 @@ pub(super) fn warnings(a: &ReplayArgs) -> Vec<String> {
     }
 }
 
+/// True when the URL carries `user:password@`.
 pub(super) fn has_userinfo(uri: &http::Uri) -> bool {
     uri.authority().is_some_and(|a| a.as_str().contains('@'))
 }
