@@ -1,5 +1,9 @@
 //! Raw command-line flags (clap derive). Validation into typed configs happens in `config`.
 //! Flag names follow AIPerf's where the meaning is the same, so command lines carry over.
+//!
+//! Long on purpose (about 150 flags): it is declarations only, each flag with the `--help` text
+//! clap builds from its doc comment, one struct per subcommand, no logic beyond two value
+//! parsers. Read `--help` and this file side by side.
 
 use std::path::PathBuf;
 
@@ -732,22 +736,47 @@ pub struct InjectArgs {
     pub thinking_mode: Option<String>,
 }
 
-fn parse_fault_or_none(s: &str) -> Result<Option<Fault>, String> {
+/// A `--fault` or `--fault-sequence` item clap could not take; clap prints it after the flag.
+#[derive(Debug, thiserror::Error)]
+enum FaultArgError {
+    /// Not one of the simulator's fault names (`none` allowed where a healthy request is meant).
+    #[error("unknown fault {name:?}{hint}")]
+    UnknownFault {
+        /// The name given.
+        name: String,
+        /// What else the flag takes, when it takes more than fault names.
+        hint: &'static str,
+    },
+    /// A `--fault` item without `=`.
+    #[error("expected NAME=RATE, got {0:?}")]
+    NoRate(String),
+    /// The rate after `=` is not a number.
+    #[error("rate {0:?} is not a number")]
+    BadRate(String),
+}
+
+fn parse_fault_or_none(s: &str) -> Result<Option<Fault>, FaultArgError> {
     if s.trim().eq_ignore_ascii_case("none") {
         return Ok(None);
     }
     Fault::from_name(s)
         .map(Some)
-        .ok_or_else(|| format!("unknown fault {s:?} (or `none` for a healthy request)"))
+        .ok_or_else(|| FaultArgError::UnknownFault {
+            name: s.to_owned(),
+            hint: " (or `none` for a healthy request)",
+        })
 }
 
-fn parse_fault_rate(s: &str) -> Result<(Fault, f64), String> {
+fn parse_fault_rate(s: &str) -> Result<(Fault, f64), FaultArgError> {
     let (name, rate) = s
         .split_once('=')
-        .ok_or_else(|| format!("expected NAME=RATE, got {s:?}"))?;
-    let fault = Fault::from_name(name).ok_or_else(|| format!("unknown fault {name:?}"))?;
+        .ok_or_else(|| FaultArgError::NoRate(s.to_owned()))?;
+    let fault = Fault::from_name(name).ok_or_else(|| FaultArgError::UnknownFault {
+        name: name.to_owned(),
+        hint: "",
+    })?;
     let rate: f64 = rate
         .parse()
-        .map_err(|_| format!("rate {rate:?} is not a number"))?;
+        .map_err(|_| FaultArgError::BadRate(rate.to_owned()))?;
     Ok((fault, rate))
 }

@@ -838,7 +838,7 @@ impl Collection {
             file: file.to_owned(),
             msg,
         };
-        let json = doc.to_json(node).map_err(err)?;
+        let json = doc.to_json(node).map_err(|e| err(e.to_string()))?;
         serde_json::from_value(json).map_err(|e| err(e.to_string()))
     }
 }

@@ -5,6 +5,10 @@
 //! text itself, so comments, quoting and key order survive byte for byte. Input is bounded in
 //! size ([`MAX_BYTES`]) and nesting ([`MAX_DEPTH`]); aliases are kept as references, never
 //! expanded, so a hostile file cannot blow up memory.
+//!
+//! One file on purpose, although past 600 lines: the tree types, the event-to-tree builder with
+//! its position bookkeeping, the core-schema scalar rules and the queries change together, and
+//! the module keeps one `pub` item ([`YamlError`]).
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -451,7 +455,7 @@ impl Doc {
     }
 
     /// The node as JSON (aliases followed, at most `budget` nodes, for small blocks only).
-    pub(crate) fn to_json(&self, n: &Node) -> Result<serde_json::Value, String> {
+    pub(crate) fn to_json(&self, n: &Node) -> Result<serde_json::Value, ToJsonError> {
         let mut budget = 10_000usize;
         self.to_json_inner(n, &mut budget, 0)
     }
@@ -461,10 +465,10 @@ impl Doc {
         n: &Node,
         budget: &mut usize,
         depth: usize,
-    ) -> Result<serde_json::Value, String> {
+    ) -> Result<serde_json::Value, ToJsonError> {
         use serde_json::Value;
         if *budget == 0 || depth > MAX_DEPTH {
-            return Err("block too large or aliases nested too deeply".into());
+            return Err(ToJsonError::TooLarge);
         }
         *budget -= 1;
         Ok(match &n.kind {
@@ -474,7 +478,7 @@ impl Doc {
                 Some(Scalar::Int(i)) => Value::from(i),
                 Some(Scalar::Float(f)) => serde_json::Number::from_f64(f)
                     .map(Value::Number)
-                    .ok_or_else(|| format!("non-finite number at line {}", n.start.line))?,
+                    .ok_or(ToJsonError::NonFinite(n.start.line))?,
                 Some(Scalar::Str(s)) => Value::String(s.to_owned()),
             },
             Kind::Seq { items, .. } => Value::Array(
@@ -486,9 +490,7 @@ impl Doc {
             Kind::Map { entries, .. } => {
                 let mut m = serde_json::Map::new();
                 for (k, v) in entries {
-                    let key = k
-                        .as_str()
-                        .ok_or_else(|| format!("non-scalar key at line {}", k.start.line))?;
+                    let key = k.as_str().ok_or(ToJsonError::NonScalarKey(k.start.line))?;
                     m.insert(key.to_owned(), self.to_json_inner(v, budget, depth + 1)?);
                 }
                 Value::Object(m)
@@ -496,11 +498,28 @@ impl Doc {
             Kind::Alias(id) => {
                 let target = self
                     .anchored(*id)
-                    .ok_or_else(|| format!("unknown alias at line {}", n.start.line))?;
+                    .ok_or(ToJsonError::UnknownAlias(n.start.line))?;
                 self.to_json_inner(target, budget, depth + 1)?
             }
         })
     }
+}
+
+/// Why a block has no JSON form; the callers add the file and the key.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ToJsonError {
+    /// More nodes than the budget, or aliases nested past [`MAX_DEPTH`].
+    #[error("block too large or aliases nested too deeply")]
+    TooLarge,
+    /// A float JSON cannot hold (`.inf`, `.nan`), at this line.
+    #[error("non-finite number at line {0}")]
+    NonFinite(usize),
+    /// A mapping key that is itself a mapping or a sequence, at this line.
+    #[error("non-scalar key at line {0}")]
+    NonScalarKey(usize),
+    /// An alias to no anchor, at this line.
+    #[error("unknown alias at line {0}")]
+    UnknownAlias(usize),
 }
 
 /// Reads a file of at most [`MAX_BYTES`] as UTF-8.

@@ -2,20 +2,23 @@
 //! ALPN via rustls/ring), every phase bounded in time, one timestamp per SSE event.
 //!
 //! The client never returns an error for a request: whatever happens (refused connection, timeout,
-//! HTTP 500, cut stream, cancellation) becomes the record's [`Outcome`].
+//! HTTP 500, cut stream, cancellation) becomes the record's [`Outcome`](crate::record::Outcome).
+//!
+//! This file holds the client and one request's life (`follow`); `connect` the TLS setup and the
+//! connect time limit, `credentials` the header map and its scrubbing, `stream` the response body
+//! through the SSE parser (`sse`) into the record, `fetch` the bounded `GET`s beside the load.
 
+mod connect;
+mod credentials;
+mod fetch;
 pub mod sse;
+mod stream;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{
-    HeaderName, HeaderValue, ACCEPT, ACCEPT_ENCODING, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE,
-};
+use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -23,8 +26,13 @@ use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
 use tokio_util::sync::CancellationToken;
 
-use crate::record::{ChunkGap, FailureKind, Outcome, RequestRecord, TokenSource};
-use sse::{classify, Event, SseParser};
+use crate::record::{FailureKind, RequestRecord};
+use connect::{tls_config, ConnectTimedOut, TimeoutConnector};
+use credentials::{redact, same_origin, secrets};
+use stream::{cancelled, fail, StreamState};
+
+pub(crate) use credentials::{build_headers, origin_of};
+pub(crate) use fetch::{BodyCap, Fetched};
 
 /// Which HTTP versions to speak.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -119,41 +127,6 @@ impl Clock {
     }
 }
 
-/// A GET answer: status, lower-cased `Content-Type`, and the body (gzip already undone).
-#[derive(Debug)]
-pub(crate) struct Fetched {
-    pub(crate) status: u16,
-    pub(crate) content_type: Option<String>,
-    pub(crate) body: Bytes,
-}
-
-/// A size cap on a `GET` body, and the name errors give it, so a refusal says which cap fired.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct BodyCap {
-    pub(crate) bytes: usize,
-    pub(crate) name: &'static str,
-}
-
-impl BodyCap {
-    fn exceeded(self, what: &str) -> String {
-        format!("{what} over the {} ({} bytes)", self.name, self.bytes)
-    }
-}
-
-/// Inflates a gzip body, refusing to grow past the cap (a zip bomb must not exhaust memory).
-fn gunzip(body: &[u8], cap: BodyCap) -> Result<Bytes, String> {
-    use std::io::Read;
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(body)
-        .take(cap.bytes as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| format!("gzip body does not inflate: {e}"))?;
-    if out.len() > cap.bytes {
-        return Err(cap.exceeded("gzip body inflates"));
-    }
-    Ok(Bytes::from(out))
-}
-
 /// One request ready to send.
 #[derive(Clone, Debug)]
 pub(crate) struct Prepared {
@@ -202,63 +175,6 @@ impl Client {
             Some(origin) if !same_origin(uri, origin) => None,
             _ => Some(&self.opts.headers),
         }
-    }
-
-    /// A bounded `GET` (readiness probe, model discovery, pool warm-up). Returns status and body.
-    pub(crate) async fn get(
-        &self,
-        uri: Uri,
-        limit: Duration,
-        accept: &str,
-        cap: BodyCap,
-    ) -> Result<Fetched, String> {
-        let mut req = Request::builder().method(Method::GET).uri(uri.clone());
-        for (k, v) in self.headers_for(&uri).into_iter().flatten() {
-            req = req.header(k, v);
-        }
-        req = req.header(ACCEPT, accept);
-        req = req.header(ACCEPT_ENCODING, "gzip, identity");
-        let req = req
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| e.to_string())?;
-        let fut = async {
-            let resp = self.inner.request(req).await.map_err(|e| describe(&e))?;
-            let status = resp.status().as_u16();
-            let header = |name| {
-                resp.headers()
-                    .get(name)
-                    .and_then(|v: &HeaderValue| v.to_str().ok())
-                    .map(str::to_ascii_lowercase)
-            };
-            let content_type = header(CONTENT_TYPE);
-            let gzip = header(CONTENT_ENCODING).is_some_and(|e| e.contains("gzip"));
-            // A Content-Length past the cap is refused before a byte of the body is read.
-            let announced = http_body::Body::size_hint(resp.body()).lower();
-            if announced > cap.bytes as u64 {
-                return Err(cap.exceeded(&format!("Content-Length {announced}")));
-            }
-            let body = http_body_util::Limited::new(resp.into_body(), cap.bytes)
-                .collect()
-                .await
-                .map_err(|e| {
-                    if e.is::<http_body_util::LengthLimitError>() {
-                        cap.exceeded("body")
-                    } else {
-                        describe(&*e)
-                    }
-                })?
-                .to_bytes();
-            let body = if gzip { gunzip(&body, cap)? } else { body };
-            Ok(Fetched {
-                status,
-                content_type,
-                body,
-            })
-        };
-        tokio::time::timeout(limit, fut)
-            .await
-            .map_err(|_| format!("no answer within {limit:?}"))?
-            .map_err(|e| redact(e, &self.secrets))
     }
 
     /// Sends one request and follows it to the end. Never fails: the outcome is in the record.
@@ -402,428 +318,6 @@ impl Client {
     }
 }
 
-/// `scheme://authority` of a URI, lower-cased: what the credentials are bound to.
-pub(crate) fn origin_of(uri: &Uri) -> String {
-    format!(
-        "{}://{}",
-        uri.scheme_str().unwrap_or("http"),
-        uri.authority().map_or("", |a| a.as_str())
-    )
-    .to_ascii_lowercase()
-}
-
-fn same_origin(uri: &Uri, origin: &str) -> bool {
-    origin_of(uri) == origin
-}
-
-/// Header names whose values are credentials: never shown, never sent off the target's origin.
-fn is_credential(name: &HeaderName) -> bool {
-    let n = name.as_str();
-    matches!(n, "authorization" | "proxy-authorization" | "cookie")
-        || ["key", "token", "secret", "auth", "password", "session"]
-            .iter()
-            .any(|w| n.contains(w))
-}
-
-/// The strings to scrub: each sensitive value, and its credential part after a scheme
-/// (`Bearer <token>`). Very short values are left alone, they would scrub ordinary words.
-fn secrets(headers: &HeaderMap) -> Arc<[String]> {
-    let mut out: Vec<String> = Vec::new();
-    for v in headers.values().filter(|v| v.is_sensitive()) {
-        let Ok(v) = v.to_str() else { continue };
-        let parts = std::iter::once(v).chain(v.split_once(' ').map(|(_, t)| t.trim()));
-        for p in parts.filter(|p| p.len() >= 4) {
-            if !out.iter().any(|o| o == p) {
-                out.push(p.to_owned());
-            }
-        }
-    }
-    // Longest first, so a value is scrubbed whole before its token part.
-    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    out.into()
-}
-
-fn redact(mut text: String, secrets: &[String]) -> String {
-    for s in secrets {
-        if text.contains(s.as_str()) {
-            text = text.replace(s.as_str(), "[redacted]");
-        }
-    }
-    text
-}
-
-/// Accepts any certificate (`--insecure`), but still checks that the handshake is signed by the
-/// key of the certificate presented, with the provider's algorithms.
-#[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls_pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
-        _server_name: &rustls_pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls_pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls_pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls_pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-fn tls_config(
-    ca_file: Option<&std::path::Path>,
-    insecure: bool,
-) -> Result<rustls::ClientConfig, ClientError> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::CertificateDer;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(path) = ca_file {
-        let err = |reason: String| ClientError::CaFile {
-            path: path.display().to_string(),
-            reason,
-        };
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .map_err(|e| err(e.to_string()))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| err(e.to_string()))?;
-        if certs.is_empty() {
-            return Err(err("no certificate found".into()));
-        }
-        for c in certs {
-            roots.add(c).map_err(|e| err(e.to_string()))?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()?;
-    Ok(if insecure {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
-            .with_no_client_auth()
-    } else {
-        // Verification on: web roots plus --ca-file, names checked against the URL's host.
-        builder.with_root_certificates(roots).with_no_client_auth()
-    })
-}
-
-/// Builds the header map: custom headers, then the bearer key (which wins over a custom one).
-pub(crate) fn build_headers(
-    custom: &[(String, String)],
-    api_key: Option<&str>,
-) -> Result<HeaderMap, String> {
-    let mut map = HeaderMap::new();
-    for (k, v) in custom {
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| format!("invalid header name {k:?}"))?;
-        // The value stays out of the message: it may be a credential.
-        let mut value =
-            HeaderValue::from_str(v).map_err(|_| format!("invalid value for header {k:?}"))?;
-        value.set_sensitive(is_credential(&name));
-        map.append(name, value);
-    }
-    if let Some(key) = api_key {
-        let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
-            .map_err(|_| "the API key holds characters not allowed in a header".to_string())?;
-        value.set_sensitive(true);
-        map.insert(AUTHORIZATION, value);
-    }
-    Ok(map)
-}
-
-/// Most SSE events one response may carry: about 16 times the longest output any server streams
-/// today (one token per event), small enough that a hostile endless stream cannot grow a record's
-/// per-event gaps without bound.
-const MAX_EVENTS: u32 = 1 << 22;
-
-/// Progress of one response body through the SSE parser.
-struct StreamState {
-    parser: SseParser,
-    streaming: bool,
-    done: bool,
-    first_token: Option<Instant>,
-    /// Events of the current read, each stamped when its blank line was parsed; reused per read.
-    parsed: Vec<(Instant, Result<Event, String>)>,
-    last_event: Instant,
-    prev_completion_tokens: u64,
-    per_chunk_usage: bool,
-    final_usage: Option<sse::Usage>,
-    stream_error: Option<String>,
-    malformed: Option<String>,
-    body: Vec<u8>,
-    body_bytes: usize,
-    max_body: usize,
-    /// The response text, when the caller asked for it.
-    text: Option<String>,
-    max_events: u32,
-}
-
-impl StreamState {
-    fn new(max_event: usize, max_body: usize, streaming: bool) -> Self {
-        StreamState {
-            parser: SseParser::new(max_event),
-            streaming,
-            done: false,
-            first_token: None,
-            parsed: Vec::new(),
-            last_event: Instant::now(),
-            prev_completion_tokens: 0,
-            per_chunk_usage: false,
-            final_usage: None,
-            stream_error: None,
-            malformed: None,
-            body: Vec::new(),
-            body_bytes: 0,
-            max_body,
-            text: None,
-            max_events: MAX_EVENTS,
-        }
-    }
-
-    fn on_data(
-        &mut self,
-        data: &[u8],
-        now: Instant,
-        clock: &Clock,
-        rec: &mut RequestRecord,
-    ) -> Result<(), (FailureKind, String)> {
-        // A server may dribble keep-alive bytes for hours: counters saturate, never wrap.
-        rec.reads = rec.reads.saturating_add(1);
-        self.last_event = now;
-        if !self.streaming {
-            // Buffer the whole JSON body (capped), parse at the end.
-            self.body_bytes += data.len();
-            if self.body_bytes > self.max_body {
-                return Err((
-                    FailureKind::Oversized,
-                    format!(
-                        "response body exceeds the {}-byte body size cap (raise --max-event-bytes \
-                         if the server really sends such bodies)",
-                        self.max_body
-                    ),
-                ));
-            }
-            self.body.extend_from_slice(data);
-            return Ok(());
-        }
-        let mut parsed = std::mem::take(&mut self.parsed);
-        let text = &mut self.text;
-        self.parser
-            .push(data, |ev| {
-                parsed.push((Instant::now(), classify(ev).map_err(|m| m.0)));
-                if let Some(t) = text.as_mut() {
-                    sse::append_text(ev, t);
-                }
-            })
-            .map_err(|e| (FailureKind::Oversized, e.to_string()))?;
-        for (at, ev) in parsed.drain(..) {
-            rec.events += 1;
-            match ev {
-                Err(m) => {
-                    self.malformed.get_or_insert(m);
-                }
-                Ok(Event::Done) => self.done = true,
-                Ok(Event::Error(m)) => {
-                    self.stream_error.get_or_insert(m);
-                }
-                Ok(Event::Chunk(c)) => self.on_chunk(c, at, clock, rec),
-            }
-        }
-        self.parsed = parsed;
-        if let Some(m) = self.malformed.take() {
-            return Err((FailureKind::Malformed, m));
-        }
-        if rec.events > self.max_events {
-            // Each content event keeps a gap for the histograms: bound them per request.
-            return Err((
-                FailureKind::Oversized,
-                format!(
-                    "response exceeds the events-per-response cap ({} SSE events)",
-                    self.max_events
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn on_chunk(
-        &mut self,
-        c: sse::ChunkInfo,
-        now: Instant,
-        clock: &Clock,
-        rec: &mut RequestRecord,
-    ) {
-        let now_ns = clock.ns(now);
-        let has_token = c.content || c.reasoning;
-        let mut chunk_tokens = 0u64;
-        if let Some(u) = c.usage {
-            if let Some(ct) = u.completion_tokens {
-                if has_token {
-                    self.per_chunk_usage = true;
-                    chunk_tokens = ct.saturating_sub(self.prev_completion_tokens);
-                }
-                self.prev_completion_tokens = ct;
-            }
-            self.final_usage = Some(u);
-        }
-        if let Some(r) = c.finish_reason {
-            rec.finish_reason = Some(r);
-        }
-        if !has_token {
-            return;
-        }
-        rec.content_events += 1;
-        match rec.content_events {
-            1 => {
-                rec.first_token_ns = Some(now_ns);
-                self.first_token = Some(now);
-                if self.per_chunk_usage {
-                    rec.first_chunk_tokens = Some(chunk_tokens);
-                }
-            }
-            2 => rec.second_token_ns = Some(now_ns),
-            _ => {}
-        }
-        if c.content && rec.first_output_token_ns.is_none() {
-            rec.first_output_token_ns = Some(now_ns);
-        }
-        if let Some(prev) = rec.last_token_ns {
-            rec.chunk_gaps.push(ChunkGap {
-                gap_ns: now_ns.saturating_sub(prev),
-                tokens: chunk_tokens as u32,
-            });
-        }
-        rec.last_token_ns = Some(now_ns);
-    }
-
-    fn finish_failed(
-        self,
-        rec: RequestRecord,
-        clock: &Clock,
-        kind: FailureKind,
-        msg: String,
-    ) -> RequestRecord {
-        let mut rec = fail(rec, clock, kind, msg);
-        self.apply_usage(&mut rec);
-        rec
-    }
-
-    fn apply_usage(&self, rec: &mut RequestRecord) {
-        if let Some(u) = self.final_usage {
-            rec.prompt_tokens = u.prompt_tokens;
-            rec.completion_tokens = u.completion_tokens;
-            rec.reasoning_tokens = u.reasoning_tokens;
-            rec.token_source = if self.per_chunk_usage {
-                TokenSource::UsagePerChunk
-            } else {
-                TokenSource::UsageFinal
-            };
-        }
-    }
-
-    fn finish(mut self, mut rec: RequestRecord, clock: &Clock, streaming: bool) -> RequestRecord {
-        if !streaming {
-            let body = std::mem::take(&mut self.body);
-            if let Some(t) = self.text.as_mut() {
-                sse::append_text(&body, t);
-            }
-            match classify(&body) {
-                Ok(Event::Chunk(c)) => {
-                    self.on_chunk(c, Instant::now(), clock, &mut rec);
-                    // One body, one usage: not a per-chunk count.
-                    self.per_chunk_usage = false;
-                    rec.first_chunk_tokens = None;
-                }
-                Ok(Event::Error(m)) => self.stream_error = Some(m),
-                Ok(Event::Done) => {
-                    self.malformed = Some("body was [DONE], not a completion".into())
-                }
-                Err(m) => self.malformed = Some(m.0),
-            }
-            self.done = true;
-        }
-        self.apply_usage(&mut rec);
-        let (kind, msg) = if let Some(m) = self.stream_error.take() {
-            (FailureKind::StreamError, m)
-        } else if let Some(m) = self.malformed.take() {
-            (FailureKind::Malformed, m)
-        } else if !self.done && (self.parser.has_pending() || rec.finish_reason.is_none()) {
-            (
-                FailureKind::ConnectionClosed,
-                "stream ended before [DONE]".to_string(),
-            )
-        } else if matches!(rec.finish_reason.as_deref(), Some("abort" | "error")) {
-            (
-                FailureKind::StreamError,
-                format!(
-                    "finish_reason {}",
-                    rec.finish_reason.as_deref().unwrap_or_default()
-                ),
-            )
-        } else if self.final_usage.and_then(|u| u.completion_tokens).is_none() {
-            (FailureKind::MissingUsage, "no usage.completion_tokens in the response (is stream_options.include_usage honoured?)".to_string())
-        } else if rec.content_events == 0 || rec.completion_tokens == Some(0) {
-            (
-                FailureKind::NoOutput,
-                "response carried no output token".to_string(),
-            )
-        } else {
-            rec.end_ns = clock.now_ns();
-            rec.outcome = Outcome::Success;
-            rec.response_text = self.text.take();
-            return rec;
-        };
-        fail(rec, clock, kind, msg)
-    }
-}
-
-fn fail(mut rec: RequestRecord, clock: &Clock, kind: FailureKind, msg: String) -> RequestRecord {
-    rec.end_ns = clock.now_ns();
-    rec.outcome = Outcome::Failed(kind);
-    rec.error = Some(msg);
-    rec
-}
-
-fn cancelled(mut rec: RequestRecord, clock: &Clock) -> RequestRecord {
-    rec.end_ns = clock.now_ns();
-    rec.outcome = Outcome::Cancelled;
-    rec.error = Some("cancelled".into());
-    rec
-}
-
 /// Connect failures split by whether our connect timeout fired.
 fn classify_transport(e: &hyper_util::client::legacy::Error) -> FailureKind {
     if e.is_connect() {
@@ -854,50 +348,10 @@ fn describe(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// The connect timeout fired (TCP connect + TLS handshake).
-#[derive(Debug, thiserror::Error)]
-#[error("connect timed out after {0:?}")]
-struct ConnectTimedOut(Duration);
-
-/// Bounds the whole connector (TCP and TLS) in time.
-#[derive(Clone)]
-struct TimeoutConnector<C> {
-    inner: C,
-    timeout: Duration,
-}
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-impl<C> tower_service::Service<Uri> for TimeoutConnector<C>
-where
-    C: tower_service::Service<Uri> + Send,
-    C::Future: Send + 'static,
-    C::Error: Into<BoxError>,
-    C::Response: Send + 'static,
-{
-    type Response = C::Response;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        let fut = self.inner.call(uri);
-        let timeout = self.timeout;
-        Box::pin(async move {
-            match tokio::time::timeout(timeout, fut).await {
-                Ok(r) => r.map_err(Into::into),
-                Err(_) => Err(Box::new(ConnectTimedOut(timeout)) as BoxError),
-            }
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header::AUTHORIZATION;
 
     fn on(state: &mut StreamState, data: &[u8]) -> Result<(), (FailureKind, String)> {
         let clock = Clock::new();

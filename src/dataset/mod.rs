@@ -2,14 +2,26 @@
 //!
 //! Loaders read a whole file, check it, and hand back samples in dispatch order. Bad input is an
 //! error naming the file, the line and the fix; nothing is skipped silently.
+//!
+//! This file holds the shared types, the caps and the file reading; each collection format has
+//! its own file (`speed_bench`, `aiperf` for single- and multi-turn, `sharegpt`, `trace`), and
+//! `synthetic` makes prompts of exact token lengths.
 
+mod aiperf;
 mod pyrandom;
+mod sharegpt;
+mod speed_bench;
 pub(crate) mod synthetic;
+mod trace;
 
 use std::path::Path;
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
+
+use aiperf::{multi_turn, single_turn};
+use sharegpt::sharegpt;
+use speed_bench::speed_bench;
+use trace::{mooncake_trace, TraceError, TRACE_CAPS};
 
 pub(crate) use pyrandom::python_shuffle;
 
@@ -105,10 +117,6 @@ pub(crate) const MAX_TRACE_ROW_TOKENS: u64 = 1 << 21;
 /// (Mooncake: about 0.2 G), below what would exhaust a node's memory.
 pub(crate) const MAX_TRACE_TOTAL_TOKENS: u64 = 1 << 28;
 
-/// The text that marks a SPEED-Bench turn the preparer failed to rebuild.
-const PLACEHOLDER: &str =
-    "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH";
-
 /// How to select and order SPEED-Bench rows.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SpeedBenchSelect {
@@ -171,7 +179,7 @@ pub(crate) fn load_str(
     kind: DatasetKind,
     select: &SpeedBenchSelect,
 ) -> Result<Vec<Sample>, DatasetError> {
-    let invalid = |message: String| DatasetError::Invalid {
+    let invalid = |Invalid(message)| DatasetError::Invalid {
         path: name.to_owned(),
         message,
     };
@@ -207,19 +215,42 @@ pub(crate) fn load_str(
         DatasetKind::Sharegpt => sharegpt(text).map_err(invalid)?,
     };
     if samples.is_empty() {
-        return Err(invalid(
+        return Err(invalid(Invalid(
             "no samples selected (empty file or category matched nothing)".into(),
-        ));
+        )));
     }
     Ok(samples)
 }
 
+/// A collection's text does not fit its format: the message names the line (or entry) and the
+/// fix; [`load_str`] adds the file name.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Invalid(String);
+
+impl From<String> for Invalid {
+    fn from(m: String) -> Self {
+        Invalid(m)
+    }
+}
+
+fn invalid<T>(m: String) -> Result<T, Invalid> {
+    Err(Invalid(m))
+}
+
 /// One JSONL line that must be a JSON object.
-fn object(n: usize, line: &str) -> Result<Map<String, Value>, String> {
+fn object(n: usize, line: &str) -> Result<Map<String, Value>, Invalid> {
     match serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))? {
         Value::Object(m) => Ok(m),
-        _ => Err(format!("line {n}: expected a JSON object")),
+        _ => invalid(format!("line {n}: expected a JSON object")),
     }
+}
+
+/// A time in ms (a timestamp, a delay): finite and not negative.
+fn ms(v: &Value, at: &str, key: &str) -> Result<f64, Invalid> {
+    v.as_f64()
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .ok_or_else(|| Invalid(format!("{at}: `{key}` must be a non-negative number of ms")))
 }
 
 fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
@@ -229,403 +260,10 @@ fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
         .filter(|(_, l)| !l.trim().is_empty())
 }
 
-#[derive(Deserialize)]
-struct SpeedRow {
-    question_id: Option<Value>,
-    category: Option<String>,
-    messages: Option<Vec<Value>>,
-}
-
-fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<Sample>, String> {
-    let mut out = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for (n, line) in lines(text) {
-        let row: SpeedRow = serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
-        let id = match row.question_id {
-            Some(Value::String(s)) => s,
-            Some(Value::Number(x)) => x.to_string(),
-            _ => {
-                return Err(format!(
-                    "line {n}: missing `question_id` (is this a prepared SPEED-Bench file?)"
-                ))
-            }
-        };
-        let category = row
-            .category
-            .ok_or_else(|| format!("line {n}: row {id} has no `category`"))?;
-        if select.category.as_deref().is_some_and(|c| c != category) {
-            continue;
-        }
-        let messages = row
-            .messages
-            .ok_or_else(|| format!("line {n}: row {id} has no `messages`"))?;
-        let first = messages
-            .first()
-            .ok_or_else(|| format!("line {n}: row {id} has empty `messages`"))?;
-        let role = first.get("role").and_then(Value::as_str);
-        let content = first.get("content").and_then(Value::as_str);
-        let (Some("user"), Some(content)) = (role, content) else {
-            return Err(format!("line {n}: row {id}: the first message must be {{\"role\": \"user\", \"content\": <string>}}"));
-        };
-        if content.is_empty() {
-            return Err(format!("line {n}: row {id}: the first user turn is empty"));
-        }
-        for m in &messages {
-            if m.get("content")
-                .and_then(Value::as_str)
-                .is_some_and(|c| c.contains(PLACEHOLDER))
-            {
-                return Err(format!(
-                    "SPEED-Bench row {id} still holds the unresolved placeholder (re-run the preparer with access to its sources)"
-                ));
-            }
-        }
-        if !seen.insert(id.clone()) {
-            return Err(format!("line {n}: duplicate question_id {id}"));
-        }
-        let mut turns = Vec::new();
-        if select.all_turns {
-            for (i, m) in messages.iter().enumerate().skip(1) {
-                if m.get("role").and_then(Value::as_str) != Some("user") {
-                    continue;
-                }
-                let text = m.get("content").and_then(Value::as_str).ok_or_else(|| {
-                    format!("line {n}: row {id}: message {i} has no string `content`")
-                })?;
-                turns.push(Turn {
-                    text: text.to_owned(),
-                    ..Turn::default()
-                });
-            }
-        }
-        out.push(Sample {
-            id,
-            prompt: content.to_owned(),
-            max_tokens: None,
-            timestamp_ms: None,
-            turns,
-        });
-    }
-    if let Some(seed) = select.shuffle_seed {
-        python_shuffle(&mut out, seed);
-    }
-    Ok(out)
-}
-
-/// Tokens per `hash_ids` block in Mooncake traces.
-const TRACE_BLOCK: usize = 512;
-
-/// Common English words that most BPE vocabularies hold as one token with a leading space, so a
-/// synthesized prompt of n words is close to n tokens (exact lengths need a tokenizer).
-const FILLER: [&str; 32] = [
-    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
-    "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
-    "had", "they", "you", "were", "their",
-];
-
-/// The words of one trace block: the same `hash_id` gives the same text, so requests that share
-/// a prefix of blocks share a prompt prefix (what prefix caching sees in the original trace).
-fn trace_block(hash_id: u64, words: usize, out: &mut String) {
-    let mut x = hash_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
-    for _ in 0..words {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.push(' ');
-        out.push_str(FILLER[(x % FILLER.len() as u64) as usize]);
-    }
-}
-
-/// Why a trace does not load: a bad row, or more prompt text than the caps allow.
-enum TraceError {
-    Invalid(String),
-    TooLarge {
-        what: String,
-        cap_name: &'static str,
-        cap: String,
-    },
-}
-
-impl From<String> for TraceError {
-    fn from(m: String) -> Self {
-        TraceError::Invalid(m)
-    }
-}
-
-/// The trace caps, as parameters so tests can lower them.
-#[derive(Clone, Copy)]
-struct TraceCaps {
-    row_tokens: u64,
-    total_tokens: u64,
-}
-
-const TRACE_CAPS: TraceCaps = TraceCaps {
-    row_tokens: MAX_TRACE_ROW_TOKENS,
-    total_tokens: MAX_TRACE_TOTAL_TOKENS,
-};
-
-fn mooncake_trace(text: &str, caps: TraceCaps) -> Result<Vec<Sample>, TraceError> {
-    let mut out = Vec::new();
-    let mut last = f64::NEG_INFINITY;
-    // Synthesized prompts grow from a few bytes of JSON each: bounded per row and in total.
-    let mut synthesized: u64 = 0;
-    for (n, line) in lines(text) {
-        let v = object(n, line)?;
-        let obj = &v;
-        let uint = |key: &str| -> Result<Option<u64>, String> {
-            match obj.get(key) {
-                None => Ok(None),
-                Some(v) => v
-                    .as_u64()
-                    .map(Some)
-                    .ok_or_else(|| format!("line {n}: `{key}` must be a non-negative integer")),
-            }
-        };
-        let ts = match obj.get("timestamp") {
-            Some(v) => v
-                .as_f64()
-                .filter(|t| t.is_finite() && *t >= 0.0)
-                .ok_or_else(|| {
-                    format!("line {n}: `timestamp` must be a non-negative number of ms")
-                })?,
-            None => return Err(format!("line {n}: missing `timestamp` (ms) of a trace row").into()),
-        };
-        if ts < last {
-            return Err(format!(
-                "line {n}: timestamp {ts} is earlier than the previous row's {last}; sort the trace by timestamp"
-            )
-            .into());
-        }
-        last = ts;
-        let prompt = if let Some(t) = obj.get("text_input") {
-            t.as_str()
-                .ok_or_else(|| format!("line {n}: `text_input` must be a string"))?
-                .to_owned()
-        } else {
-            let len = uint("input_length")?.ok_or_else(|| {
-                format!("line {n}: needs `input_length` (with `hash_ids`) or `text_input`")
-            })?;
-            if len > caps.row_tokens {
-                return Err(TraceError::TooLarge {
-                    what: format!("line {n}: input_length {len}"),
-                    cap_name: "trace row prompt cap",
-                    cap: format!("{} tokens", caps.row_tokens),
-                });
-            }
-            synthesized += len;
-            if synthesized > caps.total_tokens {
-                return Err(TraceError::TooLarge {
-                    what: format!("the input_length sum at line {n} ({synthesized})"),
-                    cap_name: "trace prompt total cap",
-                    cap: format!("{} tokens", caps.total_tokens),
-                });
-            }
-            let len = len as usize;
-            let ids: Vec<u64> = match obj.get("hash_ids") {
-                None => Vec::new(),
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .map(|h| {
-                        h.as_u64()
-                            .ok_or_else(|| format!("line {n}: `hash_ids` must hold integers"))
-                    })
-                    .collect::<Result<_, _>>()?,
-                Some(_) => return Err(format!("line {n}: `hash_ids` must be an array").into()),
-            };
-            let mut p = String::with_capacity(len * 5);
-            let mut left = len;
-            for (i, id) in ids.iter().enumerate() {
-                let words = if i + 1 == ids.len() {
-                    left
-                } else {
-                    TRACE_BLOCK.min(left)
-                };
-                trace_block(*id, words, &mut p);
-                left -= words;
-            }
-            if left > 0 {
-                // No (or too few) blocks: fill from the row number, unshared.
-                trace_block(u64::MAX - n as u64, left, &mut p);
-            }
-            p.trim_start().to_owned()
-        };
-        let max_tokens = uint("output_length")?
-            .map(|x| {
-                u32::try_from(x)
-                    .ok()
-                    .filter(|x| *x > 0)
-                    .ok_or_else(|| format!("line {n}: `output_length` must be a positive integer"))
-            })
-            .transpose()?;
-        out.push(Sample {
-            id: format!("line-{n}"),
-            prompt,
-            max_tokens,
-            timestamp_ms: Some(ts),
-            turns: Vec::new(),
-        });
-    }
-    Ok(out)
-}
-
-/// `text` or `texts` (joined by newlines) of one JSON object.
-fn text_of(obj: &Map<String, Value>, at: &str) -> Result<String, String> {
-    match (obj.get("text"), obj.get("texts")) {
-        (Some(Value::String(s)), None) => Ok(s.clone()),
-        (None, Some(Value::Array(a))) if !a.is_empty() => {
-            let parts: Option<Vec<&str>> = a.iter().map(Value::as_str).collect();
-            Ok(parts
-                .ok_or_else(|| format!("{at}: `texts` must hold strings"))?
-                .join("\n"))
-        }
-        _ => Err(format!(
-            "{at}: expected a string `text` or a non-empty `texts` array"
-        )),
-    }
-}
-
-fn positive_u32(v: Option<&Value>, at: &str, key: &str) -> Result<Option<u32>, String> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => Ok(Some(
-            v.as_u64()
-                .filter(|&x| x > 0 && x <= u64::from(u32::MAX))
-                .ok_or_else(|| format!("{at}: `{key}` must be a positive integer"))?
-                as u32,
-        )),
-    }
-}
-
-fn multi_turn(text: &str) -> Result<Vec<Sample>, String> {
-    let mut out = Vec::new();
-    for (n, line) in lines(text) {
-        let v = object(n, line)?;
-        let obj = &v;
-        let id = match obj.get("session_id") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Number(x)) => x.to_string(),
-            _ => format!("line-{n}"),
-        };
-        let Some(Value::Array(turns)) = obj.get("turns") else {
-            return Err(format!("line {n}: expected a non-empty `turns` array"));
-        };
-        let mut parsed = Vec::with_capacity(turns.len());
-        for (i, t) in turns.iter().enumerate() {
-            let at = format!("line {n}, turn {i}");
-            let t = t
-                .as_object()
-                .ok_or_else(|| format!("{at}: expected a JSON object"))?;
-            let delay_ms = match t.get("delay") {
-                None | Some(Value::Null) => None,
-                Some(d) => Some(
-                    d.as_f64()
-                        .filter(|d| d.is_finite() && *d >= 0.0)
-                        .ok_or_else(|| {
-                            format!("{at}: `delay` must be a non-negative number of ms")
-                        })?,
-                ),
-            };
-            parsed.push(Turn {
-                text: text_of(t, &at)?,
-                delay_ms,
-                max_tokens: positive_u32(t.get("max_tokens"), &at, "max_tokens")?,
-            });
-        }
-        let mut rest = parsed.into_iter();
-        let first = rest
-            .next()
-            .ok_or_else(|| format!("line {n}: expected a non-empty `turns` array"))?;
-        out.push(Sample {
-            id,
-            prompt: first.text,
-            max_tokens: first.max_tokens,
-            timestamp_ms: None,
-            turns: rest.collect(),
-        });
-    }
-    Ok(out)
-}
-
-fn sharegpt(text: &str) -> Result<Vec<Sample>, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let rows = v
-        .as_array()
-        .ok_or("expected a JSON array of conversations")?;
-    let mut out = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
-        let conv = row
-            .get("conversations")
-            .and_then(Value::as_array)
-            .ok_or_else(|| format!("entry {i}: expected a `conversations` array"))?;
-        // vLLM's ShareGPT loader skips conversations without a reply.
-        if conv.len() < 2 {
-            continue;
-        }
-        let from = conv[0].get("from").and_then(Value::as_str);
-        let value = conv[0].get("value").and_then(Value::as_str);
-        let (Some("human" | "user"), Some(prompt)) = (from, value) else {
-            return Err(format!(
-                "entry {i}: the first turn must be {{\"from\": \"human\", \"value\": <string>}}"
-            ));
-        };
-        let id = match row.get("id") {
-            Some(Value::String(s)) => s.clone(),
-            _ => format!("entry-{i}"),
-        };
-        out.push(Sample {
-            id,
-            prompt: prompt.to_owned(),
-            max_tokens: None,
-            timestamp_ms: None,
-            turns: Vec::new(),
-        });
-    }
-    Ok(out)
-}
-
-fn single_turn(text: &str) -> Result<Vec<Sample>, String> {
-    let mut out = Vec::new();
-    for (n, line) in lines(text) {
-        let v = object(n, line)?;
-        let obj = &v;
-        if obj.contains_key("delay") {
-            return Err(format!(
-                "line {n}: `delay` belongs to multi-turn sessions; use --custom-dataset-type multi_turn"
-            ));
-        }
-        let timestamp_ms = match obj.get("timestamp") {
-            None => None,
-            Some(v) => Some(
-                v.as_f64()
-                    .filter(|t| t.is_finite() && *t >= 0.0)
-                    .ok_or_else(|| {
-                        format!("line {n}: `timestamp` must be a non-negative number of ms")
-                    })?,
-            ),
-        };
-        let prompt = text_of(obj, &format!("line {n}"))?;
-        let max_tokens = match obj.get("max_tokens").or_else(|| obj.get("output_length")) {
-            None => None,
-            Some(v) => Some(
-                v.as_u64()
-                    .filter(|&x| x > 0 && x <= u64::from(u32::MAX))
-                    .ok_or_else(|| format!("line {n}: max_tokens must be a positive integer"))?
-                    as u32,
-            ),
-        };
-        out.push(Sample {
-            id: format!("line-{n}"),
-            prompt,
-            max_tokens,
-            timestamp_ms,
-            turns: Vec::new(),
-        });
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::speed_bench::PLACEHOLDER;
+    use super::trace::TraceCaps;
     use super::*;
 
     fn row(id: &str, cat: &str, content: &str) -> String {

@@ -11,7 +11,41 @@ use rand_distr::{Distribution, Normal};
 use tokenizer_encoders::Tokenizer;
 
 use super::Sample;
-use crate::config::SyntheticSpec;
+
+/// `--synthetic` settings, validated by `config` (which re-uses this type: the dataset stage owns
+/// what it generates, the configuration only fills it in).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SyntheticSpec {
+    /// Mean prompt length, tokens.
+    pub(crate) isl: u32,
+    /// Standard deviation of the prompt length (0: every prompt exactly `isl`).
+    pub(crate) isl_stddev: f64,
+    /// Mean output length asked of each request (`None`: the row asks for nothing).
+    pub(crate) osl: Option<u32>,
+    /// Standard deviation of the output length.
+    pub(crate) osl_stddev: f64,
+    /// How many prompts to make.
+    pub(crate) entries: usize,
+    /// Seed of the length draws and window offsets.
+    pub(crate) seed: u64,
+}
+
+/// Why synthetic prompts could not be made (the engine prefixes `--synthetic: `).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SyntheticError {
+    /// The tokenizer failed on the corpus.
+    #[error(transparent)]
+    Tokenizer(#[from] tokenizer_encoders::TokenizeError),
+    /// The corpus is too short to cut windows from.
+    #[error("the synthetic corpus tokenizes to almost nothing")]
+    CorpusTooShort,
+    /// No window of the corpus decodes to exactly the drawn length.
+    #[error("could not build a prompt of exactly {target} tokens")]
+    NoExactWindow {
+        /// The drawn length, tokens.
+        target: usize,
+    },
+}
 
 /// Draws a length around `mean` (never below 1).
 fn length(rng: &mut ChaCha8Rng, mean: f64, sd: f64) -> usize {
@@ -27,10 +61,10 @@ pub(crate) fn generate(
     spec: &SyntheticSpec,
     tok: &Tokenizer,
     corpus: &str,
-) -> Result<Vec<Sample>, String> {
-    let ids = tok.ids(corpus).map_err(|e| e.to_string())?;
+) -> Result<Vec<Sample>, SyntheticError> {
+    let ids = tok.ids(corpus)?;
     if ids.len() < 16 {
-        return Err("the synthetic corpus tokenizes to almost nothing".into());
+        return Err(SyntheticError::CorpusTooShort);
     }
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
     let mut out = Vec::with_capacity(spec.entries);
@@ -39,8 +73,8 @@ pub(crate) fn generate(
         let max_tokens = spec
             .osl
             .map(|o| length(&mut rng, f64::from(o), spec.osl_stddev) as u32);
-        let text = exact(tok, &ids, target, &mut rng)
-            .ok_or_else(|| format!("could not build a prompt of exactly {target} tokens"))?;
+        let text =
+            exact(tok, &ids, target, &mut rng).ok_or(SyntheticError::NoExactWindow { target })?;
         out.push(Sample {
             id: format!("synthetic-{i}"),
             prompt: text,

@@ -114,7 +114,7 @@ fn read(doc: &Doc, key: &str, v: &Node) -> Result<(Vec<(String, Value)>, Form), 
                 };
                 let json = doc.to_json(val).map_err(|what| Bad {
                     line: val.start.line,
-                    what,
+                    what: what.to_string(),
                 })?;
                 fields.push((name.to_owned(), json));
             }

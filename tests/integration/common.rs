@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use specperf::sim::{SimConfig, SimHandle, Simulator};
 use specperf::{Cli, Command, Progress, RunConfig, RunOutcome, Stopper};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -166,4 +166,168 @@ pub(crate) fn self_signed(dir: &Path, names: &[&str]) -> specperf::sim::TlsFiles
     std::fs::write(&cert, ck.cert.pem()).unwrap();
     std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
     specperf::sim::TlsFiles { cert, key }
+}
+
+/// A JSON file, parsed (fails the test naming the file).
+pub(crate) fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A committed schema, `schemas/<name>`.
+pub(crate) fn schema(name: &str) -> Value {
+    read_json(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("schemas")
+            .join(name),
+    )
+}
+
+/// Where `v` departs from the committed schema `schemas/<name>` (empty: it conforms).
+pub(crate) fn schema_errors(name: &str, v: &Value) -> Vec<String> {
+    let schema = schema(name);
+    let mut errors = Vec::new();
+    validate(&schema, &schema, v, "", &mut errors);
+    errors
+}
+
+/// A validator for the subset of JSON Schema (2020-12) that the committed schemas use. Unknown
+/// keywords fail, so a schema cannot drift outside what is checked here.
+fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
+    let Some(s) = schema.as_object() else {
+        return errors.push(format!("{at}: schema is not an object"));
+    };
+    for (k, want) in s {
+        match k.as_str() {
+            "$schema" | "$id" | "title" | "description" | "$defs" => {}
+            // An annotation in 2020-12 unless a vocabulary asserts it; the gate's timestamps are
+            // checked by their own tests.
+            "format" => {}
+            "$ref" => {
+                let name = want.as_str().unwrap().trim_start_matches("#/$defs/");
+                validate(root, &root["$defs"][name], v, at, errors);
+            }
+            "type" => {
+                let types: Vec<&str> = match want {
+                    Value::String(t) => vec![t.as_str()],
+                    Value::Array(a) => a.iter().map(|t| t.as_str().unwrap()).collect(),
+                    _ => panic!("bad type keyword at {at}"),
+                };
+                let ok = types.iter().any(|t| match *t {
+                    "object" => v.is_object(),
+                    "array" => v.is_array(),
+                    "string" => v.is_string(),
+                    "number" => v.is_number(),
+                    "integer" => v.is_u64() || v.is_i64(),
+                    "boolean" => v.is_boolean(),
+                    "null" => v.is_null(),
+                    other => panic!("unknown type {other}"),
+                });
+                if !ok {
+                    errors.push(format!("{at}: {v} is not of type {want}"));
+                }
+            }
+            "const" if v != want => errors.push(format!("{at}: {v} != {want}")),
+            "const" => {}
+            "enum" => {
+                if !want.as_array().unwrap().contains(v) {
+                    errors.push(format!("{at}: {v} not in {want}"));
+                }
+            }
+            "minimum" => {
+                if v.as_f64().is_some_and(|x| x < want.as_f64().unwrap()) {
+                    errors.push(format!("{at}: {v} < {want}"));
+                }
+            }
+            "maximum" => {
+                if v.as_f64().is_some_and(|x| x > want.as_f64().unwrap()) {
+                    errors.push(format!("{at}: {v} > {want}"));
+                }
+            }
+            "required" => {
+                if let Some(o) = v.as_object() {
+                    for r in want.as_array().unwrap() {
+                        if !o.contains_key(r.as_str().unwrap()) {
+                            errors.push(format!("{at}: missing {r}"));
+                        }
+                    }
+                }
+            }
+            "properties" => {
+                if let Some(o) = v.as_object() {
+                    for (name, sub) in want.as_object().unwrap() {
+                        if let Some(x) = o.get(name) {
+                            validate(root, sub, x, &format!("{at}/{name}"), errors);
+                        }
+                    }
+                }
+            }
+            "additionalProperties" => {
+                let known: Map<String, Value> = s
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                if let Some(o) = v.as_object() {
+                    for (name, x) in o.iter().filter(|(n, _)| !known.contains_key(*n)) {
+                        match want {
+                            Value::Bool(false) => {
+                                errors.push(format!("{at}: unexpected property {name}"))
+                            }
+                            Value::Bool(true) => {}
+                            sub => validate(root, sub, x, &format!("{at}/{name}"), errors),
+                        }
+                    }
+                }
+            }
+            "propertyNames" => {
+                if let Some(o) = v.as_object() {
+                    for name in o.keys() {
+                        validate(root, want, &Value::from(name.as_str()), at, errors);
+                    }
+                }
+            }
+            "items" => {
+                if let Some(a) = v.as_array() {
+                    for (i, x) in a.iter().enumerate() {
+                        validate(root, want, x, &format!("{at}/{i}"), errors);
+                    }
+                }
+            }
+            "anyOf" => {
+                let ok = want.as_array().unwrap().iter().any(|sub| {
+                    let mut e = Vec::new();
+                    validate(root, sub, v, at, &mut e);
+                    e.is_empty()
+                });
+                if !ok {
+                    errors.push(format!("{at}: matches no anyOf branch"));
+                }
+            }
+            other => panic!("schema keyword {other} at {at} is outside the validated subset"),
+        }
+    }
+}
+
+/// Sends SIGTERM to `child` and waits for it to exit (failing the test after `limit`).
+pub(crate) fn terminate(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> std::process::ExitStatus {
+    let st = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    wait_exit(child, limit)
+}
+
+/// Runs a replay that must fail before its first request; returns the error. `expect` says why
+/// it must fail (the test's message when it does not).
+pub(crate) async fn replay_err(cfg: RunConfig, expect: &str) -> specperf::EngineError {
+    let (tx, _rx) = tokio::sync::watch::channel(Progress::default());
+    specperf::replay(cfg, Stopper::new(), tx)
+        .await
+        .err()
+        .expect(expect)
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{fast, sim, wait_exit};
+use crate::common::{fast, read_json, sim, terminate};
 use specperf::sim::{Fault, SimConfig, SimHandle};
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
@@ -156,20 +156,14 @@ fn sigterm_with_every_slot_stalled_still_writes_a_complete_summary() {
         line_count(&dir.path().join("records.jsonl")) >= DONE
     });
     let t = Instant::now();
-    let st = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let status = wait_exit(&mut child, Duration::from_secs(20));
+    let status = terminate(&mut child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(143));
     assert!(
         t.elapsed() < Duration::from_secs(5),
         "stalled requests do not hold the exit"
     );
 
-    let summary: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    let summary: Value = read_json(&dir.path().join("summary.json"));
     assert_eq!(summary["schema_version"], specperf::SUMMARY_SCHEMA);
     assert_eq!(summary["meta"]["stopped_by"], "terminated");
     let c = &summary["counts"];

@@ -1,6 +1,6 @@
 //! End-to-end replays: exact counts and token totals, streaming and not, both endpoints.
 
-use crate::common::{config, fast, records, replay_at, run, sim};
+use crate::common::{config, fast, read_json, records, replay_at, run, sim};
 use specperf::sim::SimConfig;
 use specperf::{LoadMode, TokenSource};
 use std::time::Duration;
@@ -42,8 +42,7 @@ async fn two_thousand_streams_at_concurrency_64_are_exact() {
     ids.sort_unstable();
     assert_eq!(ids, (0..2000).collect::<Vec<_>>());
     assert_eq!(specperf::exit_code(&out, 0.05), 0);
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value = read_json(&dir.path().join("summary.json"));
     assert_eq!(summary["schema_version"], specperf::SUMMARY_SCHEMA);
     assert_eq!(summary["counts"]["success"], 2000);
 }

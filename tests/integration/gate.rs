@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use specperf::sim::{Acceptance, SimConfig, SimHandle};
 
-use crate::common::{fake_metrics, fast, sim, text};
+use crate::common::{fake_metrics, fast, read_json, schema, schema_errors, sim, terminate, text};
 
 /// Environment the gate reads; cleared so the host's variables never leak into a test.
 const GATE_ENV: &[&str] = &[
@@ -174,41 +174,7 @@ fn assert_verdict(out: &Output, r: &Value, verdict: &str, reason: Option<&str>) 
 /// The committed JSON Schema accepts the file: required keys present, declared types match,
 /// no undeclared keys.
 fn assert_schema(r: &Value) {
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/al_gate.v1.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let props = schema["properties"].as_object().unwrap();
-    for k in schema["required"].as_array().unwrap() {
-        assert!(r.get(k.as_str().unwrap()).is_some(), "missing {k}");
-    }
-    for (k, v) in r.as_object().unwrap() {
-        let decl = props
-            .get(k)
-            .unwrap_or_else(|| panic!("{k} not in the schema"));
-        let types: Vec<&str> = match &decl["type"] {
-            Value::String(t) => vec![t.as_str()],
-            Value::Array(a) => a.iter().map(|t| t.as_str().unwrap()).collect(),
-            _ => panic!("{k}: no type"),
-        };
-        let ok = types.iter().any(|t| match *t {
-            "null" => v.is_null(),
-            "string" => v.is_string(),
-            "boolean" => v.is_boolean(),
-            "integer" => v.is_u64() || v.is_i64(),
-            "number" => v.is_number(),
-            "array" => v.is_array(),
-            "object" => v.is_object(),
-            _ => false,
-        });
-        assert!(ok, "{k} = {v} is not {types:?}");
-        if let Some(e) = decl.get("enum") {
-            assert!(e.as_array().unwrap().contains(v), "{k} = {v} not in {e}");
-        }
-    }
+    assert_eq!(schema_errors("al_gate.v1.json", r), Vec::<String>::new());
 }
 
 #[test]
@@ -471,8 +437,7 @@ fn sigterm_writes_a_terminated_result_within_a_second() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let sent = Instant::now();
-    send_sigterm(child.id());
-    let status = child.wait().unwrap();
+    let status = terminate(&mut child, Duration::from_secs(20));
     assert!(
         sent.elapsed() < Duration::from_secs(1),
         "{:?}",
@@ -483,15 +448,6 @@ fn sigterm_writes_a_terminated_result_within_a_second() {
     assert_eq!(r["verdict"], "error");
     assert_eq!(r["reason"], "terminated");
     assert_eq!(r["error"], "AL gate terminated by SIGTERM");
-}
-
-#[cfg(unix)]
-fn send_sigterm(pid: u32) {
-    let ok = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(ok.success());
 }
 
 #[test]
@@ -515,7 +471,7 @@ fn gate_summary_matches_the_committed_table() {
     );
     let want = std::fs::read_to_string(root.join("summary.md")).unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), want);
-    let roll: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let roll = read_json(&json);
     assert_eq!(roll["files"], 4);
     assert_eq!(roll["all_passed"], false);
     assert_eq!(roll["results"][0]["task"], "speedbench_al/thinking_on/mtp2");
@@ -524,10 +480,7 @@ fn gate_summary_matches_the_committed_table() {
 #[test]
 fn every_committed_collection_file_loads_and_fits_the_schema() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join("schemas/collection.v1.json")).unwrap(),
-    )
-    .unwrap();
+    let schema = schema("collection.v1.json");
     let declared: Vec<&str> = schema["properties"]
         .as_object()
         .unwrap()

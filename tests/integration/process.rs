@@ -3,7 +3,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{fast, sim, wait_exit};
+use crate::common::{fast, read_json, sim, terminate, wait_exit};
 use specperf::sim::SimConfig;
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
@@ -45,15 +45,9 @@ fn sigterm_mid_run_cancels_in_flight_and_writes_records_and_summary() {
         assert!(Instant::now() < until, "no records within 20 s");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let st = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let status = wait_exit(&mut child, Duration::from_secs(20));
+    let status = terminate(&mut child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(143));
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value = read_json(&dir.path().join("summary.json"));
     assert_eq!(summary["meta"]["stopped_by"], "terminated");
     assert_eq!(
         summary["counts"]["cancelled"], 8,

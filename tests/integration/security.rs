@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::{config, fast, records, replay_at, self_signed, sim};
+use crate::common::{config, fast, records, replay_at, replay_err, self_signed, sim};
 use specperf::sim::SimConfig;
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
@@ -26,15 +26,11 @@ async fn tls_is_verified_by_default_and_insecure_is_explicit_and_loud() {
     let a = art.to_str().unwrap();
 
     // Default: the self-signed certificate is refused, no request is sent.
-    let (tx, _rx) = tokio::sync::watch::channel(specperf::Progress::default());
-    let err = specperf::replay(
+    let err = replay_err(
         config(&["--url", &url, "--request-count", "1", "--artifact-dir", a]),
-        specperf::Stopper::new(),
-        tx,
+        "self-signed certificate refused by default",
     )
-    .await
-    .err()
-    .expect("self-signed certificate refused by default");
+    .await;
     assert!(
         err.to_string().to_lowercase().contains("certificate"),
         "{err}"

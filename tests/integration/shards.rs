@@ -6,11 +6,7 @@ use std::process::Command;
 use serde_json::Value;
 use specperf::Stat;
 
-use crate::common::{fast, records, replay_at, sim};
-
-fn summary_json(dir: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
-}
+use crate::common::{fast, read_json, records, replay_at, sim};
 
 fn ms(r: &Value, to: &str, from: &str) -> f64 {
     (r[to].as_u64().unwrap() - r[from].as_u64().unwrap()) as f64 / 1e6
@@ -123,8 +119,7 @@ async fn three_shards_merged_equal_one_process_in_counts_tokens_and_percentiles(
     let mut gaps =
         hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
     for d in &dirs {
-        let h: Value =
-            serde_json::from_slice(&std::fs::read(d.join("histograms.json")).unwrap()).unwrap();
+        let h = read_json(&d.join("histograms.json"));
         for b in h["inter_chunk_gap_ns"].as_array().unwrap() {
             gaps.record_n(b[0].as_u64().unwrap(), b[1].as_u64().unwrap())
                 .unwrap();
@@ -162,10 +157,13 @@ async fn three_shards_merged_equal_one_process_in_counts_tokens_and_percentiles(
     assert!((m.request_throughput_rps - 60.0 / m.duration_s).abs() < 1e-9);
 
     // Acceptance: the metrics shard's, as it wrote it; the others did not scrape.
-    let shard_json: Vec<Value> = dirs.iter().map(|d| summary_json(d)).collect();
+    let shard_json: Vec<Value> = dirs
+        .iter()
+        .map(|d| read_json(&d.join("summary.json")))
+        .collect();
     assert!(shard_json[0]["acceptance"].is_object());
     assert!(shard_json[1]["acceptance"].is_null() && shard_json[2]["acceptance"].is_null());
-    let out = summary_json(&merged.output);
+    let out = read_json(&merged.output.join("summary.json"));
     assert_eq!(out["acceptance"], shard_json[0]["acceptance"]);
     assert_eq!(out["meta"]["load"]["shard"]["count"], 1);
     assert_eq!(out["meta"]["load"]["shards_merged"], 3);
@@ -199,7 +197,10 @@ async fn three_shards_merged_equal_one_process_in_counts_tokens_and_percentiles(
         stdout.contains("60 ok") && stdout.contains("Artifacts:"),
         "{stdout}"
     );
-    assert_eq!(summary_json(&t.path().join("cli"))["counts"], out["counts"]);
+    assert_eq!(
+        read_json(&t.path().join("cli/summary.json"))["counts"],
+        out["counts"]
+    );
     let cli = Command::new(bin)
         .arg("merge")
         .args(&dirs[..2])

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::common::{config, fast, records, replay_at, self_signed, sim};
+use crate::common::{config, fast, records, replay_at, replay_err, self_signed, sim};
 use specperf::sim::SimConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,15 +50,11 @@ async fn tls_with_a_local_ca_over_http1_and_http2() {
     assert_eq!(s.http2_requests(), 10, "ALPN picked h2 in auto mode");
 
     // Without the CA the certificate is rejected: the server is unreachable, nothing is sent.
-    let (tx, _rx) = tokio::sync::watch::channel(specperf::Progress::default());
-    let err = specperf::replay(
+    let err = replay_err(
         config(&["--url", &url, "--request-count", "1", "--artifact-dir", a]),
-        specperf::Stopper::new(),
-        tx,
+        "untrusted certificate refused",
     )
-    .await
-    .err()
-    .expect("untrusted certificate refused");
+    .await;
     assert!(err.is_not_ready(), "{err}");
     assert!(
         format!("{err}").to_lowercase().contains("certificate"),
@@ -111,15 +107,11 @@ async fn unreachable_server_without_a_model_is_not_ready_and_with_one_is_connect
     drop(s);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let (tx, _rx) = tokio::sync::watch::channel(specperf::Progress::default());
-    let err = specperf::replay(
+    let err = replay_err(
         config(&["--url", &url, "--artifact-dir", d]),
-        specperf::Stopper::new(),
-        tx,
+        "nothing to discover the model from",
     )
-    .await
-    .err()
-    .expect("nothing to discover the model from");
+    .await;
     assert!(err.is_not_ready(), "{err}");
     assert!(
         !dir.path().join("records.jsonl").exists(),

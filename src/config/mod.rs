@@ -1,0 +1,427 @@
+//! Raw flags -> validated, typed configuration. Every check that can fail before the run happens
+//! here, with a message naming the flag, the bad value and the fix.
+//!
+//! One file per concern, each turning its flags into the typed settings of one pipeline stage:
+//! `target` (URL, headers, TLS, timeouts: the client), `input` (collection, encoder, body fields:
+//! dataset and render), `load` (load shape and shard: schedule), `scrape` (metrics endpoints:
+//! scrape), `output` (goodput, result file: metrics and report) and `sim` (the `sim` command).
+//! Checks run in one fixed order, so with several bad flags the same one is always reported.
+
+mod input;
+mod load;
+mod output;
+mod scrape;
+mod sim;
+mod target;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::cli::{ReplayArgs, Ui};
+use crate::client::ClientOptions;
+use crate::dataset::SpeedBenchSelect;
+use crate::metrics::Slo;
+use crate::render::{EndpointType, RenderOptions};
+
+pub use input::parse_extra_inputs;
+pub(crate) use input::{DatasetSource, EncoderSpec};
+pub use load::resolve_shard;
+pub(crate) use load::LoadConfig;
+pub use output::{parse_goodput, result_file_name};
+pub(crate) use scrape::ScrapeConfig;
+pub use scrape::{metrics_endpoints, metrics_url};
+pub use sim::sim_config;
+pub use target::normalize_url;
+pub(crate) use target::Target;
+
+/// A configuration error (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(String);
+
+fn err<T>(m: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(m.into()))
+}
+
+/// A positive number of seconds given as `--flag`.
+fn seconds(flag: &str, v: f64) -> Result<Duration, ConfigError> {
+    if !v.is_finite() || v <= 0.0 {
+        return err(format!(
+            "--{flag} must be a positive number of seconds, got {v}"
+        ));
+    }
+    Duration::try_from_secs_f64(v).map_err(|_| ConfigError(format!("--{flag} {v} is too large")))
+}
+
+/// A validated `replay` configuration.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub(crate) target: Target,
+    pub(crate) model: Option<String>,
+    pub(crate) endpoint_type: EndpointType,
+    pub(crate) endpoint_path: String,
+    pub(crate) streaming: bool,
+    /// Closed-loop concurrency, or the open loop's in-flight cap (64 when not given).
+    pub(crate) concurrency: usize,
+    pub(crate) load: LoadConfig,
+    pub(crate) request_count: Option<u64>,
+    pub(crate) dataset: DatasetSource,
+    pub(crate) select: SpeedBenchSelect,
+    pub(crate) osl: Option<u32>,
+    pub(crate) encoder: EncoderSpec,
+    pub(crate) chat_template_kwargs: Map<String, Value>,
+    pub(crate) sampling: Map<String, Value>,
+    pub(crate) tokenizer: Option<PathBuf>,
+    pub(crate) legacy_max_tokens: bool,
+    pub(crate) per_chunk_usage: bool,
+    pub(crate) extra_inputs: Map<String, Value>,
+    pub(crate) client: ClientOptions,
+    pub(crate) run_timeout: Duration,
+    pub(crate) stall_timeout: Duration,
+    pub(crate) wait_for_model: Duration,
+    /// Failed fraction above which the run exits 1.
+    pub failed_request_threshold: f64,
+    pub(crate) artifact_dir: Option<PathBuf>,
+    pub(crate) scrape: ScrapeConfig,
+    /// Progress line period (None: no progress line).
+    pub progress_interval: Option<Duration>,
+    /// The live display.
+    pub ui: Ui,
+    pub(crate) goodput: Vec<Slo>,
+    /// InferenceX raw throughput JSON: (directory or `None` for the artifact dir, file stem).
+    pub(crate) result_file: Option<(Option<PathBuf>, String)>,
+    pub(crate) cli_command: Option<String>,
+    /// Settings that weaken the run (`--insecure`): printed by the binary before the run and
+    /// kept in `summary.json` warnings.
+    pub warnings: Vec<String>,
+}
+
+impl RunConfig {
+    pub(crate) fn render_options(
+        &self,
+        model: String,
+        encoder: std::sync::Arc<tokenizer_encoders::Encoder>,
+    ) -> RenderOptions {
+        RenderOptions {
+            endpoint: self.endpoint_type,
+            model,
+            streaming: self.streaming,
+            per_chunk_usage: self.per_chunk_usage,
+            osl: self.osl,
+            legacy_max_tokens: self.legacy_max_tokens,
+            extra_inputs: self.extra_inputs.clone(),
+            encoder,
+            chat_template_kwargs: self.chat_template_kwargs.clone(),
+            sampling: self.sampling.clone(),
+        }
+    }
+
+    /// True when replaying against the embedded simulator.
+    pub fn is_embedded(&self) -> bool {
+        self.target.is_embedded()
+    }
+
+    /// Records the command line in the AIPerf summary's `run_info.cli_command`.
+    pub fn set_cli_command(&mut self, command: String) {
+        self.cli_command = Some(command);
+    }
+}
+
+impl RunConfig {
+    /// Validates `replay` flags.
+    pub fn from_args(a: &ReplayArgs) -> Result<RunConfig, ConfigError> {
+        check_counts(a)?;
+        let endpoint_path = target::endpoint_path(a)?;
+        let (target, osl) = target::target(a)?;
+        let dataset = DatasetSource::from_args(a)?;
+        let client = target::client_options(a)?;
+        let wait_for_model = if a.wait_for_model_timeout == 0.0 {
+            Duration::ZERO
+        } else {
+            seconds("wait-for-model-timeout", a.wait_for_model_timeout)?
+        };
+        let load = LoadConfig::from_args(a, &|k| std::env::var(k).ok())?;
+        let encoder = EncoderSpec::parse(&a.encoder)?;
+        let chat_template_kwargs = input::chat_template_kwargs(a.chat_template_kwargs.as_deref())?;
+        let sampling = input::sampling(a)?;
+        let tokenizer = input::tokenizer(a.tokenizer.as_ref())?;
+        let extra_inputs = parse_extra_inputs(&a.extra_inputs)?;
+        let run_timeout = seconds("timeout-seconds", a.timeout_seconds)?;
+        let stall_timeout = seconds("stall-timeout-seconds", a.stall_timeout_seconds)?;
+        let scrape = ScrapeConfig::from_args(&a.scrape, &|k| std::env::var(k).ok())?;
+        let goodput = parse_goodput(&a.goodput)?;
+        let result_file = output::result_file(a)?;
+        Ok(RunConfig {
+            target,
+            model: a.model.clone().filter(|m| !m.is_empty()),
+            endpoint_type: a.endpoint_type,
+            endpoint_path,
+            streaming: a.streaming,
+            concurrency: a.concurrency.unwrap_or(64),
+            load,
+            request_count: a.request_count,
+            dataset,
+            select: SpeedBenchSelect {
+                category: a.category.clone(),
+                shuffle_seed: (!a.no_shuffle).then_some(a.seed),
+                all_turns: a.all_turns,
+            },
+            encoder,
+            chat_template_kwargs,
+            sampling,
+            tokenizer,
+            osl,
+            legacy_max_tokens: a.use_legacy_max_tokens,
+            per_chunk_usage: a.per_chunk_usage,
+            extra_inputs,
+            client,
+            run_timeout,
+            stall_timeout,
+            wait_for_model,
+            failed_request_threshold: a.failed_request_threshold,
+            artifact_dir: a.artifact_dir.clone(),
+            scrape,
+            progress_interval: (a.progress_interval > 0.0)
+                .then(|| Duration::try_from_secs_f64(a.progress_interval).ok())
+                .flatten(),
+            ui: a.ui,
+            goodput,
+            result_file,
+            cli_command: None,
+            warnings: target::warnings(a),
+        })
+    }
+}
+
+/// Counts and limits that must be at least 1 (or within range) whatever the rest says.
+fn check_counts(a: &ReplayArgs) -> Result<(), ConfigError> {
+    if a.concurrency == Some(0) {
+        return err("--concurrency must be at least 1");
+    }
+    if a.request_count == Some(0) {
+        return err("--request-count must be at least 1");
+    }
+    if a.osl == Some(0) {
+        return err("--osl must be at least 1");
+    }
+    if !(0.0..=1.0).contains(&a.failed_request_threshold) {
+        return err(format!(
+            "--failed-request-threshold {} must be within [0, 1]",
+            a.failed_request_threshold
+        ));
+    }
+    if a.max_event_bytes < 1024 {
+        return err("--max-event-bytes must be at least 1024");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimConfig;
+    use serde_json::json;
+
+    #[test]
+    fn urls_get_a_scheme_and_bad_ones_are_named() {
+        assert_eq!(
+            normalize_url("localhost:8000/").unwrap(),
+            "http://localhost:8000"
+        );
+        assert_eq!(normalize_url("https://h:1").unwrap(), "https://h:1");
+        assert!(normalize_url("ftp://h")
+            .unwrap_err()
+            .to_string()
+            .contains("ftp"));
+    }
+
+    #[test]
+    fn credentials_in_urls_are_refused_and_insecure_is_a_warning() {
+        let e = normalize_url("https://user:hunter2@h:1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--api-key") && !e.contains("hunter2"), "{e}");
+        let e = metrics_url("http://u:hunter2@h:1").unwrap_err().to_string();
+        assert!(!e.contains("hunter2"), "{e}");
+        use clap::Parser;
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["specperf", "replay", "--url", "https://h:1"];
+            argv.extend_from_slice(args);
+            let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+            let crate::cli::Command::Replay(a) = cli.command else {
+                panic!("not replay")
+            };
+            RunConfig::from_args(&a).unwrap()
+        };
+        assert!(parse(&[]).warnings.is_empty() && !parse(&[]).client.insecure);
+        let insecure = parse(&["--insecure"]);
+        assert!(insecure.client.insecure);
+        assert!(insecure.warnings[0].contains("--insecure"));
+    }
+
+    #[test]
+    fn metrics_urls_follow_the_inferencex_normalisation() {
+        let cases = [
+            ("http://10.0.0.5:8081/", "http://10.0.0.5:8081/metrics"),
+            (
+                "http://h:8000/prometheus/metrics",
+                "http://h:8000/prometheus/metrics",
+            ),
+            ("node3:8081,", "http://node3:8081/metrics"),
+            ("8000", "http://0.0.0.0:8000/metrics"),
+            (":8000", "http://0.0.0.0:8000/metrics"),
+            ("h:1/metrics?x=1", "http://h:1/metrics?x=1"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(metrics_url(raw).unwrap().as_deref(), Some(want), "{raw}");
+        }
+        assert!(metrics_url("a b").is_err());
+        assert_eq!(metrics_url(" ,").unwrap(), None);
+    }
+
+    #[test]
+    fn metrics_endpoints_take_the_first_non_empty_source_and_refuse_duplicates() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let both = env(&[
+            ("SPEEDBENCH_DECODE_METRICS_URLS", "a:1, b:2\nc:3"),
+            ("SPEEDBENCH_METRICS_URLS", "z:9"),
+        ]);
+        assert_eq!(
+            metrics_endpoints(&[], &both).unwrap(),
+            [
+                "http://a:1/metrics",
+                "http://b:2/metrics",
+                "http://c:3/metrics"
+            ]
+        );
+        // Flags win over the environment.
+        assert_eq!(
+            metrics_endpoints(&["8000".into()], &both).unwrap(),
+            ["http://0.0.0.0:8000/metrics"]
+        );
+        let ports = env(&[
+            ("SPEEDBENCH_METRICS_PORTS", "8081 node2:8082"),
+            (
+                "SPEEDBENCH_TRTLLM_JSON_METRICS_URLS",
+                "http://t:8000/metrics",
+            ),
+        ]);
+        assert_eq!(
+            metrics_endpoints(&[], &ports).unwrap(),
+            [
+                "http://0.0.0.0:8081/metrics",
+                "http://node2:8082/metrics",
+                "http://t:8000/metrics"
+            ]
+        );
+        let aiperf = env(&[("AIPERF_SERVER_METRICS_URLS", "http://a:1,,http://b:2")]);
+        let e = metrics_endpoints(&[], &aiperf).unwrap_err().to_string();
+        assert!(e.contains("comma-separated list of non-empty URLs"), "{e}");
+        let dup = metrics_endpoints(&["h:1".into(), "http://h:1/".into()], &|_| None);
+        assert!(dup.unwrap_err().to_string().contains("listed twice"));
+        assert!(metrics_endpoints(&[], &|_| None).unwrap().is_empty());
+    }
+
+    fn sim_args(args: &[&str]) -> Result<SimConfig, String> {
+        use clap::Parser;
+        let mut argv = vec!["specperf", "sim"];
+        argv.extend_from_slice(args);
+        let cli = crate::cli::Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        let crate::cli::Command::Sim(a) = cli.command else {
+            panic!("not sim")
+        };
+        sim_config(&a).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn fault_sequence_parses_names_and_none_and_excludes_fault_rates() {
+        use crate::sim::Fault;
+        let cfg = sim_args(&["--fault-sequence", "none,http500,Stall"]).unwrap();
+        assert_eq!(
+            cfg.fault_sequence,
+            [None, Some(Fault::Http500), Some(Fault::Stall)]
+        );
+        let e = sim_args(&["--fault-sequence", "none,boom"]).unwrap_err();
+        assert!(e.contains("boom"), "{e}");
+        let e = sim_args(&["--fault-sequence", "http500", "--fault", "stall=0.1"]).unwrap_err();
+        assert!(e.contains("--fault-sequence"), "{e}");
+    }
+
+    #[test]
+    fn the_simulator_binds_loopback_unless_told_otherwise() {
+        // `specperf sim` without --host, the library default, and the embedded target of a
+        // replay without --url: none of them may listen beyond this machine.
+        assert!(sim_args(&[]).unwrap().host.is_loopback());
+        assert!(SimConfig::default().host.is_loopback());
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["specperf", "replay"]).unwrap();
+        let crate::cli::Command::Replay(a) = cli.command else {
+            panic!("not replay")
+        };
+        match RunConfig::from_args(&a).unwrap().target {
+            Target::Embedded(sim) => assert!(sim.host.is_loopback()),
+            Target::Url(u) => panic!("no --url, yet a target {u}"),
+        }
+    }
+
+    #[test]
+    fn goodput_takes_vllm_and_aiperf_tags_and_names_bad_input() {
+        let slos =
+            parse_goodput(&["ttft:200 tpot:20".into(), "request_latency:5000".into()]).unwrap();
+        let tags: Vec<(&str, f64)> = slos.iter().map(|s| (s.metric.tag(), s.threshold)).collect();
+        assert_eq!(
+            tags,
+            [
+                ("time_to_first_token", 200.0),
+                ("inter_token_latency", 20.0),
+                ("request_latency", 5000.0)
+            ]
+        );
+        for (bad, says) in [
+            ("ttft=200", "expected TAG:VALUE"),
+            ("foo:1", "unknown metric \"foo\""),
+            ("ttft:-1", "not a positive number"),
+            ("ttft:abc", "not a positive number"),
+            ("ttft:1 time_to_first_token:2", "given twice"),
+        ] {
+            let e = parse_goodput(&[bad.into()]).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn result_file_names_cannot_escape_their_directory() {
+        assert_eq!(
+            result_file_name("dsv4_fp4_vllm_tp8-pp1_conc64_b200").unwrap(),
+            "dsv4_fp4_vllm_tp8-pp1_conc64_b200"
+        );
+        for bad in ["", "../x", "a/b", "a\\b", "..", "x..y", " x"] {
+            assert!(result_file_name(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn extra_inputs_parse_json_scalars_and_objects() {
+        let m = parse_extra_inputs(&[
+            "temperature:0.6".into(),
+            "ignore_eos:true".into(),
+            "tag:abc".into(),
+            r#"{"top_k": 20}"#.into(),
+        ])
+        .unwrap();
+        assert_eq!(
+            Value::Object(m),
+            json!({"temperature": 0.6, "ignore_eos": true, "tag": "abc", "top_k": 20})
+        );
+        assert!(parse_extra_inputs(&["novalue".into()]).is_err());
+    }
+}

@@ -1,0 +1,95 @@
+//! Prepared SPEED-Bench JSONL (`question_id`, `category`, `messages`) -> samples: the first user
+//! turn (or every one, `--all-turns`), filtered by category and shuffled as the reference
+//! harness does.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{invalid, lines, python_shuffle, Invalid, Sample, SpeedBenchSelect, Turn};
+
+/// The text that marks a SPEED-Bench turn the preparer failed to rebuild.
+pub(super) const PLACEHOLDER: &str =
+    "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH";
+
+#[derive(Deserialize)]
+struct SpeedRow {
+    question_id: Option<Value>,
+    category: Option<String>,
+    messages: Option<Vec<Value>>,
+}
+
+pub(super) fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<Sample>, Invalid> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (n, line) in lines(text) {
+        let row: SpeedRow = serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
+        let id = match row.question_id {
+            Some(Value::String(s)) => s,
+            Some(Value::Number(x)) => x.to_string(),
+            _ => {
+                return invalid(format!(
+                    "line {n}: missing `question_id` (is this a prepared SPEED-Bench file?)"
+                ))
+            }
+        };
+        let category = row
+            .category
+            .ok_or_else(|| format!("line {n}: row {id} has no `category`"))?;
+        if select.category.as_deref().is_some_and(|c| c != category) {
+            continue;
+        }
+        let messages = row
+            .messages
+            .ok_or_else(|| format!("line {n}: row {id} has no `messages`"))?;
+        let first = messages
+            .first()
+            .ok_or_else(|| format!("line {n}: row {id} has empty `messages`"))?;
+        let role = first.get("role").and_then(Value::as_str);
+        let content = first.get("content").and_then(Value::as_str);
+        let (Some("user"), Some(content)) = (role, content) else {
+            return invalid(format!("line {n}: row {id}: the first message must be {{\"role\": \"user\", \"content\": <string>}}"));
+        };
+        if content.is_empty() {
+            return invalid(format!("line {n}: row {id}: the first user turn is empty"));
+        }
+        for m in &messages {
+            if m.get("content")
+                .and_then(Value::as_str)
+                .is_some_and(|c| c.contains(PLACEHOLDER))
+            {
+                return invalid(format!(
+                    "SPEED-Bench row {id} still holds the unresolved placeholder (re-run the preparer with access to its sources)"
+                ));
+            }
+        }
+        if !seen.insert(id.clone()) {
+            return invalid(format!("line {n}: duplicate question_id {id}"));
+        }
+        let mut turns = Vec::new();
+        if select.all_turns {
+            for (i, m) in messages.iter().enumerate().skip(1) {
+                if m.get("role").and_then(Value::as_str) != Some("user") {
+                    continue;
+                }
+                let text = m.get("content").and_then(Value::as_str).ok_or_else(|| {
+                    format!("line {n}: row {id}: message {i} has no string `content`")
+                })?;
+                turns.push(Turn {
+                    text: text.to_owned(),
+                    ..Turn::default()
+                });
+            }
+        }
+        out.push(Sample {
+            id,
+            prompt: content.to_owned(),
+            max_tokens: None,
+            timestamp_ms: None,
+            turns,
+        });
+    }
+    if let Some(seed) = select.shuffle_seed {
+        python_shuffle(&mut out, seed);
+    }
+    Ok(out)
+}
