@@ -887,6 +887,14 @@ impl Framework {
             .find(|(alias, _)| *alias == name)
             .map(|(_, f)| *f)
     }
+
+    /// The spellings of this family, in table order.
+    pub(crate) fn aliases(self) -> impl Iterator<Item = &'static str> {
+        FRAMEWORK_ALIASES
+            .iter()
+            .filter(move |(_, f)| *f == self)
+            .map(|(alias, _)| *alias)
+    }
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ use edit::Edit;
 pub use edit::LineChange;
 
 use crate::cli::InjectArgs;
-use crate::golden::{CurveQuery, GoldenError, GoldenSource, ThinkingMode};
+use crate::golden::{CurveQuery, Framework, GoldenError, GoldenSource, ThinkingMode};
 use crate::yaml::{self, Doc, Node, Scalar, YamlError};
 
 /// Why `inject` failed. [`InjectError::is_usage`] separates bad flags and environment (exit 2)
@@ -245,20 +245,34 @@ pub(crate) struct Role<'a> {
     pub(crate) map: &'a Node,
 }
 
-/// One framework backend: finds speculative entries and writes the synthetic knobs.
-pub(crate) trait Backend: Sync {
+/// What a backend is, as data: its names and where it looks.
+pub(crate) struct Meta {
     /// Short name, e.g. `vllm`.
-    fn name(&self) -> &'static str;
-    /// `FRAMEWORK` values it serves (lower-case).
-    fn frameworks(&self) -> &'static [&'static str];
+    pub(crate) name: &'static str,
+    /// The framework family it serves: its `FRAMEWORK` values are the family's aliases.
+    pub(crate) family: Framework,
     /// `backend.type` values of its recipes.
-    fn recipe_types(&self) -> &'static [&'static str];
+    pub(crate) recipe_types: &'static [&'static str],
     /// Its role section under `backend`, e.g. `vllm_config`.
-    fn section(&self) -> &'static str;
+    pub(crate) section: &'static str,
     /// What it looks for, for messages.
-    fn keys(&self) -> &'static str;
-    /// The entries of the recipe.
-    fn entries<'a>(&self, doc: &'a Doc, roles: &[Role<'a>]) -> Result<Vec<Entry<'a>>, Bad>;
+    pub(crate) keys: &'static str,
+}
+
+/// One framework backend: finds speculative entries and writes the synthetic knobs. A backend
+/// says what one role's entry is; the walk over the roles is shared.
+pub(crate) trait Backend: Sync {
+    /// Its names and places.
+    fn meta(&self) -> &'static Meta;
+    /// The speculative entry of one role, or `None` when the role does not draft.
+    fn entry<'a>(&self, doc: &'a Doc, role: &Role<'a>) -> Result<Option<Entry<'a>>, Bad>;
+    /// The entries of the recipe, in role order; the first bad role fails the recipe.
+    fn entries<'a>(&self, doc: &'a Doc, roles: &[Role<'a>]) -> Result<Vec<Entry<'a>>, Bad> {
+        roles
+            .iter()
+            .filter_map(|role| self.entry(doc, role).transpose())
+            .collect()
+    }
     /// The edits that make every planned entry synthetic at its AL.
     fn edits(&self, doc: &Doc, plan: &[(&Entry<'_>, f64)]) -> Result<Vec<Edit>, Bad>;
 }
@@ -266,13 +280,10 @@ pub(crate) trait Backend: Sync {
 /// The registry: one backend per engine family.
 static BACKENDS: [&dyn Backend; 4] = [&vllm::Vllm, &sglang::Sglang, &trtllm::Trtllm, &atom::Atom];
 
-/// Frameworks known to InferenceX that have no synthetic-acceptance knob.
-const NO_BACKEND: &[&str] = &["tilert"];
-
 fn known_frameworks() -> String {
     BACKENDS
         .iter()
-        .flat_map(|b| b.frameworks().iter().copied())
+        .flat_map(|b| b.meta().family.aliases())
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -543,14 +554,14 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
     if entries.is_empty() && !cfg.check {
         return Err(InjectError::NoEntry {
             file,
-            backend: backend.name(),
-            keys: backend.keys(),
+            backend: backend.meta().name,
+            keys: backend.meta().keys,
         });
     }
     report.entries = entries
         .iter()
         .map(|e| EntryReport {
-            backend: backend.name(),
+            backend: backend.meta().name,
             role: e.role.clone(),
             line: e.line,
             k: e.k,
@@ -683,7 +694,7 @@ pub(crate) fn fuzz_rewrite(text: String) {
         let plan: Vec<(&Entry<'_>, f64)> = entries.iter().map(|e| (e, al(e.k))).collect();
         let (new_text, changes) = match rewrite(backend, &doc, &plan, file) {
             Err(InjectError::Internal { what, .. }) => {
-                panic!("{}: internal error: {what}", backend.name())
+                panic!("{}: internal error: {what}", backend.meta().name)
             }
             Err(_) => continue,
             Ok(r) => r,
@@ -697,11 +708,11 @@ pub(crate) fn fuzz_rewrite(text: String) {
                 assert!(
                     changes.is_empty(),
                     "{}: second run changed {changes:?}",
-                    backend.name()
+                    backend.meta().name
                 );
                 assert_eq!(newer, new_text);
             }
-            Err(e) => panic!("{}: second run failed: {e}", backend.name()),
+            Err(e) => panic!("{}: second run failed: {e}", backend.meta().name),
         }
     }
 }
@@ -807,7 +818,7 @@ fn entry_al(
         "{}:{} ({} {})",
         file.display(),
         e.line,
-        backend.name(),
+        backend.meta().name,
         e.role
     );
     let lookup = |g: &GoldenSource, prefix: &str, thinking: ThinkingMode, method: &str| {
@@ -875,7 +886,7 @@ fn find_entries<'a>(
     doc: &'a Doc,
     file: &Path,
 ) -> Result<Vec<Entry<'a>>, InjectError> {
-    let roles = roles(doc, backend.section());
+    let roles = roles(doc, backend.meta().section);
     let mut entries = backend
         .entries(doc, &roles)
         .map_err(|b| InjectError::BadEntry {
@@ -942,10 +953,12 @@ fn backend_for_framework(
     name: &str,
     from: &'static str,
 ) -> Result<&'static dyn Backend, InjectError> {
-    if let Some(b) = BACKENDS.iter().find(|b| b.frameworks().contains(&name)) {
+    let family = Framework::from_alias(name);
+    if let Some(b) = BACKENDS.iter().find(|b| Some(b.meta().family) == family) {
         return Ok(*b);
     }
-    if NO_BACKEND.contains(&name) {
+    if family == Some(Framework::Tilert) {
+        // Known to InferenceX, but without a synthetic-acceptance knob.
         return Err(InjectError::NoBackend {
             name: name.to_owned(),
         });
@@ -971,10 +984,10 @@ fn resolve_backend(
     let sections: Vec<&'static dyn Backend> = BACKENDS
         .iter()
         .copied()
-        .filter(|b| backend_node.and_then(|n| n.get(b.section())).is_some())
+        .filter(|b| backend_node.and_then(|n| n.get(b.meta().section)).is_some())
         .collect();
     if sections.len() > 1 {
-        let names: Vec<_> = sections.iter().map(|b| b.section()).collect();
+        let names: Vec<_> = sections.iter().map(|b| b.meta().section).collect();
         return Err(mixed(format!(
             "the backend has {}; keep one engine per recipe",
             names.join(" and ")
@@ -988,7 +1001,7 @@ fn resolve_backend(
     let by_type = match &recipe_type {
         Some(t) => match BACKENDS
             .iter()
-            .find(|b| b.recipe_types().contains(&t.as_str()))
+            .find(|b| b.meta().recipe_types.contains(&t.as_str()))
         {
             Some(b) => Some(*b),
             None if cfg.framework.is_none() => {
@@ -1012,24 +1025,24 @@ fn resolve_backend(
         None => None,
     };
     if let (Some(t), Some(s)) = (by_type, by_section) {
-        if t.name() != s.name() {
+        if t.meta().name != s.meta().name {
             return Err(mixed(format!(
                 "backend.type is {} but the recipe configures {}",
                 recipe_type.unwrap_or_default(),
-                s.section()
+                s.meta().section
             )));
         }
     }
     let recipe_backend = by_type.or(by_section);
     match (by_arg, recipe_backend) {
-        (Some((a, name, from)), Some(r)) if a.name() != r.name() => Err(mixed(format!(
+        (Some((a, name, from)), Some(r)) if a.meta().name != r.meta().name => Err(mixed(format!(
             "{from} is {name} ({} backend) but the recipe is {} (backend.type / {})",
-            a.name(),
-            r.name(),
-            r.section()
+            a.meta().name,
+            r.meta().name,
+            r.meta().section
         ))),
         (Some((a, name, _)), _) => Ok((a, name)),
-        (None, Some(r)) => Ok((r, recipe_type.unwrap_or_else(|| r.name().to_owned()))),
+        (None, Some(r)) => Ok((r, recipe_type.unwrap_or_else(|| r.meta().name.to_owned()))),
         (None, None) => Err(InjectError::NoFramework {
             file: file.to_owned(),
         }),
@@ -1102,7 +1115,10 @@ mod tests {
             ("tensorrt-llm", "trtllm"),
             ("atom", "atom"),
         ] {
-            assert_eq!(backend_for_framework(fw, "FRAMEWORK").unwrap().name(), b);
+            assert_eq!(
+                backend_for_framework(fw, "FRAMEWORK").unwrap().meta().name,
+                b
+            );
         }
         assert!(matches!(
             backend_for_framework("tilert", "FRAMEWORK"),
