@@ -36,7 +36,7 @@ pub enum ThinkingMode {
 
 impl ThinkingMode {
     /// The key used in curve files and in `THINKING_MODE`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ThinkingMode::On => "thinking_on",
             ThinkingMode::Off => "thinking_off",
@@ -261,7 +261,7 @@ pub struct GoldenCurve {
     /// Curve name: the file stem, e.g. `dsv4_mtp`.
     pub name: String,
     /// The file it was read from.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// The model key at the top of the file, e.g. `deepseek-v4-pro`.
     pub model_key: String,
     /// The `collection` block, when the file has one.
@@ -283,8 +283,10 @@ impl GoldenCurve {
         Self::from_doc(&name, path, &doc)
     }
 
-    /// Parses curve text (`file` is used in messages only).
-    pub fn parse(name: &str, file: &Path, text: &str) -> Result<Self, GoldenError> {
+    /// Parses curve text (`file` is used in messages only): the entry of the unit tests and the
+    /// fuzz target, which have text rather than a file.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn parse(name: &str, file: &Path, text: &str) -> Result<Self, GoldenError> {
         let doc = yaml::parse(text.to_owned()).map_err(|source| GoldenError::Yaml {
             file: file.to_owned(),
             source,
@@ -385,7 +387,7 @@ impl GoldenCurve {
     }
 
     /// The golden AL for `thinking` and `k`, validated (§1.3).
-    pub fn lookup(&self, thinking: ThinkingMode, k: u32) -> Result<f64, GoldenError> {
+    pub(crate) fn lookup(&self, thinking: ThinkingMode, k: u32) -> Result<f64, GoldenError> {
         if k == 0 {
             return Err(GoldenError::InvalidDraftLength { k: k.to_string() });
         }
@@ -502,7 +504,7 @@ pub struct CurveQuery<'a> {
 }
 
 /// The curve name for a deployment (§2.2 steps 1–4).
-pub fn curve_name(q: &CurveQuery<'_>) -> Result<String, GoldenError> {
+pub(crate) fn curve_name(q: &CurveQuery<'_>) -> Result<String, GoldenError> {
     let prefix = q.model_prefix;
     let mut m = q.method.trim().to_lowercase();
     if m == "eagle" || m == "nextn" {
@@ -552,9 +554,9 @@ pub struct GoldenValue {
     /// The curve it was read from.
     pub curve: GoldenCurve,
     /// Thinking mode looked up.
-    pub thinking: ThinkingMode,
+    pub(crate) thinking: ThinkingMode,
     /// Draft length looked up.
-    pub k: u32,
+    pub(crate) k: u32,
     /// The golden AL.
     pub al: f64,
 }
@@ -579,13 +581,8 @@ impl GoldenSource {
         })
     }
 
-    /// The path given.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The file a curve name maps to.
-    pub fn curve_file(&self, curve: &str) -> PathBuf {
+    pub(crate) fn curve_file(&self, curve: &str) -> PathBuf {
         if self.is_dir {
             self.path.join(format!("{curve}.yaml"))
         } else {
@@ -594,7 +591,7 @@ impl GoldenSource {
     }
 
     /// Loads one curve by name. With a single-file source the name must be that file's stem.
-    pub fn load_curve(&self, curve: &str) -> Result<GoldenCurve, GoldenError> {
+    pub(crate) fn load_curve(&self, curve: &str) -> Result<GoldenCurve, GoldenError> {
         let file = self.curve_file(curve);
         if !self.is_dir {
             let held = file
@@ -667,44 +664,44 @@ impl GoldenSource {
 #[serde(deny_unknown_fields)]
 pub struct Collection {
     /// Dataset, e.g. `speed_bench`.
-    pub dataset: String,
+    pub(crate) dataset: String,
     /// Dataset config, e.g. `qualitative`.
     #[serde(default)]
-    pub config: Option<String>,
+    pub(crate) config: Option<String>,
     /// Category, e.g. `coding`.
-    pub category: String,
+    pub(crate) category: String,
     /// Prompts in the category, e.g. 80.
     pub num_prompts: u32,
     /// Which turns of each row were sent.
     #[serde(default)]
-    pub turns: Turns,
+    pub(crate) turns: Turns,
     /// Endpoint posted to.
-    pub endpoint: CollectionEndpoint,
+    pub(crate) endpoint: CollectionEndpoint,
     /// Who rendered the prompt.
-    pub renderer: Renderer,
+    pub(crate) renderer: Renderer,
     /// `max_tokens`.
     pub output_len: u32,
     /// Sampling parameters; only the keys present are sent.
     #[serde(default)]
-    pub sampling: Sampling,
+    pub(crate) sampling: Sampling,
     /// `chat_template_kwargs` per thinking mode.
     #[serde(default)]
-    pub chat_template_kwargs: ModeKwargs,
+    pub(crate) chat_template_kwargs: ModeKwargs,
     /// Concurrency used when collecting.
     #[serde(default)]
-    pub concurrency: Option<u32>,
+    pub(crate) concurrency: Option<u32>,
     /// Shuffle seed.
     #[serde(default)]
-    pub seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
     /// Free-form provenance.
     #[serde(default)]
-    pub source: Option<serde_json::Value>,
+    pub(crate) source: Option<serde_json::Value>,
 }
 
 /// Which turns of a multi-turn row were sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Turns {
+pub(crate) enum Turns {
     /// `messages[0]` only.
     #[default]
     First,
@@ -715,7 +712,7 @@ pub enum Turns {
 /// Endpoint of the collection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CollectionEndpoint {
+pub(crate) enum CollectionEndpoint {
     /// `/v1/completions` with a client-rendered prompt.
     Completions,
     /// `/v1/chat/completions`.
@@ -725,7 +722,7 @@ pub enum CollectionEndpoint {
 /// Prompt renderer of the collection.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
-pub enum Renderer {
+pub(crate) enum Renderer {
     /// The DeepSeek-V4 encoder.
     DeepseekV4,
     /// The DeepSeek-V4.1 encoder.
@@ -759,28 +756,28 @@ impl TryFrom<String> for Renderer {
 /// Sampling parameters of the collection.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Sampling {
+pub(crate) struct Sampling {
     /// `temperature`.
-    pub temperature: Option<f64>,
+    pub(crate) temperature: Option<f64>,
     /// `top_p`.
-    pub top_p: Option<f64>,
+    pub(crate) top_p: Option<f64>,
     /// `top_k`.
-    pub top_k: Option<i64>,
+    pub(crate) top_k: Option<i64>,
     /// `presence_penalty`.
-    pub presence_penalty: Option<f64>,
+    pub(crate) presence_penalty: Option<f64>,
     /// `repetition_penalty`.
-    pub repetition_penalty: Option<f64>,
+    pub(crate) repetition_penalty: Option<f64>,
     /// `seed`.
-    pub seed: Option<i64>,
+    pub(crate) seed: Option<i64>,
     /// Overrides for `thinking_on` (curves collected with per-mode sampling, e.g. qwen3.5).
-    pub thinking_on: Option<Box<Sampling>>,
+    pub(crate) thinking_on: Option<Box<Sampling>>,
     /// Overrides for `thinking_off`.
-    pub thinking_off: Option<Box<Sampling>>,
+    pub(crate) thinking_off: Option<Box<Sampling>>,
 }
 
 impl Sampling {
     /// The sampling of one thinking mode: the shared keys, overridden by the mode's own.
-    pub fn for_mode(&self, thinking: ThinkingMode) -> Sampling {
+    pub(crate) fn for_mode(&self, thinking: ThinkingMode) -> Sampling {
         let own = match thinking {
             ThinkingMode::On => self.thinking_on.as_deref(),
             ThinkingMode::Off => self.thinking_off.as_deref(),
@@ -802,16 +799,16 @@ impl Sampling {
 /// `chat_template_kwargs` per thinking mode.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ModeKwargs {
+pub(crate) struct ModeKwargs {
     /// Sent with `thinking_on`.
-    pub thinking_on: Option<serde_json::Map<String, serde_json::Value>>,
+    pub(crate) thinking_on: Option<serde_json::Map<String, serde_json::Value>>,
     /// Sent with `thinking_off`.
-    pub thinking_off: Option<serde_json::Map<String, serde_json::Value>>,
+    pub(crate) thinking_off: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ModeKwargs {
     /// The kwargs of a mode, if recorded.
-    pub fn get(
+    pub(crate) fn get(
         &self,
         thinking: ThinkingMode,
     ) -> Option<&serde_json::Map<String, serde_json::Value>> {
