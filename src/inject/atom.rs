@@ -3,11 +3,11 @@
 //! --spec-decode-acceptance-length AL`). `spec-decode-acceptance-rate` excludes it: a recipe
 //! with the rate is refused rather than given both.
 
-use super::edit::Edit;
-use super::{
+use super::backend::{
     bad, fmt_num, get_any, number, positive_int, same_num, Backend, Bad, Entry, EntryState, Meta,
     Role,
 };
+use super::edit::Edit;
 use crate::golden::Framework;
 use crate::yaml::{Doc, Kind};
 

@@ -8,9 +8,11 @@
 //! Unlike InferenceX's injector (which refuses a recipe that already has the variables), values
 //! are updated in place so a second run changes nothing.
 
+use super::backend::{
+    bad, fmt_num, get_any, positive_int, Backend, Bad, Entry, EntryState, Meta, Role,
+};
 use super::edit::Edit;
 use super::env::{self, Var};
-use super::{bad, fmt_num, get_any, positive_int, Backend, Bad, Entry, EntryState, Meta, Role};
 use crate::golden::Framework;
 use crate::yaml::{Doc, Scalar};
 

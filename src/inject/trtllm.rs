@@ -5,9 +5,9 @@
 //! An entry is a role of `trtllm_config` with a `speculative_config` mapping; the method is its
 //! `decoding_type`, k its `max_draft_len` (else `num_nextn_predict_layers`).
 
+use super::backend::{bad, fmt_num, get_any, positive_int, Backend, Bad, Entry, Meta, Role};
 use super::edit::Edit;
 use super::env::{self, Var};
-use super::{bad, fmt_num, get_any, positive_int, Backend, Bad, Entry, Meta, Role};
 use crate::golden::Framework;
 use crate::yaml::Doc;
 

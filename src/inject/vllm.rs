@@ -10,8 +10,8 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::backend::{bad, fmt_num, same_num, Backend, Bad, Entry, EntryState, Meta, Role};
 use super::edit::Edit;
-use super::{bad, fmt_num, same_num, Backend, Bad, Entry, EntryState, Meta, Role};
 use crate::golden::Framework;
 use crate::yaml::{Doc, Kind, Node, Pos, Scalar, Style};
 
