@@ -82,8 +82,13 @@ pub(crate) enum Renderer {
     Template(String),
 }
 
+/// A `renderer` value that names no renderer.
+#[derive(Debug, thiserror::Error)]
+#[error("renderer {0:?} is not deepseek_v4, deepseek_v41, server_template or template:<file>")]
+pub(crate) struct UnknownRenderer(String);
+
 impl TryFrom<String> for Renderer {
-    type Error = String;
+    type Error = UnknownRenderer;
 
     fn try_from(s: String) -> Result<Self, Self::Error> {
         Ok(match s.as_str() {
@@ -92,11 +97,7 @@ impl TryFrom<String> for Renderer {
             "server_template" => Renderer::ServerTemplate,
             _ => match s.strip_prefix("template:") {
                 Some(f) if !f.is_empty() => Renderer::Template(f.to_owned()),
-                _ => {
-                    return Err(format!(
-                        "renderer {s:?} is not deepseek_v4, deepseek_v41, server_template or template:<file>"
-                    ))
-                }
+                _ => return Err(UnknownRenderer(s)),
             },
         })
     }

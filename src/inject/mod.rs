@@ -235,11 +235,10 @@ fn rewrite(
             line: b.line,
             what: b.what,
         })?;
-    let internal = |what: String| InjectError::Internal {
+    let (new_text, changes) = edit::apply(&doc.src, edits).map_err(|e| InjectError::Internal {
         file: file.to_owned(),
-        what,
-    };
-    let (new_text, changes) = edit::apply(&doc.src, edits).map_err(internal)?;
+        what: e.to_string(),
+    })?;
     if new_text != doc.src.text() {
         verify(backend, &new_text, plan, file)?;
     }
