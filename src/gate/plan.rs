@@ -278,3 +278,128 @@ impl Plan {
         Ok(cfg)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(argv: &[&str]) -> Command {
+        Cli::try_parse_from(argv).unwrap().command
+    }
+
+    /// The typed replay equals what the command line the gate used to build and parse back
+    /// gave, for a collection that sets every field the gate passes on.
+    #[test]
+    fn the_typed_replay_matches_the_former_command_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("golden")).unwrap();
+        std::fs::write(
+            d.join("golden/testm_mtp.yaml"),
+            "test-model:\n  thinking_on:\n    3: 2.5\n\
+             collection:\n  dataset: speed_bench\n  category: coding\n  num_prompts: 80\n\
+             \x20 turns: all\n  endpoint: completions\n  renderer: template:t.jinja\n  output_len: 128\n\
+             \x20 sampling:\n    temperature: 1.0\n    top_p: 0.95\n    top_k: 20\n    presence_penalty: 0.5\n\
+             \x20   repetition_penalty: 1.1\n    seed: 42\n    thinking_on:\n      temperature: 0.6\n\
+             \x20 chat_template_kwargs:\n    thinking_on: {\"thinking\": true, \"effort\": \"high\"}\n\
+             \x20 concurrency: 64\n  seed: 7\n",
+        )
+        .unwrap();
+        let prompts = d.join("qualitative.jsonl");
+        std::fs::write(&prompts, "").unwrap();
+        let (golden, prompts_s) = (
+            d.join("golden").display().to_string(),
+            prompts.display().to_string(),
+        );
+        let Command::Gate(a) = parse(&[
+            "specperf",
+            "gate",
+            "--url",
+            "http://h:1",
+            "--model",
+            "m",
+            "--server-metrics",
+            "http://h:1/metrics",
+            "--golden",
+            &golden,
+            "--model-prefix",
+            "testm",
+            "--spec-method",
+            "mtp",
+            "--thinking-mode",
+            "thinking_on",
+            "--num-spec-tokens",
+            "3",
+            "--framework",
+            "sglang",
+            "--settle-seconds",
+            "2.5",
+            "--concurrency",
+            "32",
+            "--input-file",
+            &prompts_s,
+        ]) else {
+            unreachable!()
+        };
+        let plan = Plan::resolve(&a, &mut GateRecord::default()).unwrap();
+        let template = format!("template:{}", d.join("golden/t.jinja").display());
+        let Command::Replay(former) = parse(&[
+            "specperf",
+            "replay",
+            "--url",
+            "http://h:1",
+            "--input-file",
+            &prompts_s,
+            "--custom-dataset-type",
+            "speed_bench",
+            "--category",
+            "coding",
+            "--seed",
+            "7",
+            "--endpoint-type",
+            "completions",
+            "--encoder",
+            &template,
+            "--osl",
+            "128",
+            "--concurrency",
+            "32",
+            "--spec-engine",
+            "sglang",
+            "--num-spec-tokens",
+            "3",
+            "--progress-interval",
+            "0",
+            "--failed-request-threshold",
+            "0",
+            "--metrics-settle-seconds",
+            "2.5",
+            "--chat-template-kwargs",
+            "{\"thinking\":true,\"effort\":\"high\"}",
+            "--all-turns",
+            "--temperature",
+            "0.6",
+            "--top-p",
+            "0.95",
+            "--presence-penalty",
+            "0.5",
+            "--repetition-penalty",
+            "1.1",
+            "--top-k=20",
+            "--extra-inputs",
+            "seed:42",
+            "--model",
+            "m",
+            "--server-metrics",
+            "http://h:1/metrics",
+        ]) else {
+            unreachable!()
+        };
+        assert_eq!(format!("{:?}", plan.replay), format!("{former:?}"));
+        assert_eq!(plan.endpoints, ["http://h:1/metrics"]);
+        assert!(!plan.dynamo_default_endpoints);
+    }
+}
