@@ -21,7 +21,9 @@ use serde_json::Value;
 use crate::cli::{GateArgs, ReplayArgs};
 use crate::config::{metrics_endpoints, RunConfig};
 use crate::dataset::DatasetKind;
-use crate::golden::{Collection, CollectionEndpoint, CurveQuery, GoldenSource, Renderer, Turns};
+use crate::golden::{
+    Collection, CollectionEndpoint, CurveQuery, GoldenCurve, GoldenSource, Renderer, Turns,
+};
 use crate::render::EndpointType;
 use crate::scrape::acceptance::SpecEngine;
 
@@ -61,7 +63,7 @@ fn replay_defaults() -> Result<ReplayArgs, clap::Error> {
 /// paths are resolved from.
 fn collection(
     a: &GateArgs,
-    curve: &crate::golden::GoldenCurve,
+    curve: &GoldenCurve,
 ) -> Result<(Option<Collection>, Option<PathBuf>), Stop> {
     let own = || {
         (

@@ -44,7 +44,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// The file's `verdict` string.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Pass => "pass",
             Verdict::Below => "below",
