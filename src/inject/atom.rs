@@ -3,10 +3,12 @@
 //! --spec-decode-acceptance-length AL`). `spec-decode-acceptance-rate` excludes it: a recipe
 //! with the rate is refused rather than given both.
 
-use super::edit::Edit;
-use super::{
-    bad, fmt_num, get_any, number, positive_int, same_num, Backend, Bad, Entry, EntryState, Role,
+use super::backend::{
+    bad, fmt_num, get_any, number, positive_int, same_num, Backend, Bad, Entry, EntryState, Meta,
+    Role,
 };
+use super::edit::Edit;
+use crate::golden::Framework;
 use crate::yaml::{Doc, Kind};
 
 pub(crate) struct Atom;
@@ -19,66 +21,55 @@ const LENGTH: [&str; 2] = [
 const RATE: [&str; 2] = ["spec-decode-acceptance-rate", "spec_decode_acceptance_rate"];
 
 impl Backend for Atom {
-    fn name(&self) -> &'static str {
-        "atom"
-    }
-    fn frameworks(&self) -> &'static [&'static str] {
-        &["atom"]
-    }
-    fn recipe_types(&self) -> &'static [&'static str] {
-        &["atom"]
-    }
-    fn section(&self) -> &'static str {
-        "atom_config"
-    }
-    fn keys(&self) -> &'static str {
-        "num-speculative-tokens"
+    fn meta(&self) -> &'static Meta {
+        &Meta {
+            name: "atom",
+            family: Framework::Atom,
+            recipe_types: &["atom"],
+            section: "atom_config",
+            keys: "num-speculative-tokens",
+        }
     }
 
-    fn entries<'a>(&self, _doc: &'a Doc, roles: &[Role<'a>]) -> Result<Vec<Entry<'a>>, Bad> {
-        let mut out = Vec::new();
-        for role in roles {
-            let Some((key, kv)) = get_any(role.map, &K) else {
-                continue;
-            };
-            let line = key.start.line;
-            let Some(k) = positive_int(kv) else {
-                return bad(
-                    line,
-                    format!(
-                        "num-speculative-tokens of role {} must be a positive integer",
-                        role.name
-                    ),
-                );
-            };
-            let length = get_any(role.map, &LENGTH).map(|(_, v)| v);
-            let rate = get_any(role.map, &RATE).map(|(_, v)| v);
-            let state = match (length.map(number), rate.map(number)) {
-                (Some(_), Some(_)) => EntryState::Broken {
-                    why: "spec-decode-acceptance-length and -rate are mutually exclusive".into(),
-                },
-                (Some(Some(al)), None) => EntryState::Synthetic { al },
-                (None, Some(Some(r))) => EntryState::Synthetic {
-                    al: 1.0 + r * f64::from(k),
-                },
-                (None, None) => EntryState::Real,
-                _ => EntryState::Broken {
-                    why: "spec-decode-acceptance value is not a number".into(),
-                },
-            };
-            out.push(Entry {
-                role: role.name.clone(),
+    fn entry<'a>(&self, _doc: &'a Doc, role: &Role<'a>) -> Result<Option<Entry<'a>>, Bad> {
+        let Some((key, kv)) = get_any(role.map, &K) else {
+            return Ok(None);
+        };
+        let line = key.start.line;
+        let Some(k) = positive_int(kv) else {
+            return bad(
                 line,
-                k,
-                method: get_any(role.map, &["method"])
-                    .and_then(|(_, v)| v.as_str().map(str::to_owned)),
-                draft_model: None,
-                draft_sample_method: None,
-                state,
-                node: role.map,
-            });
-        }
-        Ok(out)
+                format!(
+                    "num-speculative-tokens of role {} must be a positive integer",
+                    role.name
+                ),
+            );
+        };
+        let length = get_any(role.map, &LENGTH).map(|(_, v)| v);
+        let rate = get_any(role.map, &RATE).map(|(_, v)| v);
+        let state = match (length.map(number), rate.map(number)) {
+            (Some(_), Some(_)) => EntryState::Broken {
+                why: "spec-decode-acceptance-length and -rate are mutually exclusive".into(),
+            },
+            (Some(Some(al)), None) => EntryState::Synthetic { al },
+            (None, Some(Some(r))) => EntryState::Synthetic {
+                al: 1.0 + r * f64::from(k),
+            },
+            (None, None) => EntryState::Real,
+            _ => EntryState::Broken {
+                why: "spec-decode-acceptance value is not a number".into(),
+            },
+        };
+        Ok(Some(Entry {
+            role: role.name.clone(),
+            line,
+            k,
+            method: get_any(role.map, &["method"]).and_then(|(_, v)| v.as_str().map(str::to_owned)),
+            draft_model: None,
+            draft_sample_method: None,
+            state,
+            node: role.map,
+        }))
     }
 
     fn edits(&self, doc: &Doc, plan: &[(&Entry<'_>, f64)]) -> Result<Vec<Edit>, Bad> {

@@ -45,16 +45,39 @@ fn split_lines(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// Edits that cannot be applied together: always a backend bug, never user input.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EditError {
+    /// A replacement's text holds a newline (replacements stay within their lines).
+    #[error("a replacement spans lines")]
+    SpansLines,
+    /// Two replacements cover the same bytes.
+    #[error("overlapping replacements")]
+    Overlap,
+    /// An insertion point lies after the last line.
+    #[error("insertion after the end of the file")]
+    PastEnd,
+    /// An insertion point lies inside a replaced range.
+    #[error("insertion after line {after} falls inside a replaced range")]
+    InsertInsideReplacement {
+        /// The line the insertion follows.
+        after: usize,
+    },
+}
+
 /// Applies `edits` to `src`. Fails on overlapping replacements or an insertion inside a
-/// replaced range (a backend bug, never user input).
-pub(crate) fn apply(src: &Source, edits: Vec<Edit>) -> Result<(String, Vec<LineChange>), String> {
+/// replaced range.
+pub(crate) fn apply(
+    src: &Source,
+    edits: Vec<Edit>,
+) -> Result<(String, Vec<LineChange>), EditError> {
     let mut reps: Vec<Rep> = Vec::new();
     let mut inserts: Vec<(usize, Vec<String>)> = Vec::new();
     for e in edits {
         match e {
             Edit::Replace { start, end, text } => {
                 if text.contains('\n') {
-                    return Err("a replacement spans lines".into());
+                    return Err(EditError::SpansLines);
                 }
                 reps.push(Rep {
                     start: src.offset(start),
@@ -70,7 +93,7 @@ pub(crate) fn apply(src: &Source, edits: Vec<Edit>) -> Result<(String, Vec<LineC
     reps.sort_by_key(|r| (r.start, r.end));
     for w in reps.windows(2) {
         if w[1].start < w[0].end {
-            return Err("overlapping replacements".into());
+            return Err(EditError::Overlap);
         }
     }
     // Group replacements whose lines touch into one changed block each.
@@ -86,9 +109,7 @@ pub(crate) fn apply(src: &Source, edits: Vec<Edit>) -> Result<(String, Vec<LineC
     }
     for (after, _) in &inserts {
         if groups.iter().any(|(a, b, _)| *a <= *after && *after < *b) {
-            return Err(format!(
-                "insertion after line {after} falls inside a replaced range"
-            ));
+            return Err(EditError::InsertInsideReplacement { after: *after });
         }
     }
     inserts.sort_by_key(|(after, _)| *after);
@@ -156,7 +177,7 @@ pub(crate) fn apply(src: &Source, edits: Vec<Edit>) -> Result<(String, Vec<LineC
         n += 1;
     }
     if ins.peek().is_some() {
-        return Err("insertion after the end of the file".into());
+        return Err(EditError::PastEnd);
     }
     Ok((out, changes))
 }

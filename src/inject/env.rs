@@ -8,8 +8,8 @@
 //! A block that is an alias of another (`decode_environment: *env`) is covered by the anchored
 //! block and must want the same AL.
 
+use super::backend::{bad, number, same_num, Bad, Entry, EntryState};
 use super::edit::Edit;
-use super::{bad, number, same_num, Bad, Entry, EntryState};
 use crate::yaml::{Doc, Kind, Node, Pos};
 
 /// One variable to set.

@@ -8,9 +8,12 @@
 //! Unlike InferenceX's injector (which refuses a recipe that already has the variables), values
 //! are updated in place so a second run changes nothing.
 
+use super::backend::{
+    bad, fmt_num, get_any, positive_int, Backend, Bad, Entry, EntryState, Meta, Role,
+};
 use super::edit::Edit;
 use super::env::{self, Var};
-use super::{bad, fmt_num, get_any, positive_int, Backend, Bad, Entry, EntryState, Role};
+use crate::golden::Framework;
 use crate::yaml::{Doc, Scalar};
 
 pub(crate) struct Sglang;
@@ -58,62 +61,52 @@ fn state(doc: &Doc, role: &str) -> EntryState {
 }
 
 impl Backend for Sglang {
-    fn name(&self) -> &'static str {
-        "sglang"
-    }
-    fn frameworks(&self) -> &'static [&'static str] {
-        &["sglang", "dynamo-sglang"]
-    }
-    fn recipe_types(&self) -> &'static [&'static str] {
-        &["sglang"]
-    }
-    fn section(&self) -> &'static str {
-        "sglang_config"
-    }
-    fn keys(&self) -> &'static str {
-        "speculative-algorithm / speculative-algo"
+    fn meta(&self) -> &'static Meta {
+        &Meta {
+            name: "sglang",
+            family: Framework::Sglang,
+            recipe_types: &["sglang"],
+            section: "sglang_config",
+            keys: "speculative-algorithm / speculative-algo",
+        }
     }
 
-    fn entries<'a>(&self, doc: &'a Doc, roles: &[Role<'a>]) -> Result<Vec<Entry<'a>>, Bad> {
-        let mut out = Vec::new();
-        for role in roles {
-            let Some((key, algo)) = get_any(role.map, &ALGO) else {
-                continue;
-            };
-            let line = key.start.line;
-            let method = match algo.scalar() {
-                Some(Scalar::Str(s)) if !s.trim().is_empty() && !s.eq_ignore_ascii_case("none") => {
-                    s.trim().to_owned()
-                }
-                _ => continue,
-            };
-            let Some(steps) = get_any(role.map, &STEPS).and_then(|(_, v)| positive_int(v)) else {
-                return bad(
-                    line,
-                    format!("role {} sets {} but no positive integer speculative-num-steps (k); set it explicitly", role.name, key.as_str().unwrap_or_default()),
-                );
-            };
-            if let Some((dk, dv)) = get_any(role.map, &DRAFT_TOKENS) {
-                if positive_int(dv) != Some(steps + 1) {
-                    return bad(
-                        dk.start.line,
-                        format!("speculative-num-draft-tokens is {} but simulated acceptance needs speculative-num-steps + 1 = {}", dv.as_str().unwrap_or("?"), steps + 1),
-                    );
-                }
+    fn entry<'a>(&self, doc: &'a Doc, role: &Role<'a>) -> Result<Option<Entry<'a>>, Bad> {
+        let Some((key, algo)) = get_any(role.map, &ALGO) else {
+            return Ok(None);
+        };
+        let line = key.start.line;
+        let method = match algo.scalar() {
+            Some(Scalar::Str(s)) if !s.trim().is_empty() && !s.eq_ignore_ascii_case("none") => {
+                s.trim().to_owned()
             }
-            out.push(Entry {
-                role: role.name.clone(),
+            _ => return Ok(None),
+        };
+        let Some(steps) = get_any(role.map, &STEPS).and_then(|(_, v)| positive_int(v)) else {
+            return bad(
                 line,
-                k: steps,
-                method: Some(method),
-                draft_model: get_any(role.map, &DRAFT_MODEL)
-                    .and_then(|(_, v)| v.as_str().map(str::to_owned)),
-                draft_sample_method: None,
-                state: state(doc, &role.name),
-                node: role.map,
-            });
+                format!("role {} sets {} but no positive integer speculative-num-steps (k); set it explicitly", role.name, key.as_str().unwrap_or_default()),
+            );
+        };
+        if let Some((dk, dv)) = get_any(role.map, &DRAFT_TOKENS) {
+            if positive_int(dv) != Some(steps + 1) {
+                return bad(
+                    dk.start.line,
+                    format!("speculative-num-draft-tokens is {} but simulated acceptance needs speculative-num-steps + 1 = {}", dv.as_str().unwrap_or("?"), steps + 1),
+                );
+            }
         }
-        Ok(out)
+        Ok(Some(Entry {
+            role: role.name.clone(),
+            line,
+            k: steps,
+            method: Some(method),
+            draft_model: get_any(role.map, &DRAFT_MODEL)
+                .and_then(|(_, v)| v.as_str().map(str::to_owned)),
+            draft_sample_method: None,
+            state: state(doc, &role.name),
+            node: role.map,
+        }))
     }
 
     fn edits(&self, doc: &Doc, plan: &[(&Entry<'_>, f64)]) -> Result<Vec<Edit>, Bad> {

@@ -10,8 +10,9 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::backend::{bad, fmt_num, same_num, Backend, Bad, Entry, EntryState, Meta, Role};
 use super::edit::Edit;
-use super::{bad, fmt_num, same_num, Backend, Bad, Entry, EntryState, Role};
+use crate::golden::Framework;
 use crate::yaml::{Doc, Kind, Node, Pos, Scalar, Style};
 
 pub(crate) struct Vllm;
@@ -158,69 +159,58 @@ fn state(fields: &[(String, Value)]) -> EntryState {
 }
 
 impl Backend for Vllm {
-    fn name(&self) -> &'static str {
-        "vllm"
-    }
-    fn frameworks(&self) -> &'static [&'static str] {
-        &["vllm", "dynamo-vllm"]
-    }
-    fn recipe_types(&self) -> &'static [&'static str] {
-        &["vllm"]
-    }
-    fn section(&self) -> &'static str {
-        "vllm_config"
-    }
-    fn keys(&self) -> &'static str {
-        "speculative-config / speculative_config"
+    fn meta(&self) -> &'static Meta {
+        &Meta {
+            name: "vllm",
+            family: Framework::Vllm,
+            recipe_types: &["vllm"],
+            section: "vllm_config",
+            keys: "speculative-config / speculative_config",
+        }
     }
 
-    fn entries<'a>(&self, doc: &'a Doc, roles: &[Role<'a>]) -> Result<Vec<Entry<'a>>, Bad> {
-        let mut out = Vec::new();
-        for role in roles {
-            let found: Vec<&(Node, Node)> =
-                KEYS.iter().filter_map(|k| role.map.get_entry(k)).collect();
-            let Some((key, value)) = found.first() else {
-                continue;
-            };
-            let line = key.start.line;
-            if found.len() > 1 {
-                return bad(
-                    line,
-                    format!(
-                        "role {} has both speculative-config and speculative_config; keep one",
-                        role.name
-                    ),
-                );
-            }
-            let key_name = key.as_str().unwrap_or_default();
-            let node = doc.resolve(value);
-            let (fields, _) = read(doc, key_name, node)?;
-            let k = match field(&fields, "num_speculative_tokens") {
-                Some(Value::Number(n)) => n
-                    .as_u64()
-                    .filter(|k| *k >= 1)
-                    .and_then(|k| u32::try_from(k).ok()),
-                _ => None,
-            };
-            let Some(k) = k else {
-                return bad(
-                    line,
-                    format!("{key_name} of role {} has no positive integer num_speculative_tokens (found {}); the AL range and the golden lookup need it", role.name, field(&fields, "num_speculative_tokens").map_or("nothing".into(), Value::to_string)),
-                );
-            };
-            let text = |k: &str| field(&fields, k).and_then(Value::as_str).map(str::to_owned);
-            out.push(Entry {
-                role: role.name.clone(),
+    fn entry<'a>(&self, doc: &'a Doc, role: &Role<'a>) -> Result<Option<Entry<'a>>, Bad> {
+        let found: Vec<&(Node, Node)> = KEYS.iter().filter_map(|k| role.map.get_entry(k)).collect();
+        let Some((key, value)) = found.first() else {
+            return Ok(None);
+        };
+        let line = key.start.line;
+        if found.len() > 1 {
+            return bad(
                 line,
-                k,
-                method: text("method"),
-                draft_model: text("model"),
-                draft_sample_method: text("draft_sample_method"),
-                state: state(&fields),
-                node,
-            });
+                format!(
+                    "role {} has both speculative-config and speculative_config; keep one",
+                    role.name
+                ),
+            );
         }
-        Ok(out)
+        let key_name = key.as_str().unwrap_or_default();
+        let node = doc.resolve(value);
+        let (fields, _) = read(doc, key_name, node)?;
+        let k = match field(&fields, "num_speculative_tokens") {
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .filter(|k| *k >= 1)
+                .and_then(|k| u32::try_from(k).ok()),
+            _ => None,
+        };
+        let Some(k) = k else {
+            return bad(
+                line,
+                format!("{key_name} of role {} has no positive integer num_speculative_tokens (found {}); the AL range and the golden lookup need it", role.name, field(&fields, "num_speculative_tokens").map_or("nothing".into(), Value::to_string)),
+            );
+        };
+        let text = |k: &str| field(&fields, k).and_then(Value::as_str).map(str::to_owned);
+        Ok(Some(Entry {
+            role: role.name.clone(),
+            line,
+            k,
+            method: text("method"),
+            draft_model: text("model"),
+            draft_sample_method: text("draft_sample_method"),
+            state: state(&fields),
+            node,
+        }))
     }
 
     fn edits(&self, doc: &Doc, plan: &[(&Entry<'_>, f64)]) -> Result<Vec<Edit>, Bad> {
