@@ -3,6 +3,7 @@
 //! [`exit_code`] for a finished run) and returns the number.
 
 use crate::engine::{EngineError, RunOutcome};
+use crate::inject::{EntryState, InjectError, InjectReport};
 use crate::merge::MergeError;
 use crate::stop::StopReason;
 
@@ -70,6 +71,33 @@ impl ExitStatus for MergeError {
         match self {
             MergeError::Write { .. } | MergeError::Report(_) => FAILED,
             _ => USAGE,
+        }
+    }
+}
+
+impl ExitStatus for InjectError {
+    /// 2 for bad flags or environment values, 1 for recipe and curve failures (see
+    /// `specperf inject --help`).
+    fn exit_code(&self) -> i32 {
+        if self.is_usage() {
+            USAGE
+        } else {
+            FAILED
+        }
+    }
+}
+
+impl ExitStatus for InjectReport {
+    /// 0, except an entry found broken (1).
+    fn exit_code(&self) -> i32 {
+        let broken = self
+            .entries
+            .iter()
+            .any(|e| matches!(e.state, EntryState::Broken { .. }));
+        if broken {
+            FAILED
+        } else {
+            OK
         }
     }
 }

@@ -157,13 +157,4 @@ impl InjectError {
                 | InjectError::Missing { .. }
         )
     }
-
-    /// The process exit code for this error (see `specperf inject --help`).
-    pub fn exit_code(&self) -> i32 {
-        if self.is_usage() {
-            crate::exit::USAGE
-        } else {
-            crate::exit::FAILED
-        }
-    }
 }

@@ -120,17 +120,4 @@ impl InjectReport {
         };
         s
     }
-
-    /// Exit code: 0, except `--check` with a broken entry (1).
-    pub fn exit_code(&self) -> i32 {
-        let broken = self
-            .entries
-            .iter()
-            .any(|e| matches!(e.state, EntryState::Broken { .. }));
-        if broken {
-            crate::exit::FAILED
-        } else {
-            crate::exit::OK
-        }
-    }
 }
