@@ -55,12 +55,9 @@ pub use cli::{
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
-pub use config::{
-    metrics_endpoints, metrics_url, normalize_url, parse_extra_inputs, parse_goodput,
-    resolve_shard, result_file_name, sim_config, ConfigError, RunConfig,
-};
+pub use config::{sim_config, ConfigError, RunConfig};
 pub use dataset::{DatasetError, DatasetKind, Sample};
-pub use engine::{render_requests, replay, EngineError, RunOutcome, BUNDLED_COLLECTION};
+pub use engine::{render_requests, replay, EngineError, RunOutcome};
 pub use exit::{exit_code, ExitStatus};
 pub use fdlimit::FdLimitError;
 pub use inject::{
@@ -69,14 +66,14 @@ pub use inject::{
 };
 pub use merge::{merge, MergeError, MergeOutcome};
 pub use metrics::{
-    percentile_sorted, Aggregate, Counts, Goodput, LoadMeta, RunMeta, Slo, SloMetric, Stat,
-    Summary, TimeoutKind, SUMMARY_SCHEMA,
+    Aggregate, Counts, Goodput, LoadMeta, RunMeta, Slo, SloMetric, Stat, Summary, TimeoutKind,
+    SUMMARY_SCHEMA,
 };
 pub use progress::Progress;
 pub use record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
 pub use render::EndpointType;
 pub use report::plot::{plot, PlotOutput};
-pub use report::{console_table, progress_line, write_artifacts, ReportError};
+pub use report::{console_table, progress_line, ReportError};
 pub use schedule::{arrivals, ArrivalPattern, DispatchStats, LoadMode, Shard};
 pub use stop::{StopReason, Stopper};
 pub use yaml::YamlError;

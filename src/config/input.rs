@@ -164,7 +164,7 @@ pub(super) fn tokenizer(path: Option<&PathBuf>) -> Result<Option<PathBuf>, Confi
 }
 
 /// Parses `--extra-inputs`: `key:value` pairs (JSON value when it parses) or JSON objects.
-pub fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, ConfigError> {
+pub(crate) fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, ConfigError> {
     let mut map = Map::new();
     for item in items {
         let t = item.trim();

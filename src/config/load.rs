@@ -48,7 +48,7 @@ pub(crate) struct WarmupConfig {
 
 /// The shard this process runs: `--shard i/N`, else Slurm (`SLURM_PROCID`/`SLURM_NTASKS`), else a
 /// Kubernetes Indexed Job (`JOB_COMPLETION_INDEX` with `--shard-count`), else the whole run.
-pub fn resolve_shard(
+pub(crate) fn resolve_shard(
     flag: Option<&str>,
     count: Option<u32>,
     env: &dyn Fn(&str) -> Option<String>,

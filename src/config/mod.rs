@@ -25,15 +25,13 @@ use crate::dataset::SpeedBenchSelect;
 use crate::metrics::Slo;
 use crate::render::{EndpointType, RenderOptions};
 
-pub use input::parse_extra_inputs;
+pub(crate) use input::parse_extra_inputs;
 pub(crate) use input::{DatasetSource, EncoderSpec};
-pub use load::resolve_shard;
 pub(crate) use load::LoadConfig;
-pub use output::{parse_goodput, result_file_name};
+pub(crate) use output::parse_goodput;
+pub(crate) use scrape::metrics_endpoints;
 pub(crate) use scrape::ScrapeConfig;
-pub use scrape::{metrics_endpoints, metrics_url};
 pub use sim::sim_config;
-pub use target::normalize_url;
 pub(crate) use target::Target;
 
 /// A configuration error (exit code 2).
@@ -220,6 +218,9 @@ fn check_counts(a: &ReplayArgs) -> Result<(), ConfigError> {
 
 #[cfg(test)]
 mod tests {
+    use super::output::result_file_name;
+    use super::scrape::metrics_url;
+    use super::target::normalize_url;
     use super::*;
     use crate::sim::SimConfig;
     use serde_json::json;

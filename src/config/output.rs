@@ -9,7 +9,7 @@ use crate::metrics::{Slo, SloMetric};
 
 /// Parses `--goodput` items: `TAG:VALUE` pairs, several per item separated by whitespace
 /// (AIPerf passes one quoted string, vLLM separate arguments). Each tag at most once.
-pub fn parse_goodput(items: &[String]) -> Result<Vec<Slo>, ConfigError> {
+pub(crate) fn parse_goodput(items: &[String]) -> Result<Vec<Slo>, ConfigError> {
     let mut out: Vec<Slo> = Vec::new();
     for pair in items.iter().flat_map(|i| i.split_whitespace()) {
         let Some((tag, value)) = pair.split_once(':') else {
@@ -46,7 +46,7 @@ pub fn parse_goodput(items: &[String]) -> Result<Vec<Slo>, ConfigError> {
 
 /// Checks `RESULT_FILENAME`: a plain file name (the `.json` is appended), so the raw result can
 /// only land in its directory.
-pub fn result_file_name(name: &str) -> Result<String, ConfigError> {
+pub(crate) fn result_file_name(name: &str) -> Result<String, ConfigError> {
     let bad = name.is_empty()
         || name.contains(['/', '\\', '\0'])
         || name.contains("..")

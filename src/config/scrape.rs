@@ -12,7 +12,7 @@ use crate::scrape::acceptance::AcceptanceOptions;
 /// Normalises one metrics endpoint (`inferencex-contract.md` §9.2): one trailing `,` then one
 /// trailing `/` stripped; `8000` and `:8000` -> `http://0.0.0.0:8000/metrics`; no scheme ->
 /// `http://`; no metrics path -> `/metrics` appended. `None` for an empty item.
-pub fn metrics_url(raw: &str) -> Result<Option<String>, ConfigError> {
+pub(crate) fn metrics_url(raw: &str) -> Result<Option<String>, ConfigError> {
     let t = raw.trim();
     let t = t.strip_suffix(',').unwrap_or(t);
     let t = t.strip_suffix('/').unwrap_or(t);
@@ -50,7 +50,7 @@ pub fn metrics_url(raw: &str) -> Result<Option<String>, ConfigError> {
 /// Metrics endpoints from flags, else the InferenceX environment (`inferencex-contract.md` §9.1,
 /// first non-empty source wins), normalised; duplicates are an error (they would double count).
 /// Empty means "the target's own /metrics".
-pub fn metrics_endpoints(
+pub(crate) fn metrics_endpoints(
     flags: &[String],
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<String>, ConfigError> {

@@ -106,7 +106,7 @@ pub(super) fn has_userinfo(uri: &http::Uri) -> bool {
 }
 
 /// Adds `http://` when the URL has no scheme and checks it parses.
-pub fn normalize_url(raw: &str) -> Result<String, ConfigError> {
+pub(crate) fn normalize_url(raw: &str) -> Result<String, ConfigError> {
     let raw = raw.trim();
     let url = if raw.contains("://") {
         raw.to_owned()

@@ -32,7 +32,7 @@ use crate::stop::{StopReason, Stopper};
 pub use prepare::render_requests;
 
 /// The collection bundled into the binary (`datasets/qualitative.jsonl`).
-pub const BUNDLED_COLLECTION: &str = include_str!("../../datasets/qualitative.jsonl");
+pub(crate) const BUNDLED_COLLECTION: &str = include_str!("../../datasets/qualitative.jsonl");
 
 /// Errors that prevent a run from starting. Anything after the first request is a record instead.
 #[derive(Debug, thiserror::Error)]

@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, watch};
 pub use goodput::{Goodput, Slo, SloMetric};
 pub(crate) use key::MetricKey;
 pub(crate) use request::RecordMetrics;
-pub use stat::{percentile_sorted, Stat};
+pub use stat::Stat;
 pub(crate) use summary::PerRequest;
 pub use summary::{LoadMeta, RunMeta, Summary, TimeoutKind, SUMMARY_SCHEMA};
 

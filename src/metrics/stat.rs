@@ -41,7 +41,7 @@ fn pct_key(p: f64) -> String {
 }
 
 /// numpy `percentile(x, p)` (linear) on sorted values.
-pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }

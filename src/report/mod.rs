@@ -276,7 +276,7 @@ pub(crate) fn write_histograms(dir: &Path, h: &Histograms) -> std::io::Result<()
 /// Writes the end-of-run artifacts into `dir`: `summary.json`, `console.txt`,
 /// `profile_export_aiperf.json`, `profile_export_aiperf.csv`, and `server_metrics_export.json`
 /// when metrics endpoints were scraped.
-pub fn write_artifacts(dir: &Path, s: &Summary) -> Result<(), ReportError> {
+pub(crate) fn write_artifacts(dir: &Path, s: &Summary) -> Result<(), ReportError> {
     let mut json = serde_json::to_vec_pretty(s).expect("the summary serializes");
     json.push(b'\n');
     write_file(&dir.join("summary.json"), &json)?;
