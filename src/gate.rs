@@ -685,7 +685,7 @@ fn analyse(
     });
     for e in &r.endpoints {
         for (when, st) in [("before", &e.before), ("after", &e.after)] {
-            if st != "ok" {
+            if !st.is_ok() {
                 return Err(error(
                     "metrics_unreachable",
                     format!("metrics endpoint {} ({when}): {st}", e.url),

@@ -42,22 +42,6 @@ pub(crate) fn one_of<'de, D: Deserializer<'de>>(
         .ok_or_else(|| D::Error::unknown_variant(&s, set))
 }
 
-/// [`one_of`] for an optional name (`null` is `None`).
-pub(crate) fn one_of_opt<'de, D: Deserializer<'de>>(
-    d: D,
-    set: &'static [&'static str],
-) -> Result<Option<&'static str>, D::Error> {
-    match Option::<String>::deserialize(d)? {
-        None => Ok(None),
-        Some(s) => set
-            .iter()
-            .copied()
-            .find(|n| *n == s)
-            .map(Some)
-            .ok_or_else(|| D::Error::unknown_variant(&s, set)),
-    }
-}
-
 /// Writes `histograms.json` (the per-chunk histograms a merge adds up) into `dir`.
 pub(crate) fn write_histograms(dir: &Path, h: &Histograms) -> std::io::Result<()> {
     let json = serde_json::to_vec(h).map_err(std::io::Error::from)?;

@@ -9,8 +9,10 @@ use super::names::{Metric, SpecEngine};
 use super::snapshot::{SeriesKey, Snapshot};
 use super::trtllm_json::IterationTotals;
 use super::{
-    Acceptance, AcceptanceStatus, EndpointAcceptance, EngineAcceptance, Numbers, ResetNote,
+    Acceptance, AcceptanceStatus, EndpointAcceptance, EngineAcceptance, KSource, Numbers,
+    ResetKind, ResetNote,
 };
+use crate::scrape::ScrapeError;
 
 /// One endpoint's view of a window.
 #[derive(Clone, Debug)]
@@ -18,9 +20,9 @@ pub struct EndpointWindow {
     /// Normalised endpoint URL (part of every series key: two servers both have `engine="0"`).
     pub url: String,
     /// The page at the window's start, or why it could not be had.
-    pub before: Result<Snapshot, String>,
+    pub before: Result<Snapshot, ScrapeError>,
     /// The page at the window's end, or why it could not be had.
-    pub after: Result<Snapshot, String>,
+    pub after: Result<Snapshot, ScrapeError>,
     /// TensorRT-LLM JSON iteration stats polled during the window (JSON endpoints only).
     pub iterations: Option<IterationTotals>,
 }
@@ -50,7 +52,7 @@ fn increases(
         (Some(a), Some(b)) if a != b);
     let mut deltas = BTreeMap::new();
     let mut gauges = Vec::new();
-    let mut note = |key: &SeriesKey, kind: &'static str| {
+    let mut note = |key: &SeriesKey, kind: ResetKind| {
         resets.push(ResetNote {
             endpoint: url.to_owned(),
             series: key.describe(),
@@ -69,22 +71,22 @@ fn increases(
         }
         let delta = match before.values.get(key) {
             None => {
-                note(key, "appeared");
+                note(key, ResetKind::Appeared);
                 new
             }
             Some(old) if old.is_nan() => continue,
             Some(&old) => {
                 if restarted {
-                    note(key, "process_restarted");
+                    note(key, ResetKind::ProcessRestarted);
                     new
                 } else if new < old {
-                    note(key, "decreased");
+                    note(key, ResetKind::Decreased);
                     new
                 } else if before.created.get(key) != after.created.get(key)
                     && before.created.contains_key(key)
                     && after.created.contains_key(key)
                 {
-                    note(key, "created_changed");
+                    note(key, ResetKind::CreatedChanged);
                     new
                 } else {
                     new - old
@@ -95,7 +97,7 @@ fn increases(
     }
     for key in before.values.keys() {
         if !key.metric.is_gauge() && !after.values.contains_key(key) {
-            note(key, "vanished");
+            note(key, ResetKind::Vanished);
         }
     }
     EndpointDeltas { deltas, gauges }
@@ -126,7 +128,7 @@ pub fn evaluate(windows: &[EndpointWindow], opts: AcceptanceOptions) -> Acceptan
             }
             (Err(e), _) | (_, Err(e)) => endpoints.push(EndpointAcceptance {
                 url: w.url.clone(),
-                error: Some(e.clone()),
+                error: Some(e.to_string()),
                 numbers: None,
             }),
         }
@@ -140,7 +142,7 @@ pub fn evaluate(windows: &[EndpointWindow], opts: AcceptanceOptions) -> Acceptan
         numbers: Numbers::default(),
         conditional_acceptance: Vec::new(),
         num_speculative_tokens: opts.num_spec_tokens,
-        num_speculative_tokens_from: opts.num_spec_tokens.map(|_| "flag"),
+        num_speculative_tokens_from: opts.num_spec_tokens.map(|_| KSource::Flag),
         partial,
         approximate: false,
         name_normalised,
@@ -210,7 +212,7 @@ pub fn evaluate(windows: &[EndpointWindow], opts: AcceptanceOptions) -> Acceptan
         };
         if inferred > 0 {
             out.num_speculative_tokens = Some(inferred as u32);
-            out.num_speculative_tokens_from = Some("positions");
+            out.num_speculative_tokens_from = Some(KSource::Positions);
         }
     }
     let k = out.num_speculative_tokens;

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 pub use evaluate::{evaluate, AcceptanceOptions, EndpointWindow};
 pub use names::SpecEngine;
 pub use snapshot::Snapshot;
-pub use trtllm_json::IterationTotals;
+pub use trtllm_json::{IterationTotals, IterationsError};
 
 /// Status of an acceptance measurement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,25 +45,52 @@ pub struct ResetNote {
     /// The series, e.g. `VllmDrafts{engine="1",model_name="m"}`.
     pub series: String,
     /// `decreased`, `created_changed`, `appeared`, `vanished` or `process_restarted`.
-    #[serde(deserialize_with = "reset_kind")]
-    pub kind: crate::merge::StaticName,
+    pub kind: ResetKind,
 }
 
-fn reset_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
-    crate::merge::one_of(
-        d,
-        &[
-            "decreased",
-            "created_changed",
-            "appeared",
-            "vanished",
-            "process_restarted",
-        ],
-    )
+/// Why a series' increase was taken as its new value rather than a difference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResetKind {
+    /// The counter went down.
+    Decreased,
+    /// The counter's `_created` timestamp changed (restarted and already past the old value).
+    CreatedChanged,
+    /// The series was not on the first page.
+    Appeared,
+    /// The series was on the first page but not on the last (not counted).
+    Vanished,
+    /// `process_start_time_seconds` changed: every counter restarted.
+    ProcessRestarted,
 }
 
-fn k_source<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
-    crate::merge::one_of_opt(d, &["flag", "positions"])
+impl ResetKind {
+    /// The name as written in `summary.json` and the console warning.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResetKind::Decreased => "decreased",
+            ResetKind::CreatedChanged => "created_changed",
+            ResetKind::Appeared => "appeared",
+            ResetKind::Vanished => "vanished",
+            ResetKind::ProcessRestarted => "process_restarted",
+        }
+    }
+}
+
+impl std::fmt::Display for ResetKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where the k used for validation came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KSource {
+    /// `--num-spec-tokens`.
+    Flag,
+    /// The number of draft positions the engine exports.
+    Positions,
 }
 
 /// The numbers for one group of series (everything, one endpoint, or one engine).
@@ -126,8 +153,7 @@ pub struct Acceptance {
     /// k used for validation, and where it came from.
     pub num_speculative_tokens: Option<u32>,
     /// `flag`, `positions`, or `null` when unknown.
-    #[serde(deserialize_with = "k_source")]
-    pub num_speculative_tokens_from: Option<crate::merge::StaticName>,
+    pub num_speculative_tokens_from: Option<KSource>,
     /// Some endpoints failed: the numbers cover only the others.
     pub partial: bool,
     /// From a gauge (last-window values), not from counters: display only.

@@ -1,5 +1,6 @@
 use super::*;
 use crate::scrape::prom::{parse, Format};
+use crate::scrape::ScrapeError;
 
 fn fixture(name: &str) -> String {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/prometheus");
@@ -69,7 +70,7 @@ fn vllm_pair_sums_series_then_divides() {
         assert!(close(*p, w, 5e-7), "{p} vs {w}");
     }
     assert_eq!(a.num_speculative_tokens, Some(3));
-    assert_eq!(a.num_speculative_tokens_from, Some("positions"));
+    assert_eq!(a.num_speculative_tokens_from, Some(KSource::Positions));
     assert!(a.resets.is_empty() && a.warnings.is_empty() && !a.partial);
     let per_engine: Vec<f64> = a
         .engines
@@ -96,7 +97,7 @@ fn after_page_alone_is_not_the_window() {
         None,
     );
     assert!(close(a.numbers.acceptance_length.unwrap(), 2.488015, 5e-7));
-    assert!(a.resets.iter().all(|r| r.kind == "appeared") && !a.resets.is_empty());
+    assert!(a.resets.iter().all(|r| r.kind == ResetKind::Appeared) && !a.resets.is_empty());
 }
 
 #[test]
@@ -138,7 +139,7 @@ fn restart_mid_window_uses_increase_semantics_and_is_flagged() {
     assert_eq!(a.numbers.drafts, 48_900.0);
     assert_eq!(a.numbers.accepted_tokens, 72_880.0);
     assert!(close(a.numbers.acceptance_length.unwrap(), 2.490389, 5e-7));
-    assert!(a.resets.iter().any(|r| r.kind == "decreased"));
+    assert!(a.resets.iter().any(|r| r.kind == ResetKind::Decreased));
     assert!(a.resets.iter().all(|r| r.series.contains("engine=\"1\"")));
 }
 
@@ -153,7 +154,7 @@ fn created_change_alone_is_a_reset() {
         vllm:spec_decode_num_accepted_tokens_total{engine=\"0\"} 40\n";
     let a = eval(&[window("u", snap_text(before), snap_text(after))], None);
     assert_eq!(a.resets.len(), 1);
-    assert_eq!(a.resets[0].kind, "created_changed");
+    assert_eq!(a.resets[0].kind, ResetKind::CreatedChanged);
     // drafts restart from 0 -> 30; accepted 10 -> 40 is a plain increase of 30.
     assert_eq!((a.numbers.drafts, a.numbers.accepted_tokens), (30.0, 30.0));
 }
@@ -336,7 +337,7 @@ fn endpoints_sum_by_url_and_a_failed_one_makes_the_total_partial() {
     let down = EndpointWindow {
         url: "http://c/metrics".into(),
         before: Ok(b.clone()),
-        after: Err("no answer within 10s".into()),
+        after: Err(ScrapeError::Fetch("no answer within 10s".into())),
         iterations: None,
     };
     let p = eval(&[window("http://a/metrics", b, a), down], None);
@@ -346,8 +347,8 @@ fn endpoints_sum_by_url_and_a_failed_one_makes_the_total_partial() {
     let none = eval(
         &[EndpointWindow {
             url: "x".into(),
-            before: Err("refused".into()),
-            after: Err("refused".into()),
+            before: Err(ScrapeError::Fetch("refused".into())),
+            after: Err(ScrapeError::Fetch("refused".into())),
             iterations: None,
         }],
         None,
