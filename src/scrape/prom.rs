@@ -394,6 +394,116 @@ pub fn parse_value(s: &str) -> Option<f64> {
     s.parse::<f64>().ok()
 }
 
+/// Writes a page in exposition syntax, the inverse of [`parse`]: a name or label name plain where
+/// the legacy grammar allows it and quoted otherwise, label values quoted with `\\`, `\"` and
+/// `\n` escaped. The simulator's `/metrics` page and the fuzz round trip both write through it, so
+/// the escaping rules live once, next to the parser that undoes them.
+#[derive(Debug, Default)]
+pub(crate) struct Writer {
+    out: String,
+}
+
+impl Writer {
+    /// An empty page with room for `bytes`.
+    pub(crate) fn with_capacity(bytes: usize) -> Writer {
+        Writer {
+            out: String::with_capacity(bytes),
+        }
+    }
+
+    /// `# HELP` and `# TYPE` lines for a family (`kind` is `counter`, `gauge`, ...).
+    pub(crate) fn family(&mut self, name: &str, kind: &str, help: &str) {
+        self.out.push_str("# HELP ");
+        self.name(name, true);
+        self.out.push(' ');
+        // HELP text escapes only backslash and newline (no quotes around it).
+        for c in help.chars() {
+            match c {
+                '\\' => self.out.push_str("\\\\"),
+                '\n' => self.out.push_str("\\n"),
+                c => self.out.push(c),
+            }
+        }
+        self.out.push_str("\n# TYPE ");
+        self.name(name, true);
+        self.out.push(' ');
+        self.out.push_str(kind);
+        self.out.push('\n');
+    }
+
+    /// One sample line: `name{label="value",...} value`. A name outside the legacy grammar goes
+    /// first inside the braces, quoted, as the UTF-8 extension writes it.
+    pub(crate) fn sample<K: AsRef<str>, V: AsRef<str>>(
+        &mut self,
+        name: &str,
+        labels: &[(K, V)],
+        value: impl fmt::Display,
+    ) {
+        let plain = is_legacy(name, true);
+        if plain {
+            self.out.push_str(name);
+        }
+        if !plain || !labels.is_empty() {
+            self.out.push('{');
+            if !plain {
+                quote_into(&mut self.out, name);
+            }
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 || !plain {
+                    self.out.push(',');
+                }
+                self.name(k.as_ref(), false);
+                self.out.push('=');
+                quote_into(&mut self.out, v.as_ref());
+            }
+            self.out.push('}');
+        }
+        use fmt::Write as _;
+        let _ = writeln!(self.out, " {value}");
+    }
+
+    /// The page's text; OpenMetrics gets its required `# EOF`.
+    pub(crate) fn finish(mut self, format: Format) -> String {
+        if format == Format::OpenMetrics {
+            self.out.push_str("# EOF\n");
+        }
+        self.out
+    }
+
+    /// A metric name (`colons`) or label name, plain when legal and quoted otherwise.
+    fn name(&mut self, name: &str, colons: bool) {
+        if is_legacy(name, colons) {
+            self.out.push_str(name);
+        } else {
+            quote_into(&mut self.out, name);
+        }
+    }
+}
+
+/// Whether `s` needs no quotes: a legacy metric name (`colons`) or label name.
+fn is_legacy(s: &str, colons: bool) -> bool {
+    let mut chars = s.chars();
+    if colons {
+        chars.next().is_some_and(is_name_start) && chars.all(is_name_char)
+    } else {
+        chars.next().is_some_and(is_label_start) && chars.all(is_label_char)
+    }
+}
+
+/// Appends `s` double-quoted with the escapes [`parse`] undoes.
+fn quote_into(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::model::{plan, request_rng, Emission, EngineCounters, Plan, PlanParams};
 use super::timer::PreciseTimer;
 use super::{Fault, ReasoningField, SimConfig, SimError, FAULT_HEADER};
+use crate::scrape::prom::{Format, Writer};
 
 /// Lateness of emissions against their schedule.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -1036,10 +1037,10 @@ const LATENESS_BUCKETS: [f64; 11] = [
 fn metrics_page(ctx: &ServerCtx) -> String {
     let shared = &ctx.shared;
     let engines = &shared.engines[ctx.engines.clone()];
-    let model = &shared.cfg.model;
-    let mut out = String::with_capacity(8192);
-    let label =
-        |e: &EngineCounters| format!("engine=\"{}\",model_name={}", e.rank, prom_escape(model));
+    let model = shared.cfg.model.as_str();
+    let mut w = Writer::with_capacity(8192);
+    let ranks: Vec<String> = engines.iter().map(|e| e.rank.to_string()).collect();
+    let labels = |i: usize| [("engine", ranks[i].as_str()), ("model_name", model)];
     type Get = fn(&EngineCounters) -> u64;
     let families: [(&str, &str, &str, Get); 5] = [
         (
@@ -1073,61 +1074,57 @@ fn metrics_page(ctx: &ServerCtx) -> String {
             |e| e.accepted.load(Relaxed),
         ),
     ];
-    let _ = writeln!(
-        out,
-        "# HELP vllm:num_requests_running Number of requests in model execution batches."
+    // vLLM writes integral counters and gauges as floats (`3.0`); the page copies that.
+    let running = "vllm:num_requests_running";
+    w.family(
+        running,
+        "gauge",
+        "Number of requests in model execution batches.",
     );
-    let _ = writeln!(out, "# TYPE vllm:num_requests_running gauge");
-    for e in engines {
-        let _ = writeln!(
-            out,
-            "vllm:num_requests_running{{{}}} {}.0",
-            label(e),
-            e.running.load(Relaxed)
+    for (i, e) in engines.iter().enumerate() {
+        w.sample(
+            running,
+            &labels(i),
+            format_args!("{}.0", e.running.load(Relaxed)),
         );
     }
     for (name, kind, help, get) in families {
-        let _ = writeln!(
-            out,
-            "# HELP {name}_total {help}\n# TYPE {name}_total {kind}"
-        );
-        for e in engines {
-            let _ = writeln!(out, "{name}_total{{{}}} {}.0", label(e), get(e));
+        let total = format!("{name}_total");
+        w.family(&total, kind, help);
+        for (i, e) in engines.iter().enumerate() {
+            w.sample(&total, &labels(i), format_args!("{}.0", get(e)));
         }
-        let _ = writeln!(
-            out,
-            "# HELP {name}_created {help}\n# TYPE {name}_created gauge"
-        );
-        for e in engines {
-            let _ = writeln!(out, "{name}_created{{{}}} {:e}", label(e), shared.created);
+        let created = format!("{name}_created");
+        w.family(&created, "gauge", help);
+        for i in 0..engines.len() {
+            w.sample(&created, &labels(i), format_args!("{:e}", shared.created));
         }
     }
-    let name = "vllm:spec_decode_num_accepted_tokens_per_pos";
-    let _ = writeln!(
-        out,
-        "# HELP {name}_total Accepted tokens per draft position.\n# TYPE {name}_total counter"
-    );
-    for e in engines {
-        for (i, c) in e.per_pos.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "{name}_total{{{},position=\"{i}\"}} {}.0",
-                label(e),
-                c.load(Relaxed)
+    let per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+    w.family(per_pos, "counter", "Accepted tokens per draft position.");
+    for (i, e) in engines.iter().enumerate() {
+        let [engine, model_name] = labels(i);
+        for (p, c) in e.per_pos.iter().enumerate() {
+            let position = p.to_string();
+            w.sample(
+                per_pos,
+                &[engine, model_name, ("position", position.as_str())],
+                format_args!("{}.0", c.load(Relaxed)),
             );
         }
     }
-    let _ = writeln!(
-        out,
-        "# HELP vllm:request_success_total Count of successfully processed requests."
+    let success = "vllm:request_success_total";
+    w.family(
+        success,
+        "counter",
+        "Count of successfully processed requests.",
     );
-    let _ = writeln!(out, "# TYPE vllm:request_success_total counter");
-    for e in engines {
-        let _ = writeln!(
-            out,
-            "vllm:request_success_total{{{},finished_reason=\"length\"}} {}.0",
-            label(e),
-            e.requests_success.load(Relaxed)
+    for (i, e) in engines.iter().enumerate() {
+        let [engine, model_name] = labels(i);
+        w.sample(
+            success,
+            &[engine, model_name, ("finished_reason", "length")],
+            format_args!("{}.0", e.requests_success.load(Relaxed)),
         );
     }
     let (buckets, count, sum_ns) = {
@@ -1139,45 +1136,27 @@ fn metrics_page(ctx: &ServerCtx) -> String {
         (b, g.0.len(), g.1)
     };
     let h = "specperf_sim_emission_lateness_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {h} Actual minus scheduled emission time of streamed chunks.\n# TYPE {h} histogram"
+    w.family(
+        h,
+        "histogram",
+        "Actual minus scheduled emission time of streamed chunks.",
     );
+    let bucket = format!("{h}_bucket");
     for (le, c) in LATENESS_BUCKETS.iter().zip(&buckets) {
-        let _ = writeln!(out, "{h}_bucket{{le=\"{le}\"}} {c}");
+        w.sample(&bucket, &[("le", le.to_string())], c);
     }
-    let _ = writeln!(
-        out,
-        "{h}_bucket{{le=\"+Inf\"}} {count}\n{h}_sum {}\n{h}_count {count}",
-        sum_ns as f64 / 1e9
-    );
+    w.sample(&bucket, &[("le", "+Inf")], count);
+    w.sample::<&str, &str>(&format!("{h}_sum"), &[], sum_ns as f64 / 1e9);
+    w.sample::<&str, &str>(&format!("{h}_count"), &[], count);
     let stats = lateness_stats(shared);
     let q = "specperf_sim_emission_lateness_quantile_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {q} Emission lateness quantiles since start.\n# TYPE {q} gauge"
-    );
+    w.family(q, "gauge", "Emission lateness quantiles since start.");
     for (k, v) in [
         ("0.5", stats.p50_ms),
         ("0.99", stats.p99_ms),
         ("1", stats.max_ms),
     ] {
-        let _ = writeln!(out, "{q}{{quantile=\"{k}\"}} {}", v / 1e3);
+        w.sample(q, &[("quantile", k)], v / 1e3);
     }
-    out
-}
-
-fn prom_escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '\\' => o.push_str("\\\\"),
-            '"' => o.push_str("\\\""),
-            '\n' => o.push_str("\\n"),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
+    w.finish(Format::Text)
 }
