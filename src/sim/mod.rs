@@ -8,8 +8,11 @@
 //! drawn at a rate, or given by arrival order (an exact, repeatable mix), to exercise every failure
 //! path of the client.
 
+mod http;
+mod metrics_page;
 mod model;
 mod server;
+mod stream;
 mod timer;
 
 pub use model::{expected_al, Acceptance};
