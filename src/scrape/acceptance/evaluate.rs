@@ -234,7 +234,7 @@ pub fn evaluate(windows: &[EndpointWindow], opts: AcceptanceOptions) -> Acceptan
             } else {
                 AcceptanceStatus::Invalid
             };
-            out.reason = Some(reason);
+            out.reason = Some(reason.to_string());
             return out;
         }
     };
@@ -266,7 +266,7 @@ pub fn evaluate(windows: &[EndpointWindow], opts: AcceptanceOptions) -> Acceptan
             },
             Err(e) => EndpointAcceptance {
                 url: url.clone(),
-                error: Some(e),
+                error: Some(e.to_string()),
                 numbers: None,
             },
         });

@@ -65,13 +65,53 @@ fn ratio(num: f64, den: f64) -> Option<f64> {
     (den > 0.0).then(|| num / den)
 }
 
+/// Why an engine's formula could not turn the counters into numbers; the text becomes the
+/// acceptance `reason` (or an endpoint's `error`).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub(crate) enum FormulaError {
+    /// Early vLLM v1: no drafts counter, and no k to divide draft tokens by.
+    #[error(
+        "vLLM page has no spec_decode_num_drafts counter; the fixed-k fallback needs \
+         --num-spec-tokens"
+    )]
+    VllmNoDrafts,
+    /// SGLang without its verify or generation counter.
+    #[error("SGLang page lacks sglang:spec_verify_calls_total or sglang:generation_tokens_total")]
+    SglangMissing,
+    /// TensorRT-LLM JSON polled, but no entry carried draft tokens.
+    #[error(
+        "TensorRT-LLM iteration stats had no entries with draft tokens (is \
+         enable_iter_perf_stats on, and is specperf the only poller?)"
+    )]
+    TrtllmNoIterations,
+    /// TensorRT-LLM counters without positions, and no k.
+    #[error(
+        "TensorRT-LLM page has no per-position counters; the fixed-k fallback needs \
+         --num-spec-tokens"
+    )]
+    TrtllmNoPositions,
+    /// ATOM's steps histogram disagrees with its accepted counter.
+    #[error(
+        "invalid deltas: Σ n·Δsteps{{accepted_tokens=n}} = {weighted} but Δaccepted = {accepted}"
+    )]
+    AtomSteps {
+        /// Σ n·Δsteps.
+        weighted: f64,
+        /// Δaccepted.
+        accepted: f64,
+    },
+    /// `auto` reached the formula (a bug: the engine is resolved first).
+    #[error("engine not resolved")]
+    Unresolved,
+}
+
 /// Applies the engine's formula to summed increases.
 pub(crate) fn numbers(
     engine: SpecEngine,
     s: &Sums,
     iterations: Option<&IterationTotals>,
     k: Option<u32>,
-) -> Result<(Numbers, Formula), String> {
+) -> Result<(Numbers, Formula), FormulaError> {
     let kf = k.map(f64::from);
     let with = |drafts: f64, accepted: f64, draft_tokens: Option<f64>, per_pos: Vec<f64>| Numbers {
         acceptance_length: ratio(accepted, drafts).map(|r| 1.0 + r),
@@ -96,20 +136,14 @@ pub(crate) fn numbers(
             } else {
                 // Early v1 builds have no drafts counter: with a fixed k, drafts = tokens / k.
                 let (Some(k), Some(t)) = (kf, tokens) else {
-                    return Err(
-                        "vLLM page has no spec_decode_num_drafts counter; the fixed-k \
-                         fallback needs --num-spec-tokens"
-                            .into(),
-                    );
+                    return Err(FormulaError::VllmNoDrafts);
                 };
                 Ok((with(t / k, accepted, tokens, Vec::new()), Formula::FixedK))
             }
         }
         SpecEngine::Sglang => {
             if !s.has(Metric::SglVerify) || !s.has(Metric::SglGeneration) {
-                return Err("SGLang page lacks sglang:spec_verify_calls_total or \
-                     sglang:generation_tokens_total"
-                    .into());
+                return Err(FormulaError::SglangMissing);
             }
             let gen = s.get(Metric::SglGeneration);
             let verify = s.get(Metric::SglVerify);
@@ -150,16 +184,8 @@ pub(crate) fn numbers(
                     with(t / k, s.get(Metric::TrtAccepted), tokens, Vec::new()),
                     Formula::FixedK,
                 )),
-                _ if iterations.is_some() => Err(
-                    "TensorRT-LLM iteration stats had no entries with draft tokens (is \
-                     enable_iter_perf_stats on, and is specperf the only poller?)"
-                        .into(),
-                ),
-                _ => Err(
-                    "TensorRT-LLM page has no per-position counters; the fixed-k \
-                     fallback needs --num-spec-tokens"
-                        .into(),
-                ),
+                _ if iterations.is_some() => Err(FormulaError::TrtllmNoIterations),
+                _ => Err(FormulaError::TrtllmNoPositions),
             }
         }
         SpecEngine::Atom => {
@@ -168,10 +194,7 @@ pub(crate) fn numbers(
             let accepted = s.get(Metric::AtomAccepted);
             let weighted: f64 = buckets.iter().enumerate().map(|(n, c)| n as f64 * c).sum();
             if (weighted - accepted).abs() > 0.5 {
-                return Err(format!(
-                    "invalid deltas: Σ n·Δsteps{{accepted_tokens=n}} = {weighted} but \
-                     Δaccepted = {accepted}"
-                ));
+                return Err(FormulaError::AtomSteps { weighted, accepted });
             }
             // p_i = share of steps that accepted more than i tokens.
             let kk = buckets.len().saturating_sub(1);
@@ -181,7 +204,7 @@ pub(crate) fn numbers(
                 .then(|| s.get(Metric::AtomDraftTokens));
             Ok((with(steps, accepted, tokens, per_pos), Formula::Counters))
         }
-        SpecEngine::Auto => Err("engine not resolved".into()),
+        SpecEngine::Auto => Err(FormulaError::Unresolved),
     }
 }
 
