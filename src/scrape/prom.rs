@@ -1,10 +1,14 @@
-//! Prometheus exposition parser: text format 0.0.4 and OpenMetrics 1.0 -> samples.
+//! Prometheus exposition format: text 0.0.4 and OpenMetrics 1.0 pages -> samples, and back.
 //!
-//! A pure function over one page, so it is benched and fuzzed on its own. The rules are those of
+//! The parser is a pure function over one page, so it is benched and fuzzed on its own. The rules are those of
 //! `speculative-metrics.md` §7: colon names and quoted UTF-8 names, labels in any order with escapes
 //! (compared as sorted maps), Go float syntax including `NaN` and `±Inf`, optional timestamps,
 //! exemplars, optional `# HELP`/`# TYPE`, and `# EOF` required in OpenMetrics. A malformed line is
 //! an error naming the line, never a silent skip: a page we half-understood would give a wrong AL.
+//!
+//! Its inverse, the crate-internal `Writer`, writes pages in the same syntax: the simulator's
+//! `/metrics` page and the fuzz round trip use it, so quoting and escaping are defined once,
+//! beside the parser.
 
 use std::collections::HashSet;
 use std::fmt;
