@@ -494,14 +494,8 @@ impl Writer {
         self.out.push_str("# HELP ");
         self.name(name, true);
         self.out.push(' ');
-        // HELP text escapes only backslash and newline (no quotes around it).
-        for c in help.chars() {
-            match c {
-                '\\' => self.out.push_str("\\\\"),
-                '\n' => self.out.push_str("\\n"),
-                c => self.out.push(c),
-            }
-        }
+        // HELP text is not quoted, so a quote in it stays as it is.
+        escape_into(&mut self.out, help, false);
         self.out.push_str("\n# TYPE ");
         self.name(name, true);
         self.out.push(' ');
@@ -558,6 +552,18 @@ impl Writer {
     }
 }
 
+/// Appends `s` with backslash and newline escaped, and double quotes too when `quotes`.
+fn escape_into(out: &mut String, s: &str, quotes: bool) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' if quotes => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
 /// Whether `s` needs no quotes: a legacy metric name (`colons`) or label name.
 fn is_legacy(s: &str, colons: bool) -> bool {
     let mut chars = s.chars();
@@ -571,14 +577,7 @@ fn is_legacy(s: &str, colons: bool) -> bool {
 /// Appends `s` double-quoted with the escapes [`parse`] undoes.
 fn quote_into(out: &mut String, s: &str) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
+    escape_into(out, s, true);
     out.push('"');
 }
 
