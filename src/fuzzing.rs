@@ -82,56 +82,14 @@ pub fn prom(data: &[u8]) {
     }
 }
 
-/// Writes a page back in exposition syntax: legacy names plain, any other name quoted.
+/// Writes a page back in exposition syntax through the one writer: legacy names plain, any
+/// other name quoted, `{:?}` values so every float (NaN, ±Inf, exponents) parses back exactly.
 pub(crate) fn render(page: &Page, format: Format) -> String {
-    use std::fmt::Write;
-    fn legacy(s: &str, colons: bool) -> bool {
-        let mut chars = s.chars();
-        let ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || (colons && c == ':');
-        chars
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || (colons && c == ':'))
-            && chars.all(ok)
-    }
-    fn quote(s: &str) -> String {
-        let mut o = String::from("\"");
-        for c in s.chars() {
-            match c {
-                '\\' => o.push_str("\\\\"),
-                '"' => o.push_str("\\\""),
-                '\n' => o.push_str("\\n"),
-                c => o.push(c),
-            }
-        }
-        o.push('"');
-        o
-    }
-    let mut out = String::new();
+    let mut w = prom::Writer::default();
     for s in &page.samples {
-        let mut parts: Vec<String> = Vec::new();
-        let plain_name = legacy(&s.name, true);
-        if plain_name {
-            out.push_str(&s.name);
-        } else {
-            parts.push(quote(&s.name));
-        }
-        for (k, v) in &s.labels {
-            let key = if legacy(k, false) {
-                k.clone()
-            } else {
-                quote(k)
-            };
-            parts.push(format!("{key}={}", quote(v)));
-        }
-        if !parts.is_empty() {
-            let _ = write!(out, "{{{}}}", parts.join(","));
-        }
-        let _ = writeln!(out, " {:?}", s.value);
+        w.sample(&s.name, &s.labels, format_args!("{:?}", s.value));
     }
-    if format == Format::OpenMetrics {
-        out.push_str("# EOF\n");
-    }
-    out
+    w.finish(format)
 }
 
 fn assert_same(a: &Page, b: &Page, rendered: &str) {

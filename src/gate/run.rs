@@ -186,7 +186,7 @@ async fn gate_inner(
 fn scrape_failure(e: &EndpointStatus) -> Option<(&'static str, &str)> {
     [("before", &e.before), ("after", &e.after)]
         .into_iter()
-        .find(|(_, st)| st.as_str() != "ok")
+        .find(|(_, st)| !st.is_ok())
         .map(|(when, st)| (when, st.as_str()))
 }
 

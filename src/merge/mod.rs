@@ -21,46 +21,10 @@ mod tests;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use serde::de::Error as _;
-use serde::{Deserialize, Deserializer};
-
 use output::{copy_pages, merged_meta, output_dir, window_warning, write_records};
 use shards::{check_one_run, parse, read, read_records, read_summary, scraping_shard, span};
 
 use crate::metrics::{Aggregate, Histograms, Summary};
-
-/// A name from a closed set, kept as the `&'static str` its writer used. Spelled through an alias
-/// because serde's derive takes a literal `&'static str` field for a string borrowed from the input,
-/// which would make the struct readable only from `'static` text; [`one_of`] reads it back instead.
-pub(crate) type StaticName = &'static str;
-
-/// Reads one of `set` back as its static form (an unknown name is an error, not a fallback).
-pub(crate) fn one_of<'de, D: Deserializer<'de>>(
-    d: D,
-    set: &'static [&'static str],
-) -> Result<&'static str, D::Error> {
-    let s = String::deserialize(d)?;
-    set.iter()
-        .copied()
-        .find(|n| *n == s)
-        .ok_or_else(|| D::Error::unknown_variant(&s, set))
-}
-
-/// [`one_of`] for an optional name (`null` is `None`).
-pub(crate) fn one_of_opt<'de, D: Deserializer<'de>>(
-    d: D,
-    set: &'static [&'static str],
-) -> Result<Option<&'static str>, D::Error> {
-    match Option::<String>::deserialize(d)? {
-        None => Ok(None),
-        Some(s) => set
-            .iter()
-            .copied()
-            .find(|n| *n == s)
-            .map(Some)
-            .ok_or_else(|| D::Error::unknown_variant(&s, set)),
-    }
-}
 
 /// Why shard directories could not be merged. Exit code: [`crate::ExitStatus`].
 #[derive(Debug, thiserror::Error)]

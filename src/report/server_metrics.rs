@@ -61,7 +61,7 @@ pub(crate) fn export(s: &Summary, r: &ScrapeReport) -> J {
     let successful: Vec<J> = r
         .endpoints
         .iter()
-        .filter(|e| e.before == "ok" && e.after == "ok")
+        .filter(|e| e.before.is_ok() && e.after.is_ok())
         .map(|e| J::from(e.url.as_str()))
         .collect();
     let mut info = Obj::new();
@@ -69,13 +69,13 @@ pub(crate) fn export(s: &Summary, r: &ScrapeReport) -> J {
         // The baseline, one scrape per live tick, and the final scrape.
         let fetches = 2 + r.timeline.len() as u64;
         let failed =
-            e.failed_live_scrapes + u64::from(e.before != "ok") + u64::from(e.after != "ok");
+            e.failed_live_scrapes + u64::from(!e.before.is_ok()) + u64::from(!e.after.is_ok());
         info.put(
             e.url.as_str(),
             Obj::new()
                 .with("total_fetches", fetches)
                 .with("failed_fetches", failed)
-                .with("format", e.format)
+                .with("format", e.format.map(|f| f.as_str()))
                 .with("before", e.before.as_str())
                 .with("after", e.after.as_str())
                 .with("avg_fetch_latency_ms", None::<f64>)

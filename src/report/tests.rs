@@ -12,7 +12,7 @@ use crate::metrics::{Aggregate, LoadMeta, RunMeta, Slo, SloMetric, Summary, Time
 use crate::record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
 use crate::schedule::DispatchStats;
 use crate::scrape::acceptance::{evaluate, AcceptanceOptions, EndpointWindow, Snapshot};
-use crate::scrape::{prom, AlPoint, EndpointStatus, ScrapeReport};
+use crate::scrape::{prom, AlPoint, EndpointStatus, PageFormat, ScrapeReport, ScrapeStatus};
 use crate::timefmt::{compact_date, iso8601};
 
 const START_UNIX_S: f64 = 1_796_000_000.0;
@@ -144,9 +144,9 @@ fn scrape_report() -> ScrapeReport {
         acceptance,
         endpoints: vec![EndpointStatus {
             url,
-            before: "ok".into(),
-            after: "ok".into(),
-            format: Some("prometheus"),
+            before: ScrapeStatus::Ok,
+            after: ScrapeStatus::Ok,
+            format: Some(PageFormat::Prometheus),
             failed_live_scrapes: 0,
         }],
         timeline: vec![AlPoint {

@@ -8,6 +8,7 @@
 //! its final scrape, so what was measured is kept.
 
 pub mod acceptance;
+mod error;
 pub mod prom;
 
 use std::path::PathBuf;
@@ -25,6 +26,7 @@ use acceptance::{
     evaluate, Acceptance, AcceptanceOptions, AcceptanceStatus, EndpointWindow, IterationTotals,
     Snapshot,
 };
+pub use error::{ScrapeError, ScrapeStatus};
 use prom::Format;
 
 /// The one `Accept` header we send: never ask for OpenMetrics (prometheus_client then escapes
@@ -78,12 +80,11 @@ pub struct EndpointStatus {
     /// The endpoint.
     pub url: String,
     /// `ok`, or the error of the baseline scrape.
-    pub before: String,
+    pub before: ScrapeStatus,
     /// `ok`, or the error of the final scrape.
-    pub after: String,
+    pub after: ScrapeStatus,
     /// `prometheus`, `openmetrics` or `trtllm-json` (from the content type).
-    #[serde(deserialize_with = "page_format")]
-    pub format: Option<crate::merge::StaticName>,
+    pub format: Option<PageFormat>,
     /// Scrapes that failed during the run (live display only).
     pub failed_live_scrapes: u64,
 }
@@ -106,13 +107,34 @@ pub struct ScrapeReport {
     pub counters_settled: bool,
 }
 
-fn page_format<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
-    crate::merge::one_of_opt(d, &["prometheus", "openmetrics", "trtllm-json"])
+/// What an endpoint served, from its `Content-Type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PageFormat {
+    /// Prometheus text format 0.0.4.
+    #[serde(rename = "prometheus")]
+    Prometheus,
+    /// OpenMetrics 1.0 text.
+    #[serde(rename = "openmetrics")]
+    OpenMetrics,
+    /// TensorRT-LLM's JSON iteration stats.
+    #[serde(rename = "trtllm-json")]
+    TrtllmJson,
+}
+
+impl PageFormat {
+    /// The name as written in `summary.json` and `server_metrics_export.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PageFormat::Prometheus => "prometheus",
+            PageFormat::OpenMetrics => "openmetrics",
+            PageFormat::TrtllmJson => "trtllm-json",
+        }
+    }
 }
 
 /// What one scrape of one endpoint produced.
 enum Scraped {
-    Page(Snapshot, &'static str),
+    Page(Snapshot, PageFormat),
     Iterations(IterationTotals),
 }
 
@@ -120,15 +142,20 @@ async fn scrape_one(
     client: &Client,
     url: &str,
     timeout: Duration,
-) -> Result<(Scraped, String), String> {
-    let uri: Uri = url.parse().map_err(|e| format!("invalid URL: {e}"))?;
+) -> Result<(Scraped, String), ScrapeError> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| ScrapeError::Url(e.to_string()))?;
     let Fetched {
         status,
         content_type,
         body,
-    } = client.get(uri, timeout, ACCEPT, PAGE_CAP).await?;
+    } = client
+        .get(uri, timeout, ACCEPT, PAGE_CAP)
+        .await
+        .map_err(|e| ScrapeError::Fetch(e.to_string()))?;
     if status != 200 {
-        return Err(format!("HTTP {status}"));
+        return Err(ScrapeError::Status(status));
     }
     let text = String::from_utf8_lossy(&body).into_owned();
     let ct = content_type.unwrap_or_default();
@@ -141,15 +168,12 @@ async fn scrape_one(
     } else if ct.starts_with("text/plain") || ct.is_empty() {
         Format::Text
     } else {
-        return Err(format!(
-            "unexpected Content-Type {ct:?} (want text/plain, application/openmetrics-text or \
-             application/json)"
-        ));
+        return Err(ScrapeError::ContentType(ct));
     };
-    let page = prom::parse(&text, format).map_err(|e| format!("malformed page: {e}"))?;
+    let page = prom::parse(&text, format).map_err(ScrapeError::Malformed)?;
     let name = match format {
-        Format::Text => "prometheus",
-        Format::OpenMetrics => "openmetrics",
+        Format::Text => PageFormat::Prometheus,
+        Format::OpenMetrics => PageFormat::OpenMetrics,
     };
     Ok((Scraped::Page(Snapshot::from_page(&page), name), text))
 }
@@ -162,7 +186,7 @@ pub(crate) async fn probe(
     client: &Client,
     urls: &[String],
     timeout: Duration,
-) -> Vec<Result<bool, String>> {
+) -> Vec<Result<bool, ScrapeError>> {
     let mut out = Vec::with_capacity(urls.len());
     for u in urls {
         out.push(scrape_one(client, u, timeout).await.map(|(s, _)| match s {
@@ -176,11 +200,11 @@ pub(crate) async fn probe(
 /// Per-endpoint state kept by the task.
 struct Endpoint {
     url: String,
-    baseline: Result<Snapshot, String>,
-    last: Result<Snapshot, String>,
+    baseline: Result<Snapshot, ScrapeError>,
+    last: Result<Snapshot, ScrapeError>,
     /// JSON iteration stats summed since the baseline poll (which is drained and discarded).
     iterations: Option<IterationTotals>,
-    format: Option<&'static str>,
+    format: Option<PageFormat>,
     failed_live: u64,
 }
 
@@ -233,8 +257,8 @@ impl Scraper {
                 .iter()
                 .map(|u| Endpoint {
                     url: u.clone(),
-                    baseline: Err("not scraped".into()),
-                    last: Err("not scraped".into()),
+                    baseline: Err(ScrapeError::NotScraped),
+                    last: Err(ScrapeError::NotScraped),
                     iterations: None,
                     format: None,
                     failed_live: 0,
@@ -359,8 +383,8 @@ impl Scraper {
             .iter()
             .map(|e| EndpointStatus {
                 url: e.url.clone(),
-                before: status_text(&e.baseline),
-                after: status_text(&e.last),
+                before: ScrapeStatus::of(&e.baseline),
+                after: ScrapeStatus::of(&e.last),
                 format: e.format,
                 failed_live_scrapes: e.failed_live,
             })
@@ -383,9 +407,9 @@ impl Scraper {
         stable: bool,
         discard_json: bool,
         cancel: &CancellationToken,
-    ) -> Vec<Result<Snapshot, String>> {
+    ) -> Vec<Result<Snapshot, ScrapeError>> {
         let deadline = Instant::now() + self.settings.stable_max;
-        let mut previous: Option<Vec<Result<Snapshot, String>>> = None;
+        let mut previous: Option<Vec<Result<Snapshot, ScrapeError>>> = None;
         loop {
             let snaps = self.round(discard_json).await;
             if !stable {
@@ -411,15 +435,15 @@ impl Scraper {
     }
 
     /// One concurrent scrape of every endpoint; keeps the raw texts for saving.
-    async fn round(&mut self, discard_json: bool) -> Vec<Result<Snapshot, String>> {
+    async fn round(&mut self, discard_json: bool) -> Vec<Result<Snapshot, ScrapeError>> {
         let mut set = tokio::task::JoinSet::new();
         for (i, ep) in self.endpoints.iter().enumerate() {
             let (client, url, timeout) =
                 (self.client.clone(), ep.url.clone(), self.settings.timeout);
             set.spawn(async move { (i, scrape_one(&client, &url, timeout).await) });
         }
-        let mut out: Vec<Result<Snapshot, String>> =
-            vec![Err("scrape task failed".into()); self.endpoints.len()];
+        let mut out: Vec<Result<Snapshot, ScrapeError>> =
+            vec![Err(ScrapeError::TaskFailed); self.endpoints.len()];
         self.last_texts = vec![None; self.endpoints.len()];
         while let Some(joined) = set.join_next().await {
             let Ok((i, result)) = joined else { continue };
@@ -432,7 +456,7 @@ impl Scraper {
                     Ok(snap)
                 }
                 Ok((Scraped::Iterations(it), text)) => {
-                    ep.format = Some("trtllm-json");
+                    ep.format = Some(PageFormat::TrtllmJson);
                     let totals = ep.iterations.get_or_insert_with(IterationTotals::default);
                     if !discard_json {
                         totals.add(&it);
@@ -459,12 +483,5 @@ impl Scraper {
                 });
             }
         }
-    }
-}
-
-fn status_text(r: &Result<Snapshot, String>) -> String {
-    match r {
-        Ok(_) => "ok".into(),
-        Err(e) => e.clone(),
     }
 }

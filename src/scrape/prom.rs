@@ -1,10 +1,14 @@
-//! Prometheus exposition parser: text format 0.0.4 and OpenMetrics 1.0 -> samples.
+//! Prometheus exposition format: text 0.0.4 and OpenMetrics 1.0 pages -> samples, and back.
 //!
-//! A pure function over one page, so it is benched and fuzzed on its own. The rules are those of
+//! The parser is a pure function over one page, so it is benched and fuzzed on its own. The rules are those of
 //! `speculative-metrics.md` §7: colon names and quoted UTF-8 names, labels in any order with escapes
 //! (compared as sorted maps), Go float syntax including `NaN` and `±Inf`, optional timestamps,
 //! exemplars, optional `# HELP`/`# TYPE`, and `# EOF` required in OpenMetrics. A malformed line is
 //! an error naming the line, never a silent skip: a page we half-understood would give a wrong AL.
+//!
+//! Its inverse, the crate-internal `Writer`, writes pages in the same syntax: the simulator's
+//! `/metrics` page and the fuzz round trip use it, so quoting and escaping are defined once,
+//! beside the parser.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -52,7 +56,7 @@ pub struct ParseError {
     /// 1-based line number (0 for page-level problems such as a missing `# EOF`).
     pub line: usize,
     /// What was wrong.
-    pub reason: String,
+    pub reason: Reason,
     /// The offending line, shortened to 120 characters.
     pub text: String,
 }
@@ -68,6 +72,84 @@ impl fmt::Display for ParseError {
 }
 
 impl std::error::Error for ParseError {}
+
+/// What was wrong with a line (or the page). The texts name the rule broken; the line and its
+/// text come from [`ParseError`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Reason {
+    /// A non-blank line after OpenMetrics' `# EOF`.
+    #[error("content after `# EOF`")]
+    ContentAfterEof,
+    /// More series than [`MAX_SAMPLES`] (or the cap given).
+    #[error("more than {0} samples on one page (the metrics series cap)")]
+    TooManySamples(usize),
+    /// The same name and labels twice.
+    #[error("duplicate series (same name and labels twice)")]
+    DuplicateSeries,
+    /// An OpenMetrics page that does not end in `# EOF`.
+    #[error("OpenMetrics page without `# EOF`: truncated")]
+    MissingEof,
+    /// `# EOF` followed by more text on its line.
+    #[error("text after `# EOF`")]
+    TextAfterEof,
+    /// `# TYPE`, `# HELP` or `# UNIT` without the name it describes.
+    #[error("`# {0}` without a metric name")]
+    CommentWithoutName(String),
+    /// A `# TYPE` that names no known type.
+    #[error("unknown metric type {0:?}")]
+    UnknownType(String),
+    /// A backslash escape other than `\\`, `\"` and `\n`.
+    #[error("invalid escape `\\{0}`")]
+    InvalidEscape(char),
+    /// A backslash at the end of the line.
+    #[error("unterminated string")]
+    DanglingEscape,
+    /// A quoted string without its closing quote.
+    #[error("unterminated quoted string")]
+    UnterminatedString,
+    /// A quoted name outside `{...}` (the UTF-8 syntax puts it inside).
+    #[error("a quoted metric name must be inside braces")]
+    QuotedNameOutsideBraces,
+    /// A name starting with a character names cannot start with.
+    #[error("a metric name cannot start with {0:?}")]
+    BadNameStart(char),
+    /// A `{` without its `}`.
+    #[error("unterminated label set (missing `}}`)")]
+    UnterminatedLabels,
+    /// A label name starting with a character label names cannot start with.
+    #[error("invalid label name starting with {0:?}")]
+    BadLabelStart(char),
+    /// A label name not followed by `=`.
+    #[error("label {0:?} has no `=`")]
+    LabelWithoutEquals(String),
+    /// A label value without quotes.
+    #[error("label {0:?} value must be double-quoted")]
+    UnquotedLabelValue(String),
+    /// Something other than `,` or `}` after a label.
+    #[error("expected `,` or `}}` after a label")]
+    ExpectedCommaOrBrace,
+    /// Labels but no name.
+    #[error("sample without a metric name")]
+    NoName,
+    /// The value glued to the name or labels.
+    #[error("expected whitespace before the value")]
+    NoSpaceBeforeValue,
+    /// A name with nothing after it.
+    #[error("sample without a value")]
+    NoValue,
+    /// A value that is not a Go float.
+    #[error("value {0:?} is not a number")]
+    BadValue(String),
+    /// A timestamp that is not a number.
+    #[error("timestamp {0:?} is not a number")]
+    BadTimestamp(String),
+    /// Text after the value and timestamp (other than an exemplar).
+    #[error("unexpected text {0:?} after the value")]
+    TrailingText(String),
+    /// The same label name twice in one sample.
+    #[error("a label name appears twice")]
+    DuplicateLabel,
+}
 
 /// Upper bound on samples (series) per page: a hostile or runaway exporter must not exhaust
 /// memory. The page itself is capped in bytes by the scraper.
@@ -85,7 +167,7 @@ fn parse_capped(text: &str, format: Format, max_samples: usize) -> Result<Page, 
     let mut eof = false;
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
-        let err = |reason: String| ParseError {
+        let err = |reason: Reason| ParseError {
             line: i + 1,
             reason,
             text: line.chars().take(120).collect(),
@@ -95,7 +177,7 @@ fn parse_capped(text: &str, format: Format, max_samples: usize) -> Result<Page, 
             if trimmed.is_empty() {
                 continue;
             }
-            return Err(err("content after `# EOF`".into()));
+            return Err(err(Reason::ContentAfterEof));
         }
         if trimmed.is_empty() {
             continue;
@@ -108,9 +190,7 @@ fn parse_capped(text: &str, format: Format, max_samples: usize) -> Result<Page, 
         }
         let sample = sample_line(trimmed).map_err(err)?;
         if page.samples.len() >= max_samples {
-            return Err(err(format!(
-                "more than {max_samples} samples on one page (the metrics series cap)"
-            )));
+            return Err(err(Reason::TooManySamples(max_samples)));
         }
         let h = series_hash(&sample);
         if !seen.insert(h)
@@ -119,14 +199,14 @@ fn parse_capped(text: &str, format: Format, max_samples: usize) -> Result<Page, 
                 .iter()
                 .any(|s| s.name == sample.name && s.labels == sample.labels)
         {
-            return Err(err("duplicate series (same name and labels twice)".into()));
+            return Err(err(Reason::DuplicateSeries));
         }
         page.samples.push(sample);
     }
     if format == Format::OpenMetrics && !eof {
         return Err(ParseError {
             line: 0,
-            reason: "OpenMetrics page without `# EOF`: truncated".into(),
+            reason: Reason::MissingEof,
             text: String::new(),
         });
     }
@@ -145,7 +225,7 @@ fn series_hash(s: &Sample) -> u64 {
 }
 
 /// Checks a `#` line. Returns true for `# EOF`.
-fn comment(rest: &str, format: Format) -> Result<bool, String> {
+fn comment(rest: &str, format: Format) -> Result<bool, Reason> {
     let rest = rest.trim_start_matches([' ', '\t']);
     let (keyword, tail) = split_token(rest);
     match keyword {
@@ -153,7 +233,7 @@ fn comment(rest: &str, format: Format) -> Result<bool, String> {
             if tail.trim().is_empty() {
                 Ok(true)
             } else {
-                Err("text after `# EOF`".into())
+                Err(Reason::TextAfterEof)
             }
         }
         "TYPE" => {
@@ -171,17 +251,17 @@ fn comment(rest: &str, format: Format) -> Result<bool, String> {
                 "gaugehistogram",
             ];
             if name.is_empty() {
-                return Err("`# TYPE` without a metric name".into());
+                return Err(Reason::CommentWithoutName("TYPE".into()));
             }
             if !TYPES.contains(&ty) {
-                return Err(format!("unknown metric type {ty:?}"));
+                return Err(Reason::UnknownType(ty.to_owned()));
             }
             Ok(false)
         }
         "HELP" | "UNIT" => {
             let (name, _) = split_name(tail.trim_start_matches([' ', '\t']))?;
             if name.is_empty() {
-                return Err(format!("`# {keyword}` without a metric name"));
+                return Err(Reason::CommentWithoutName(keyword.to_owned()));
             }
             Ok(false)
         }
@@ -198,7 +278,7 @@ fn split_token(s: &str) -> (&str, &str) {
 }
 
 /// A metric name at the start of `s` (plain or quoted), and the rest.
-fn split_name(s: &str) -> Result<(String, &str), String> {
+fn split_name(s: &str) -> Result<(String, &str), Reason> {
     if s.starts_with('"') {
         let (name, used) = quoted(s)?;
         Ok((name, &s[used..]))
@@ -226,7 +306,7 @@ fn is_label_char(c: char) -> bool {
 
 /// Parses a double-quoted string with `\\`, `\"` and `\n` escapes at the start of `s`; returns
 /// the unescaped text and the bytes consumed (quotes included).
-fn quoted(s: &str) -> Result<(String, usize), String> {
+fn quoted(s: &str) -> Result<(String, usize), Reason> {
     let bytes = s.as_bytes();
     debug_assert_eq!(bytes.first(), Some(&b'"'));
     let mut out = String::new();
@@ -244,8 +324,8 @@ fn quoted(s: &str) -> Result<(String, usize), String> {
                     Some(b'\\') => out.push('\\'),
                     Some(b'"') => out.push('"'),
                     Some(b'n') => out.push('\n'),
-                    Some(&c) => return Err(format!("invalid escape `\\{}`", c as char)),
-                    None => return Err("unterminated string".into()),
+                    Some(&c) => return Err(Reason::InvalidEscape(c as char)),
+                    None => return Err(Reason::DanglingEscape),
                 }
                 i += 2;
                 run = i;
@@ -253,7 +333,7 @@ fn quoted(s: &str) -> Result<(String, usize), String> {
             _ => i += 1,
         }
     }
-    Err("unterminated quoted string".into())
+    Err(Reason::UnterminatedString)
 }
 
 fn skip_ws(s: &str, mut i: usize) -> usize {
@@ -264,17 +344,17 @@ fn skip_ws(s: &str, mut i: usize) -> usize {
     i
 }
 
-fn sample_line(line: &str) -> Result<Sample, String> {
+fn sample_line(line: &str) -> Result<Sample, Reason> {
     let b = line.as_bytes();
     let mut i = 0;
     let mut name = String::new();
     if b[0] != b'{' {
         let first = line.chars().next().unwrap_or(' ');
         if first == '"' {
-            return Err("a quoted metric name must be inside braces".into());
+            return Err(Reason::QuotedNameOutsideBraces);
         }
         if !is_name_start(first) {
-            return Err(format!("a metric name cannot start with {first:?}"));
+            return Err(Reason::BadNameStart(first));
         }
         while i < b.len() && is_name_char(b[i] as char) {
             i += 1;
@@ -287,7 +367,7 @@ fn sample_line(line: &str) -> Result<Sample, String> {
         loop {
             i = skip_ws(line, i);
             match b.get(i) {
-                None => return Err("unterminated label set (missing `}`)".into()),
+                None => return Err(Reason::UnterminatedLabels),
                 Some(b'}') => {
                     i += 1;
                     break;
@@ -301,9 +381,8 @@ fn sample_line(line: &str) -> Result<Sample, String> {
             } else {
                 let start = i;
                 if !is_label_start(b[i] as char) {
-                    return Err(format!(
-                        "invalid label name starting with {:?}",
-                        line[i..].chars().next().unwrap_or(' ')
+                    return Err(Reason::BadLabelStart(
+                        line[i..].chars().next().unwrap_or(' '),
                     ));
                 }
                 while i < b.len() && is_label_char(b[i] as char) {
@@ -322,11 +401,11 @@ fn sample_line(line: &str) -> Result<Sample, String> {
                     }
                     continue;
                 }
-                return Err(format!("label {key:?} has no `=`"));
+                return Err(Reason::LabelWithoutEquals(key));
             }
             i = skip_ws(line, i + 1);
             if b.get(i) != Some(&b'"') {
-                return Err(format!("label {key:?} value must be double-quoted"));
+                return Err(Reason::UnquotedLabelValue(key));
             }
             let (value, used) = quoted(&line[i..])?;
             i = skip_ws(line, i + used);
@@ -334,16 +413,16 @@ fn sample_line(line: &str) -> Result<Sample, String> {
             match b.get(i) {
                 Some(b',') => i += 1,
                 Some(b'}') => {}
-                _ => return Err("expected `,` or `}` after a label".into()),
+                _ => return Err(Reason::ExpectedCommaOrBrace),
             }
         }
     }
     if name.is_empty() {
-        return Err("sample without a metric name".into());
+        return Err(Reason::NoName);
     }
     let after = skip_ws(line, i);
     if after == i && after < b.len() {
-        return Err("expected whitespace before the value".into());
+        return Err(Reason::NoSpaceBeforeValue);
     }
     let rest = &line[after..];
     // Exemplars (` # {...} v [ts]`) follow the value and timestamp; they are not part of them.
@@ -352,21 +431,20 @@ fn sample_line(line: &str) -> Result<Sample, String> {
         None => rest,
     };
     let mut parts = rest.split([' ', '\t']).filter(|s| !s.is_empty());
-    let value_text = parts.next().ok_or("sample without a value")?;
-    let value =
-        parse_value(value_text).ok_or_else(|| format!("value {value_text:?} is not a number"))?;
+    let value_text = parts.next().ok_or(Reason::NoValue)?;
+    let value = parse_value(value_text).ok_or_else(|| Reason::BadValue(value_text.to_owned()))?;
     if let Some(ts) = parts.next() {
         // 0.0.4: integer milliseconds; OpenMetrics: float seconds. Ignored for deltas.
         if parse_value(ts).is_none() {
-            return Err(format!("timestamp {ts:?} is not a number"));
+            return Err(Reason::BadTimestamp(ts.to_owned()));
         }
     }
     if let Some(extra) = parts.next() {
-        return Err(format!("unexpected text {extra:?} after the value"));
+        return Err(Reason::TrailingText(extra.to_owned()));
     }
     labels.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     if labels.windows(2).any(|w| w[0].0 == w[1].0) {
-        return Err("a label name appears twice".into());
+        return Err(Reason::DuplicateLabel);
     }
     Ok(Sample {
         name,
@@ -392,6 +470,115 @@ pub fn parse_value(s: &str) -> Option<f64> {
         return None;
     }
     s.parse::<f64>().ok()
+}
+
+/// Writes a page in exposition syntax, the inverse of [`parse`]: a name or label name plain where
+/// the legacy grammar allows it and quoted otherwise, label values quoted with `\\`, `\"` and
+/// `\n` escaped. The simulator's `/metrics` page and the fuzz round trip both write through it, so
+/// the escaping rules live once, next to the parser that undoes them.
+#[derive(Debug, Default)]
+pub(crate) struct Writer {
+    out: String,
+}
+
+impl Writer {
+    /// An empty page with room for `bytes`.
+    pub(crate) fn with_capacity(bytes: usize) -> Writer {
+        Writer {
+            out: String::with_capacity(bytes),
+        }
+    }
+
+    /// `# HELP` and `# TYPE` lines for a family (`kind` is `counter`, `gauge`, ...).
+    pub(crate) fn family(&mut self, name: &str, kind: &str, help: &str) {
+        self.out.push_str("# HELP ");
+        self.name(name, true);
+        self.out.push(' ');
+        // HELP text is not quoted, so a quote in it stays as it is.
+        escape_into(&mut self.out, help, false);
+        self.out.push_str("\n# TYPE ");
+        self.name(name, true);
+        self.out.push(' ');
+        self.out.push_str(kind);
+        self.out.push('\n');
+    }
+
+    /// One sample line: `name{label="value",...} value`. A name outside the legacy grammar goes
+    /// first inside the braces, quoted, as the UTF-8 extension writes it.
+    pub(crate) fn sample<K: AsRef<str>, V: AsRef<str>>(
+        &mut self,
+        name: &str,
+        labels: &[(K, V)],
+        value: impl fmt::Display,
+    ) {
+        let plain = is_legacy(name, true);
+        if plain {
+            self.out.push_str(name);
+        }
+        if !plain || !labels.is_empty() {
+            self.out.push('{');
+            if !plain {
+                quote_into(&mut self.out, name);
+            }
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 || !plain {
+                    self.out.push(',');
+                }
+                self.name(k.as_ref(), false);
+                self.out.push('=');
+                quote_into(&mut self.out, v.as_ref());
+            }
+            self.out.push('}');
+        }
+        use fmt::Write as _;
+        let _ = writeln!(self.out, " {value}");
+    }
+
+    /// The page's text; OpenMetrics gets its required `# EOF`.
+    pub(crate) fn finish(mut self, format: Format) -> String {
+        if format == Format::OpenMetrics {
+            self.out.push_str("# EOF\n");
+        }
+        self.out
+    }
+
+    /// A metric name (`colons`) or label name, plain when legal and quoted otherwise.
+    fn name(&mut self, name: &str, colons: bool) {
+        if is_legacy(name, colons) {
+            self.out.push_str(name);
+        } else {
+            quote_into(&mut self.out, name);
+        }
+    }
+}
+
+/// Appends `s` with backslash and newline escaped, and double quotes too when `quotes`.
+fn escape_into(out: &mut String, s: &str, quotes: bool) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' if quotes => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// Whether `s` needs no quotes: a legacy metric name (`colons`) or label name.
+fn is_legacy(s: &str, colons: bool) -> bool {
+    let mut chars = s.chars();
+    if colons {
+        chars.next().is_some_and(is_name_start) && chars.all(is_name_char)
+    } else {
+        chars.next().is_some_and(is_label_start) && chars.all(is_label_char)
+    }
+}
+
+/// Appends `s` double-quoted with the escapes [`parse`] undoes.
+fn quote_into(out: &mut String, s: &str) {
+    out.push('"');
+    escape_into(out, s, true);
+    out.push('"');
 }
 
 #[cfg(test)]
@@ -487,11 +674,29 @@ mod tests {
         }
     }
 
+    /// The reasons are typed, but their texts are what users read in `summary.json`: kept.
+    #[test]
+    fn reasons_keep_their_texts() {
+        for (bad, want) in [
+            ("a{x=\"1\" 1", "expected `,` or `}` after a label"),
+            ("a{", "unterminated label set (missing `}`)"),
+            ("a{x=\"\\q\"} 1", "invalid escape `\\q`"),
+            ("1a 1", "a metric name cannot start with '1'"),
+            ("# TYPE a countre", "unknown metric type \"countre\""),
+            ("# HELP", "`# HELP` without a metric name"),
+            ("a{x=1} 2", "label \"x\" value must be double-quoted"),
+            ("a 1 2 3", "unexpected text \"3\" after the value"),
+        ] {
+            let e = parse(bad, Format::Text).unwrap_err();
+            assert_eq!(e.reason.to_string(), want, "{bad}");
+        }
+    }
+
     #[test]
     fn duplicate_series_and_missing_eof_are_errors() {
         assert!(parse("a{x=\"1\",y=\"2\"} 1\na{y=\"2\",x=\"1\"} 2\n", Format::Text).is_err());
         let e = parse("a_total 1\n", Format::OpenMetrics).unwrap_err();
-        assert!(e.reason.contains("EOF"));
+        assert_eq!(e.reason, Reason::MissingEof);
         assert!(parse("a_total 1\n# EOF\nb 2\n", Format::OpenMetrics).is_err());
     }
 

@@ -7,9 +7,16 @@
 //! their lateness is exported. Faults can be asked for per request (header `x-specperf-fault`),
 //! drawn at a rate, or given by arrival order (an exact, repeatable mix), to exercise every failure
 //! path of the client.
+//!
+//! `server` binds and runs it (in-process or on its own thread), `http` accepts connections and
+//! routes requests, `stream` is the timed response body with its mid-stream faults, and
+//! `metrics_page` writes the counters.
 
+mod http;
+mod metrics_page;
 mod model;
 mod server;
+mod stream;
 mod timer;
 
 pub use model::{expected_al, Acceptance};

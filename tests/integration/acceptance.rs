@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use specperf::scrape::acceptance::{AcceptanceStatus, SpecEngine};
-use specperf::scrape::ScrapeReport;
+use specperf::scrape::{PageFormat, ScrapeReport};
 use specperf::sim::{expected_al, Acceptance, SimConfig};
 
 use crate::common::{fake_metrics, fast, replay_at, sim, text, Page};
@@ -132,10 +132,13 @@ async fn one_endpoint_down_one_slow_and_one_garbage_leave_a_partial_total() {
         .collect();
     assert_eq!(failed.len(), 3, "{failed:?}");
     let status = |u: &str| r.endpoints.iter().find(|e| e.url == u).unwrap();
-    assert!(status(&slow).after.contains("no answer within"));
-    assert!(status(&garbage).before.contains("malformed page: line 1"));
-    assert!(!status(&down).before.is_empty() && status(&down).before != "ok");
-    assert_eq!(status(&good).after, "ok");
+    assert!(status(&slow).after.as_str().contains("no answer within"));
+    assert!(status(&garbage)
+        .before
+        .as_str()
+        .contains("malformed page: line 1"));
+    assert!(!status(&down).before.as_str().is_empty() && !status(&down).before.is_ok());
+    assert!(status(&good).after.is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,7 +153,7 @@ async fn openmetrics_and_text_pages_agree() {
     ])
     .await;
     let r = replay_scraping(&[&a_url], "").await;
-    assert_eq!(r.endpoints[0].format, Some("openmetrics"));
+    assert_eq!(r.endpoints[0].format, Some(PageFormat::OpenMetrics));
     assert!(r.acceptance.name_normalised);
     assert!((r.acceptance.numbers.acceptance_length.unwrap() - 2.49).abs() < 1e-12);
     // A truncated OpenMetrics page (no `# EOF`) is an error, not a smaller number.
@@ -165,7 +168,7 @@ async fn openmetrics_and_text_pages_agree() {
     .await;
     let r = replay_scraping(&[&b_url], "").await;
     assert_eq!(r.acceptance.status, AcceptanceStatus::Unavailable);
-    assert!(r.endpoints[0].after.contains("EOF"));
+    assert!(r.endpoints[0].after.as_str().contains("EOF"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,7 +209,7 @@ async fn trtllm_json_stats_are_drained_at_baseline_and_summed_after() {
     .await;
     let r = replay_scraping(&[&url], "--num-spec-tokens 3").await;
     let a = r.acceptance;
-    assert_eq!(r.endpoints[0].format, Some("trtllm-json"));
+    assert_eq!(r.endpoints[0].format, Some(PageFormat::TrtllmJson));
     assert_eq!(a.metric_source, "trtllm-json-iteration-stats-endpoints1");
     assert!((a.numbers.acceptance_length.unwrap() - 83.0 / 31.0).abs() < 1e-12);
     assert_eq!(

@@ -452,16 +452,20 @@ async fn metrics_endpoints_that_answer_garbage_hang_or_oversize_cannot_hold_up_t
             .unwrap()
     };
     assert!(
-        ep(garbage_port).before.contains("malformed page"),
+        ep(garbage_port).before.as_str().contains("malformed page"),
         "{:?}",
         ep(garbage_port)
     );
     assert!(
-        ep(hang_port).before.contains("no answer within"),
+        ep(hang_port).before.as_str().contains("no answer within"),
         "{:?}",
         ep(hang_port)
     );
-    assert!(ep(huge_port).before.contains("cap"), "{:?}", ep(huge_port));
+    assert!(
+        ep(huge_port).before.as_str().contains("cap"),
+        "{:?}",
+        ep(huge_port)
+    );
     // The healthy simulator endpoint still measures: the AL is there, marked partial.
     assert!(report.acceptance.partial);
     assert!(report.acceptance.numbers.acceptance_length.is_some());

@@ -1,0 +1,237 @@
+//! The per-engine formulas (`speculative-metrics.md` §2.7): summed counter increases become
+//! [`Numbers`], and the formula used names the `metric_source`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::names::{Metric, SpecEngine};
+use super::snapshot::SeriesKey;
+use super::trtllm_json::IterationTotals;
+use super::Numbers;
+
+/// Sums per metric (and per position) over a set of series.
+#[derive(Default)]
+pub(crate) struct Sums {
+    pub(crate) by_metric: BTreeMap<Metric, f64>,
+    by_position: BTreeMap<(Metric, u32), f64>,
+    present: BTreeSet<Metric>,
+}
+
+impl Sums {
+    pub(crate) fn add(&mut self, key: &SeriesKey, v: f64) {
+        *self.by_metric.entry(key.metric).or_default() += v;
+        self.present.insert(key.metric);
+        if let Some(p) = key.position() {
+            *self.by_position.entry((key.metric, p)).or_default() += v;
+        }
+    }
+
+    fn get(&self, m: Metric) -> f64 {
+        self.by_metric.get(&m).copied().unwrap_or(0.0)
+    }
+
+    fn has(&self, m: Metric) -> bool {
+        self.present.contains(&m)
+    }
+
+    pub(crate) fn positions(&self, m: Metric) -> Vec<f64> {
+        let max = self
+            .by_position
+            .keys()
+            .filter(|(mm, _)| *mm == m)
+            .map(|(_, p)| *p)
+            .max();
+        match max {
+            None => Vec::new(),
+            Some(max) => (0..=max)
+                .map(|p| self.by_position.get(&(m, p)).copied().unwrap_or(0.0))
+                .collect(),
+        }
+    }
+}
+
+/// Which formula produced the numbers (becomes the `metric_source` suffix).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Formula {
+    Counters,
+    FixedK,
+    SglExact,
+    SglUncorrected,
+    TrtPerPosition,
+    TrtJson,
+    Gauge,
+}
+
+fn ratio(num: f64, den: f64) -> Option<f64> {
+    (den > 0.0).then(|| num / den)
+}
+
+/// Why an engine's formula could not turn the counters into numbers; the text becomes the
+/// acceptance `reason` (or an endpoint's `error`).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub(crate) enum FormulaError {
+    /// Early vLLM v1: no drafts counter, and no k to divide draft tokens by.
+    #[error(
+        "vLLM page has no spec_decode_num_drafts counter; the fixed-k fallback needs \
+         --num-spec-tokens"
+    )]
+    VllmNoDrafts,
+    /// SGLang without its verify or generation counter.
+    #[error("SGLang page lacks sglang:spec_verify_calls_total or sglang:generation_tokens_total")]
+    SglangMissing,
+    /// TensorRT-LLM JSON polled, but no entry carried draft tokens.
+    #[error(
+        "TensorRT-LLM iteration stats had no entries with draft tokens (is \
+         enable_iter_perf_stats on, and is specperf the only poller?)"
+    )]
+    TrtllmNoIterations,
+    /// TensorRT-LLM counters without positions, and no k.
+    #[error(
+        "TensorRT-LLM page has no per-position counters; the fixed-k fallback needs \
+         --num-spec-tokens"
+    )]
+    TrtllmNoPositions,
+    /// ATOM's steps histogram disagrees with its accepted counter.
+    #[error(
+        "invalid deltas: Σ n·Δsteps{{accepted_tokens=n}} = {weighted} but Δaccepted = {accepted}"
+    )]
+    AtomSteps {
+        /// Σ n·Δsteps.
+        weighted: f64,
+        /// Δaccepted.
+        accepted: f64,
+    },
+    /// `auto` reached the formula (a bug: the engine is resolved first).
+    #[error("engine not resolved")]
+    Unresolved,
+}
+
+/// Applies the engine's formula to summed increases.
+pub(crate) fn numbers(
+    engine: SpecEngine,
+    s: &Sums,
+    iterations: Option<&IterationTotals>,
+    k: Option<u32>,
+) -> Result<(Numbers, Formula), FormulaError> {
+    let kf = k.map(f64::from);
+    let with = |drafts: f64, accepted: f64, draft_tokens: Option<f64>, per_pos: Vec<f64>| Numbers {
+        acceptance_length: ratio(accepted, drafts).map(|r| 1.0 + r),
+        acceptance_rate: draft_tokens.and_then(|d| ratio(accepted, d)),
+        drafts,
+        accepted_tokens: accepted,
+        draft_tokens,
+        per_position_acceptance: per_pos.iter().filter_map(|p| ratio(*p, drafts)).collect(),
+    };
+    match engine {
+        SpecEngine::Vllm => {
+            let accepted = s.get(Metric::VllmAccepted);
+            let tokens = s
+                .has(Metric::VllmDraftTokens)
+                .then(|| s.get(Metric::VllmDraftTokens));
+            if s.has(Metric::VllmDrafts) {
+                let per_pos = s.positions(Metric::VllmAcceptedPerPos);
+                Ok((
+                    with(s.get(Metric::VllmDrafts), accepted, tokens, per_pos),
+                    Formula::Counters,
+                ))
+            } else {
+                // Early v1 builds have no drafts counter: with a fixed k, drafts = tokens / k.
+                let (Some(k), Some(t)) = (kf, tokens) else {
+                    return Err(FormulaError::VllmNoDrafts);
+                };
+                Ok((with(t / k, accepted, tokens, Vec::new()), Formula::FixedK))
+            }
+        }
+        SpecEngine::Sglang => {
+            if !s.has(Metric::SglVerify) || !s.has(Metric::SglGeneration) {
+                return Err(FormulaError::SglangMissing);
+            }
+            let gen = s.get(Metric::SglGeneration);
+            let verify = s.get(Metric::SglVerify);
+            // Each request's first token comes from prefill, not from a verify step.
+            let (first_tokens, formula) = if s.has(Metric::SglRequests) {
+                (s.get(Metric::SglRequests), Formula::SglExact)
+            } else {
+                (0.0, Formula::SglUncorrected)
+            };
+            let accepted = gen - first_tokens - verify;
+            Ok((
+                with(verify, accepted, kf.map(|k| k * verify), Vec::new()),
+                formula,
+            ))
+        }
+        SpecEngine::Trtllm => {
+            let tokens = s
+                .has(Metric::TrtDraftTokens)
+                .then(|| s.get(Metric::TrtDraftTokens));
+            if s.has(Metric::TrtAcceptedPerPos) && s.has(Metric::TrtDraftedPerPos) {
+                let drafted = s.positions(Metric::TrtDraftedPerPos);
+                let drafts = drafted.first().copied().unwrap_or(0.0);
+                let per_pos = s.positions(Metric::TrtAcceptedPerPos);
+                let accepted = per_pos.iter().sum();
+                let mut n = with(drafts, accepted, tokens, per_pos);
+                n.acceptance_rate = tokens.and_then(|t| ratio(s.get(Metric::TrtAccepted), t));
+                return Ok((n, Formula::TrtPerPosition));
+            }
+            if let Some(it) = iterations.filter(|it| it.entries > 0) {
+                let drafts = it.requests_with_draft;
+                return Ok((
+                    with(drafts, it.accepted, Some(it.draft_tokens), Vec::new()),
+                    Formula::TrtJson,
+                ));
+            }
+            match (kf, tokens) {
+                (Some(k), Some(t)) if s.has(Metric::TrtAccepted) => Ok((
+                    with(t / k, s.get(Metric::TrtAccepted), tokens, Vec::new()),
+                    Formula::FixedK,
+                )),
+                _ if iterations.is_some() => Err(FormulaError::TrtllmNoIterations),
+                _ => Err(FormulaError::TrtllmNoPositions),
+            }
+        }
+        SpecEngine::Atom => {
+            let buckets = s.positions(Metric::AtomSteps);
+            let steps: f64 = buckets.iter().sum();
+            let accepted = s.get(Metric::AtomAccepted);
+            let weighted: f64 = buckets.iter().enumerate().map(|(n, c)| n as f64 * c).sum();
+            if (weighted - accepted).abs() > 0.5 {
+                return Err(FormulaError::AtomSteps { weighted, accepted });
+            }
+            // p_i = share of steps that accepted more than i tokens.
+            let kk = buckets.len().saturating_sub(1);
+            let per_pos = (0..kk).map(|i| buckets[i + 1..].iter().sum()).collect();
+            let tokens = s
+                .has(Metric::AtomDraftTokens)
+                .then(|| s.get(Metric::AtomDraftTokens));
+            Ok((with(steps, accepted, tokens, per_pos), Formula::Counters))
+        }
+        SpecEngine::Auto => Err(FormulaError::Unresolved),
+    }
+}
+
+pub(crate) fn gauge_numbers(gauges: &[f64]) -> Option<Numbers> {
+    if gauges.is_empty() {
+        return None;
+    }
+    Some(Numbers {
+        acceptance_length: Some(gauges.iter().sum::<f64>() / gauges.len() as f64),
+        ..Numbers::default()
+    })
+}
+
+pub(crate) fn source(engine: SpecEngine, formula: Formula, endpoints: usize) -> String {
+    let e = engine.name();
+    match formula {
+        Formula::Counters | Formula::TrtPerPosition => {
+            format!("{e}-prometheus-counters-endpoints{endpoints}")
+        }
+        Formula::FixedK => format!("{e}-prometheus-counters-endpoints{endpoints}-fixed-k"),
+        Formula::SglExact => format!(
+            "sglang-prometheus-generation-counter+verify-counter+requests-counter-endpoints{endpoints}"
+        ),
+        Formula::SglUncorrected => format!(
+            "sglang-prometheus-generation-counter+verify-counter-endpoints{endpoints}-uncorrected"
+        ),
+        Formula::TrtJson => format!("trtllm-json-iteration-stats-endpoints{endpoints}"),
+        Formula::Gauge => format!("{e}-prometheus-gauge-endpoints{endpoints}-approximate"),
+    }
+}

@@ -1,0 +1,361 @@
+//! HTTP: connection handling (plain or TLS, HTTP/1.1 and HTTP/2 through hyper's auto builder),
+//! routing, and the completion handler that parses a request, draws its fault and hands a
+//! planned stream to the body.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Method, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rand::Rng;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics_page::metrics_page;
+use super::model::{plan, request_rng, PlanParams};
+use super::server::ServerCtx;
+use super::stream::{SimBody, SimStream, StreamPhase};
+use super::{Fault, FAULT_HEADER};
+
+/// Accepts connections until `cancel` fires; each is served by hyper (HTTP/1.1 or HTTP/2).
+pub(super) async fn accept_loop(
+    listener: TcpListener,
+    ctx: Arc<ServerCtx>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    cancel: CancellationToken,
+) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            _ = cancel.cancelled() => break,
+            a = listener.accept() => a,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let Ok((stream, _)) = accepted else {
+            // Out of descriptors or similar: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let ctx = ctx.clone();
+        let tls = tls.clone();
+        conns.spawn(async move {
+            let svc = hyper::service::service_fn(move |req| handle(ctx.clone(), req));
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            match tls {
+                None => {
+                    let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
+                }
+                Some(acceptor) => {
+                    if let Ok(Ok(s)) =
+                        tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await
+                    {
+                        let _ = builder.serve_connection(TokioIo::new(s), svc).await;
+                    }
+                }
+            }
+        });
+    }
+    conns.shutdown().await;
+}
+
+fn json_response(status: StatusCode, body: String) -> Response<SimBody> {
+    let mut r = Response::new(SimBody::Full(Some(Bytes::from(body))));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn error_response(status: StatusCode, kind: &str, message: &str) -> Response<SimBody> {
+    let body = serde_json::json!({"error": {"message": message, "type": kind, "param": null, "code": status.as_u16()}});
+    json_response(status, body.to_string())
+}
+
+async fn handle(
+    ctx: Arc<ServerCtx>,
+    req: http::Request<Incoming>,
+) -> Result<Response<SimBody>, Infallible> {
+    let path = req.uri().path().to_owned();
+    let resp = match (req.method().clone(), path.as_str()) {
+        (Method::GET, "/health") => Response::new(SimBody::Full(None)),
+        (Method::GET, "/v1/models") => {
+            let body = serde_json::json!({"object": "list", "data": [{"id": ctx.shared.cfg.model, "object": "model", "owned_by": "specperf", "max_model_len": 131072}]});
+            json_response(StatusCode::OK, body.to_string())
+        }
+        (Method::GET, "/metrics") => {
+            let mut r = Response::new(SimBody::Full(Some(Bytes::from(metrics_page(&ctx)))));
+            r.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            r
+        }
+        (Method::POST, "/v1/chat/completions") => completion(ctx, req, true).await,
+        (Method::POST, "/v1/completions") => completion(ctx, req, false).await,
+        (_, p) => error_response(
+            StatusCode::NOT_FOUND,
+            "NotFoundError",
+            &format!("no route {p}"),
+        ),
+    };
+    Ok(resp)
+}
+
+/// What the request asked for.
+struct Ask {
+    stream: bool,
+    include_usage: bool,
+    continuous: bool,
+    max_tokens: u32,
+    ignore_eos: bool,
+    prompt_tokens: u64,
+}
+
+/// A completion request the simulator refuses with 400, as vLLM would.
+#[derive(Debug, thiserror::Error)]
+enum AskError {
+    #[error("request body must be a JSON object")]
+    NotAnObject,
+    #[error("`messages` must be a non-empty array")]
+    NoMessages,
+    #[error("`prompt` must be a string or an array")]
+    NoPrompt,
+    #[error("max_tokens must be at least 1")]
+    ZeroMaxTokens,
+}
+
+fn parse_ask(v: &Value, chat: bool, default_max: u32) -> Result<Ask, AskError> {
+    let obj = v.as_object().ok_or(AskError::NotAnObject)?;
+    let prompt_chars = if chat {
+        let msgs = obj
+            .get("messages")
+            .and_then(Value::as_array)
+            .ok_or(AskError::NoMessages)?;
+        if msgs.is_empty() {
+            return Err(AskError::NoMessages);
+        }
+        msgs.iter()
+            .map(|m| text_len(m.get("content").unwrap_or(&Value::Null)) + 16)
+            .sum::<usize>()
+    } else {
+        match obj.get("prompt") {
+            Some(p @ (Value::String(_) | Value::Array(_))) => text_len(p),
+            _ => return Err(AskError::NoPrompt),
+        }
+    };
+    let num = |k: &str| obj.get(k).and_then(Value::as_u64);
+    let max_tokens = if chat {
+        num("max_completion_tokens").or_else(|| num("max_tokens"))
+    } else {
+        num("max_tokens")
+    };
+    let max_tokens = match max_tokens {
+        Some(0) => return Err(AskError::ZeroMaxTokens),
+        Some(n) => n.min(u64::from(u32::MAX)) as u32,
+        None => default_max,
+    };
+    let flag = |v: Option<&Value>| v.and_then(Value::as_bool).unwrap_or(false);
+    let opts = obj.get("stream_options");
+    Ok(Ask {
+        stream: flag(obj.get("stream")),
+        include_usage: flag(opts.and_then(|o| o.get("include_usage"))),
+        continuous: flag(opts.and_then(|o| o.get("continuous_usage_stats"))),
+        max_tokens,
+        ignore_eos: flag(obj.get("ignore_eos")),
+        // A stand-in tokenizer: about four characters per token, at least one.
+        prompt_tokens: (prompt_chars as u64).div_ceil(4).max(1),
+    })
+}
+
+fn text_len(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.chars().count(),
+        Value::Array(a) => a.iter().map(text_len).sum(),
+        Value::Object(o) => o.get("text").map(text_len).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+async fn completion(
+    ctx: Arc<ServerCtx>,
+    req: http::Request<Incoming>,
+    chat: bool,
+) -> Response<SimBody> {
+    let shared = ctx.shared.clone();
+    let cfg = &shared.cfg;
+    if req.version() == http::Version::HTTP_2 {
+        shared.http2_requests.fetch_add(1, Relaxed);
+    }
+    let header_fault = match req.headers().get(FAULT_HEADER).map(|v| v.to_str().unwrap_or("")) {
+        None => None,
+        Some(name) => match Fault::from_name(name) {
+            Some(f) => Some(f),
+            None => {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequestError",
+                    &format!("unknown {FAULT_HEADER} value {name:?}; see `specperf sim --help` for fault names"),
+                )
+            }
+        },
+    };
+    let body = match http_body_util::Limited::new(req.into_body(), 64 << 20)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                "BadRequestError",
+                &format!("cannot read body: {e}"),
+            )
+        }
+    };
+    let v: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                "BadRequestError",
+                &format!("invalid JSON: {e}"),
+            )
+        }
+    };
+    if cfg.record_requests > 0 {
+        let mut kept = shared.requests.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() < cfg.record_requests {
+            kept.push(v.clone());
+        }
+    }
+    let ask = match parse_ask(&v, chat, cfg.default_max_tokens) {
+        Ok(a) => a,
+        Err(e) => {
+            return error_response(StatusCode::BAD_REQUEST, "BadRequestError", &e.to_string())
+        }
+    };
+    let model = v.get("model").and_then(Value::as_str).unwrap_or("");
+    if !cfg.model.is_empty() && model != cfg.model {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            "NotFoundError",
+            &format!("The model `{model}` does not exist."),
+        );
+    }
+    let n = shared.seq.fetch_add(1, Relaxed);
+    let mut rng = request_rng(cfg.seed, n);
+    let fault = header_fault.or_else(|| {
+        let seq = &cfg.fault_sequence;
+        if !seq.is_empty() {
+            return seq[(n % seq.len() as u64) as usize];
+        }
+        let mut x: f64 = rng.random();
+        for (f, r) in &cfg.fault_rates {
+            if x < *r {
+                return Some(*f);
+            }
+            x -= r;
+        }
+        None
+    });
+    match fault {
+        Some(Fault::Http429) => {
+            let mut r = error_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                "RateLimitError",
+                "simulated rate limit",
+            );
+            r.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+            return r;
+        }
+        Some(Fault::Http500) => {
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalServerError",
+                "simulated server error",
+            )
+        }
+        Some(Fault::Http503) => {
+            return error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailableError",
+                "simulated overload",
+            )
+        }
+        Some(Fault::Stall) => {
+            tokio::time::sleep(cfg.stall_limit).await;
+            return error_response(
+                StatusCode::GATEWAY_TIMEOUT,
+                "Timeout",
+                "simulated stall ended",
+            );
+        }
+        Some(Fault::SlowHeaders) => tokio::time::sleep(cfg.slow_headers).await,
+        _ => {}
+    }
+    let params = PlanParams {
+        max_tokens: ask.max_tokens,
+        ignore_eos: ask.ignore_eos,
+        eos_probability: cfg.eos_probability,
+        k: cfg.k,
+        p: shared.p,
+        ttft: cfg.ttft,
+        itl: cfg.itl,
+        jitter: cfg.jitter,
+    };
+    let plan = plan(&params, &mut rng);
+    let span = ctx.engines.end - ctx.engines.start;
+    let engine = ctx.engines.start + (ctx.rr.fetch_add(1, Relaxed) as usize % span);
+    let counters = &shared.engines[engine];
+    counters.prompt_tokens.fetch_add(ask.prompt_tokens, Relaxed);
+    counters.running.fetch_add(1, Relaxed);
+    let total = plan.total_tokens();
+    let stream = SimStream {
+        shared: shared.clone(),
+        engine,
+        t0: Instant::now(),
+        idx: 0,
+        emitted: 0,
+        fault_at: if fault.is_some_and(Fault::mid_stream) {
+            (total / 2).max(1)
+        } else {
+            u32::MAX
+        },
+        fault: fault.filter(|f| f.mid_stream()),
+        chat,
+        id: n,
+        created: shared.created as u64,
+        prompt_tokens: ask.prompt_tokens,
+        stream: ask.stream,
+        include_usage: ask.include_usage,
+        continuous: ask.continuous,
+        text: String::new(),
+        reasoning: String::new(),
+        plan,
+        rng,
+        state: StreamPhase::Emitting,
+    };
+    let mut r = Response::new(SimBody::Stream(Box::new(stream)));
+    let ct = if ask.stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(ct),
+    );
+    r
+}
