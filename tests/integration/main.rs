@@ -11,6 +11,7 @@ mod faults;
 mod gate;
 mod golden;
 mod inject;
+mod layout;
 mod process;
 mod render;
 mod reports;
