@@ -94,7 +94,7 @@ pub struct GateArgs {
     /// Draft tokens per step, k (required).
     #[arg(long, env = "NUM_SPEC_TOKENS")]
     pub num_spec_tokens: Option<String>,
-    /// Serving framework (vllm, sglang, trtllm, atom, tilert, dynamo-<x>).
+    /// Serving framework (vllm, sglang, trtllm, atom, tilert, dynamo-vllm, dynamo-sglang, dynamo-trtllm).
     #[arg(long, env = "FRAMEWORK")]
     pub framework: Option<String>,
     /// Dynamo's backend framework when --framework is `dynamo`.

@@ -1,26 +1,30 @@
 //! specperf: a load generator for OpenAI-compatible LLM inference servers that measures
 //! speculative decoding.
 //!
-//! The replay pipeline, one stage per module:
+//! The replay pipeline, one stage per module; every arrow points one way (a test,
+//! `tests/integration/layout.rs`, keeps it so):
 //!
 //! ```text
 //!  dataset ──> render ──> schedule ──> client (N workers) ──> metrics (one aggregator) ──> report
-//!  Sample      body       Ticket       RequestRecord           Summary, records.jsonl     table, summary.json
-//!                                            │
-//!                             engine: one Stopper (deadline, stall, SIGINT, SIGTERM)
-//!                                            │
-//!  scrape (side task, same Stopper): /metrics pages ──> prom::parse ──> acceptance::evaluate ──> AL
+//!  Sample      body       Ticket       RequestRecord           Summary; JSONL sinks       console, artifacts, plots
+//!                                            │                      ▲
+//!  scrape (side task): /metrics pages ──> prom::parse ──> acceptance ──> ScrapeReport, live AL in progress
 //!
-//!  sim: the built-in OpenAI-compatible server with speculative-decoding counters (embedded default)
+//!  engine: prepare ──> run ──> finish, wiring the stages; one Stopper (deadline, stall, SIGINT, SIGTERM)
 //! ```
 //!
-//! `main.rs` parses flags (`cli`), validates them (`config`), runs `engine::replay` and maps the
-//! outcome to an exit code. The library never prints and never exits.
+//! Below every stage: `record` (RequestRecord, Outcome, FailureKind), `progress` (the live view the
+//! aggregator and the scrape task write), `stop` (the one cancellation path), `fsutil` (atomic
+//! writes), `timefmt`, `fdlimit`, `yaml`.
 //!
-//! Beside the pipeline: `golden` (golden AL curves and curve selection, shared with the AL gate),
-//! `inject` (`specperf inject`: recipe rewriting for synthetic acceptance) and `merge`
-//! (`specperf merge`: the artifacts of a sharded run, read back through the same aggregator, into
-//! one report).
+//! `main.rs` parses flags (`cli`), validates them (`config`), runs `engine::replay` and maps the
+//! outcome to an exit code (`exit`, the one mapping). The library never prints and never exits.
+//!
+//! Commands beside the pipeline, each above what it uses: `gate` (golden curve + engine + scrape ->
+//! verdict), `inject` (golden curve + yaml -> recipe rewrite), `merge` (shard directories ->
+//! metrics -> report), `sim` (the built-in server with speculative-decoding counters; it needs
+//! only `stop`, `fdlimit` and the exposition writer in `scrape::prom`). `golden` holds the golden
+//! AL curves, curve selection and the framework table that gate and inject share.
 
 mod cli;
 mod client;

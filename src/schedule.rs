@@ -70,7 +70,7 @@ impl Shard {
     }
 }
 
-/// The load shape of a run (`meta.load.mode`): the three kinds of [`Tickets`].
+/// The load shape of a run (`meta.load.mode`): the three kinds of tickets the dispatcher releases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LoadMode {

@@ -1,5 +1,9 @@
 //! The encoder proper (spec §3-§7): merge tool results into user turns, order them, drop old
 //! reasoning, then render each message and the header that follows it.
+//!
+//! One file on purpose, although past 600 lines: it follows the reference encoder step by step, in
+//! its order, so that the two can be read side by side when a vector fails; the steps share the
+//! token constants and message helpers above and change together when the reference does.
 
 use serde_json::{Map, Value};
 
