@@ -84,14 +84,6 @@ impl FetchError {
     }
 }
 
-/// Callers that keep the reason as text (the readiness probe's error, the scrape's failure
-/// record) take it whole.
-impl From<FetchError> for String {
-    fn from(e: FetchError) -> String {
-        e.to_string()
-    }
-}
-
 /// Inflates a gzip body, refusing to grow past the cap (a zip bomb must not exhaust memory).
 fn gunzip(body: &[u8], cap: BodyCap) -> Result<Bytes, FetchError> {
     use std::io::Read;

@@ -378,7 +378,7 @@ async fn probe(
             Err(reason) if Instant::now() >= until || stop.token().is_cancelled() => {
                 return Err(EngineError::NotReady {
                     url: base.to_owned(),
-                    reason: reason.into(),
+                    reason: reason.to_string(),
                 })
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,

@@ -185,9 +185,9 @@ pub fn merge(dirs: &[PathBuf], output: Option<&Path>) -> Result<MergeOutcome, Me
         spans.push(span(&records[first..]));
         let path = s.dir.join("histograms.json");
         let h: Histograms = serde_json::from_slice(&read(&path)?).map_err(|e| parse(&path, e))?;
-        agg.add_histograms(&h).map_err(|reason| MergeError::Parse {
+        agg.add_histograms(&h).map_err(|e| MergeError::Parse {
             path: path.display().to_string(),
-            reason,
+            reason: e.to_string(),
         })?;
     }
     // Completion order on the common clock, as one process would have written them.

@@ -106,6 +106,24 @@ pub(crate) struct Histograms {
     pub(crate) token_itl_ns: Vec<[u64; 2]>,
 }
 
+/// Why another run's `histograms.json` cannot be added to this aggregator.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HistogramsError {
+    /// Another layout version.
+    #[error("schema {0:?}, this specperf reads {HISTOGRAMS_SCHEMA:?}")]
+    Schema(String),
+    /// Other bucket bounds: the buckets would not line up.
+    #[error(
+        "histogram bounds {lowest_ns}..{highest_ns} ns at {digits} digits differ from this \
+         specperf's {HIST_LOW_NS}..{HIST_HIGH_NS} ns at {HIST_DIGITS}"
+    )]
+    Bounds {
+        lowest_ns: u64,
+        highest_ns: u64,
+        digits: u8,
+    },
+}
+
 fn buckets(h: &Histogram<u64>) -> Vec<[u64; 2]> {
     h.iter_recorded()
         .map(|v| [v.value_iterated_to(), v.count_at_value()])
@@ -169,21 +187,18 @@ impl Aggregate {
 
     /// Adds another run's per-chunk histograms (its records must be added with [`Self::add`]
     /// too; their `chunk_gaps` are not serialized, so `add` leaves the histograms alone for them).
-    pub(crate) fn add_histograms(&mut self, h: &Histograms) -> Result<(), String> {
+    pub(crate) fn add_histograms(&mut self, h: &Histograms) -> Result<(), HistogramsError> {
         if h.schema_version != HISTOGRAMS_SCHEMA {
-            return Err(format!(
-                "schema {:?}, this specperf reads {HISTOGRAMS_SCHEMA:?}",
-                h.schema_version
-            ));
+            return Err(HistogramsError::Schema(h.schema_version.clone()));
         }
         if (h.lowest_ns, h.highest_ns, h.significant_digits)
             != (HIST_LOW_NS, HIST_HIGH_NS, HIST_DIGITS)
         {
-            return Err(format!(
-                "histogram bounds {}..{} ns at {} digits differ from this specperf's \
-                 {HIST_LOW_NS}..{HIST_HIGH_NS} ns at {HIST_DIGITS}",
-                h.lowest_ns, h.highest_ns, h.significant_digits
-            ));
+            return Err(HistogramsError::Bounds {
+                lowest_ns: h.lowest_ns,
+                highest_ns: h.highest_ns,
+                digits: h.significant_digits,
+            });
         }
         for &[v, n] in &h.inter_chunk_gap_ns {
             self.chunk_gap_ns.saturating_record_n(v, n);

@@ -296,21 +296,37 @@ fn charts(recs: &[Rec], summary: &Value, golden_al: Option<f64>) -> Vec<Chart> {
     out
 }
 
+/// Why a chart could not be rasterised.
+#[derive(Debug, thiserror::Error)]
+enum PngError {
+    /// resvg refused our own SVG.
+    #[error("{0}")]
+    Svg(#[from] resvg::usvg::Error),
+    /// No memory for the pixels.
+    #[error("cannot allocate the image")]
+    Allocate,
+    /// The PNG encoder failed.
+    #[error("{0}")]
+    Encode(String),
+}
+
 /// Rasterises an SVG made by [`svg::render`] to PNG (pure Rust; system fonts for the text).
-fn png(svg_text: &str, fontdb: &Arc<resvg::usvg::fontdb::Database>) -> Result<Vec<u8>, String> {
+fn png(svg_text: &str, fontdb: &Arc<resvg::usvg::fontdb::Database>) -> Result<Vec<u8>, PngError> {
     let opt = resvg::usvg::Options {
         fontdb: fontdb.clone(),
         ..Default::default()
     };
-    let tree = resvg::usvg::Tree::from_str(svg_text, &opt).map_err(|e| e.to_string())?;
-    let mut pixmap = resvg::tiny_skia::Pixmap::new(svg::WIDTH, svg::HEIGHT)
-        .ok_or("cannot allocate the image")?;
+    let tree = resvg::usvg::Tree::from_str(svg_text, &opt)?;
+    let mut pixmap =
+        resvg::tiny_skia::Pixmap::new(svg::WIDTH, svg::HEIGHT).ok_or(PngError::Allocate)?;
     resvg::render(
         &tree,
         resvg::tiny_skia::Transform::default(),
         &mut pixmap.as_mut(),
     );
-    pixmap.encode_png().map_err(|e| e.to_string())
+    pixmap
+        .encode_png()
+        .map_err(|e| PngError::Encode(e.to_string()))
 }
 
 /// A few headline numbers for the page, from `summary.json`.
