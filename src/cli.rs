@@ -100,7 +100,8 @@ pub struct GateArgs {
     /// Dynamo's backend framework when --framework is `dynamo`.
     #[arg(long, env = "DYNAMO_BACKEND_FRAMEWORK")]
     pub dynamo_backend: Option<String>,
-    /// Names the result: al_gate_<RESULT_FILENAME>.json (required).
+    /// Names the result: al_gate_<RESULT_FILENAME>.json and al_gate_<RESULT_FILENAME>_artifacts/
+    /// (required; a plain file name, no path, checked before anything runs).
     #[arg(long, env = "RESULT_FILENAME")]
     pub result_filename: Option<String>,
     /// Directory of the result file (default: the current directory).

@@ -29,6 +29,7 @@ pub(crate) use input::parse_extra_inputs;
 pub(crate) use input::{DatasetSource, EncoderSpec};
 pub(crate) use load::LoadConfig;
 pub(crate) use output::parse_goodput;
+pub(crate) use output::result_file_name;
 pub(crate) use scrape::metrics_endpoints;
 pub(crate) use scrape::ScrapeConfig;
 pub use sim::sim_config;

@@ -28,7 +28,7 @@ use crate::render::EndpointType;
 use crate::scrape::acceptance::SpecEngine;
 
 use super::record::{round_to, GateRecord, PromptRender, Reason, Stop};
-use super::settings::{env, model, result_dir, Settings};
+use super::settings::{env, model, result_dir, result_name, Settings};
 
 /// Everything resolved before the replay.
 pub(crate) struct Plan {
@@ -272,10 +272,8 @@ impl Plan {
         let mut cfg = RunConfig::from_args(&self.replay)
             .map_err(|e| error(Reason::ConfigInvalid, e.to_string()))?;
         cfg.scrape.require_stable = true;
-        cfg.artifact_dir = Some(result_dir(a).join(format!(
-            "al_gate_{}_artifacts",
-            a.result_filename.as_deref().unwrap_or("run")
-        )));
+        cfg.artifact_dir =
+            Some(result_dir(a).join(format!("al_gate_{}_artifacts", result_name(a)?)));
         cfg.run_timeout = left.max(Duration::from_millis(1));
         Ok(cfg)
     }

@@ -20,7 +20,7 @@ use crate::cli::GateArgs;
 use crate::render::EndpointType;
 use crate::timefmt::rfc3339_now;
 
-use super::settings::{model, result_dir, safe_name};
+use super::settings::{model, result_dir, result_name};
 
 /// Version of the gate's extension fields.
 const GATE_VERSION: u32 = 1;
@@ -340,19 +340,13 @@ impl GateRecord {
             Err(s) => (s.reason.verdict(), Some(s.reason), Some(s.message)),
         };
         // Which file: al_gate_<RESULT_FILENAME>.json, or al_gate.json with config_invalid.
-        let (name, verdict, reason, message) = match a.result_filename.as_deref().map(safe_name) {
-            Some(Ok(n)) => (format!("al_gate_{n}.json"), verdict, reason, message),
-            Some(Err(e)) => (
+        let (name, verdict, reason, message) = match result_name(a) {
+            Ok(n) => (format!("al_gate_{n}.json"), verdict, reason, message),
+            Err(e) => (
                 "al_gate.json".to_owned(),
                 Verdict::Error,
                 Some(e.reason),
                 Some(e.message),
-            ),
-            None => (
-                "al_gate.json".to_owned(),
-                Verdict::Error,
-                Some(Reason::ConfigInvalid),
-                Some("RESULT_FILENAME is required".to_owned()),
             ),
         };
         if verdict == Verdict::Skipped {

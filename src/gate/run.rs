@@ -24,7 +24,7 @@ use crate::timefmt::rfc3339_now;
 
 use super::plan::Plan;
 use super::record::{round_to, GateRecord, GateResult, Reason, Stop, Verdict};
-use super::settings::budget;
+use super::settings::{budget, result_name};
 
 fn error(reason: Reason, message: impl Into<String>) -> Stop {
     Stop::new(reason, message)
@@ -106,6 +106,8 @@ async fn gate_inner(
     rec: &mut GateRecord,
 ) -> Result<Verdict, Stop> {
     let started = Instant::now();
+    // Where the result and the artifacts go, before anything reads or runs.
+    result_name(a)?;
     let plan = Plan::resolve(a, rec)?;
     // The replay's own deadline: whatever budget is left.
     let cfg = plan.run_config(a, budget.saturating_sub(started.elapsed()))?;

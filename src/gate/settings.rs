@@ -58,18 +58,15 @@ pub(crate) fn result_dir(a: &GateArgs) -> PathBuf {
     a.result_dir.clone().unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// A result filename must name a file inside RESULT_DIR.
-pub(crate) fn safe_name(name: &str) -> Result<&str, Stop> {
-    if name.is_empty()
-        || name.contains(['/', '\\', '\0'])
-        || name == "."
-        || name == ".."
-        || name.starts_with("..")
-    {
-        return Err(invalid(format!(
-            "RESULT_FILENAME {name:?} must be a plain file name (no path separators or ..)"
-        )));
-    }
+/// `RESULT_FILENAME` (flag or environment, one value through clap), checked by the replay's own
+/// rule: a plain file name, so the result and the artifacts land inside `RESULT_DIR`. The gate
+/// checks it before anything runs and names its files from it.
+pub(crate) fn result_name(a: &GateArgs) -> Result<&str, Stop> {
+    let name = a
+        .result_filename
+        .as_deref()
+        .ok_or_else(|| invalid("RESULT_FILENAME is required (--result-filename NAME)"))?;
+    crate::config::result_file_name(name).map_err(|e| invalid(e.to_string()))?;
     Ok(name)
 }
 
@@ -225,9 +222,21 @@ mod tests {
 
     #[test]
     fn result_names_cannot_escape_the_directory() {
-        for bad in ["../x", "a/b", "..", ""] {
-            assert!(safe_name(bad).is_err(), "{bad}");
+        use clap::Parser;
+        let name = |n: Option<&str>| {
+            let mut argv = vec!["specperf", "gate"];
+            argv.extend(n.map(|n| ["--result-filename", n]).into_iter().flatten());
+            let crate::cli::Command::Gate(a) =
+                crate::cli::Cli::try_parse_from(argv).unwrap().command
+            else {
+                unreachable!()
+            };
+            result_name(&a).map(str::to_owned).map_err(|s| s.reason)
+        };
+        for bad in ["../x", "a/b", "..", "", "../../escaped", " x"] {
+            assert_eq!(name(Some(bad)), Err(Reason::ConfigInvalid), "{bad}");
         }
-        assert!(safe_name("dsv4_b300_c64").is_ok());
+        assert_eq!(name(None), Err(Reason::ConfigInvalid));
+        assert_eq!(name(Some("dsv4_b300_c64")), Ok("dsv4_b300_c64".to_owned()));
     }
 }

@@ -81,12 +81,16 @@ impl Setup {
         self.dir.path().join(p)
     }
 
-    /// Runs `specperf gate` with the standard inputs plus `extra`; returns the output, the result
-    /// file (parsed) and the wall time.
-    fn gate(&self, url: &str, extra: &[&str]) -> (Output, Value, Duration) {
+    /// `specperf gate` with the standard inputs plus `extra` (flag/value pairs that replace a
+    /// default or add a flag; an empty value removes the flag) and `envs`, run in the workspace.
+    fn command(&self, url: &str, extra: &[&str], envs: &[(&str, &str)]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_specperf"));
+        cmd.current_dir(self.dir.path());
         for k in GATE_ENV {
             cmd.env_remove(k);
+        }
+        for (k, v) in envs {
+            cmd.env(k, v);
         }
         let mut args: Vec<(String, String)> = [
             ("--url", url),
@@ -109,7 +113,6 @@ impl Setup {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        // `extra` holds flag/value pairs that replace a default or add a flag.
         for pair in extra.chunks(2) {
             match args.iter_mut().find(|(k, _)| k == pair[0]) {
                 Some(slot) => slot.1 = pair[1].to_owned(),
@@ -117,11 +120,17 @@ impl Setup {
             }
         }
         cmd.arg("gate");
-        for (k, v) in args {
+        for (k, v) in args.into_iter().filter(|(_, v)| !v.is_empty()) {
             cmd.arg(k).arg(v);
         }
+        cmd
+    }
+
+    /// Runs `specperf gate` (see [`Setup::command`]); returns the output, the result file
+    /// (parsed) and the wall time.
+    fn gate(&self, url: &str, extra: &[&str]) -> (Output, Value, Duration) {
         let t = Instant::now();
-        let out = cmd.output().unwrap();
+        let out = self.command(url, extra, &[]).output().unwrap();
         let elapsed = t.elapsed();
         (out, self.result(), elapsed)
     }
@@ -448,6 +457,50 @@ fn sigterm_writes_a_terminated_result_within_a_second() {
     assert_eq!(r["verdict"], "error");
     assert_eq!(r["reason"], "terminated");
     assert_eq!(r["error"], "AL gate terminated by SIGTERM");
+}
+
+/// Nothing was sent to the simulator.
+fn assert_no_request(s: &SimHandle) {
+    let t = s.totals();
+    assert_eq!(
+        (t.requests_success, t.prompt_tokens),
+        (0, 0),
+        "a request was sent"
+    );
+}
+
+#[test]
+fn an_escaping_result_filename_is_refused_before_any_request_in_both_forms() {
+    let s = sim_at(2.5);
+    for form in ["flag", "env"] {
+        let setup = Setup::new();
+        let name = "../../escaped";
+        let (extra, envs): (Vec<&str>, Vec<(&str, &str)>) = match form {
+            "flag" => (vec!["--result-filename", name], vec![]),
+            _ => (
+                vec!["--result-filename", ""],
+                vec![("RESULT_FILENAME", name)],
+            ),
+        };
+        let out = setup.command(&s.url(), &extra, &envs).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{form}");
+        let r = read_json(&setup.path("results/al_gate.json"));
+        assert_eq!(
+            (r["verdict"].as_str(), r["reason"].as_str()),
+            (Some("error"), Some("config_invalid")),
+            "{form}: {r:#}"
+        );
+        let error = r["error"].as_str().unwrap();
+        assert!(
+            error.contains("RESULT_FILENAME") && error.contains(name),
+            "{form}: {error}"
+        );
+        assert_no_request(&s);
+        assert!(
+            !setup.path("escaped_artifacts").exists() && !setup.path("results/al_gate_..").exists(),
+            "{form}: artifacts escaped RESULT_DIR"
+        );
+    }
 }
 
 #[test]
