@@ -224,6 +224,11 @@ impl Plan {
         // The replay: the collection exactly as the curve was measured.
         let mut r = replay_defaults()
             .map_err(|e| error(Reason::ConfigInvalid, format!("replay flags: {e}")))?;
+        // The replay's defaults read RESULT_FILENAME / RESULT_DIR from the environment, which the
+        // benchmark stage sets for its own raw result: the gate writes only al_gate_<name>.json and
+        // its artifacts, never a `<RESULT_FILENAME>.json` a failed benchmark could leave behind.
+        r.result_filename = None;
+        r.result_dir = None;
         r.url = Some(url);
         r.input_file = Some(prompts);
         r.custom_dataset_type = DatasetKind::SpeedBench;

@@ -504,6 +504,35 @@ fn an_escaping_result_filename_is_refused_before_any_request_in_both_forms() {
 }
 
 #[test]
+fn the_internal_replay_leaves_no_raw_result_under_the_benchmarks_name() {
+    // As in the InferenceX benchmark stage: RESULT_FILENAME and RESULT_DIR come from the
+    // environment, and the benchmark itself writes <RESULT_FILENAME>.json there later.
+    let s = sim_at(2.5);
+    let setup = Setup::new();
+    let results = setup.path("results");
+    let out = setup
+        .command(
+            &s.url(),
+            &["--result-filename", "", "--result-dir", ""],
+            &[
+                ("RESULT_FILENAME", "case"),
+                ("RESULT_DIR", results.to_str().unwrap()),
+            ],
+        )
+        .output()
+        .unwrap();
+    let r = setup.result();
+    assert_verdict(&out, &r, "pass", None);
+    let mut names: Vec<String> = std::fs::read_dir(&results)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["al_gate_case.json", "al_gate_case_artifacts"]);
+    assert!(!setup.path("case.json").exists());
+}
+
+#[test]
 fn gate_summary_matches_the_committed_table() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gate");
     let dir = tempfile::tempdir().unwrap();
