@@ -91,7 +91,17 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
 async fn gate(args: &specperf::GateArgs) -> i32 {
     let stop = Stopper::new();
     spawn_signal_handlers(&stop);
-    let r = specperf::gate::run_gate(args, stop).await;
+    let (ptx, prx) = watch::channel(Progress::default());
+    let printer = tokio::spawn(print_gate_progress(prx.clone(), Duration::from_secs(5)));
+    let r = specperf::gate::run_gate(args, stop, ptx).await;
+    printer.abort();
+    let last = *prx.borrow();
+    if last.profiling_started.is_some() {
+        eprintln!(
+            "AL gate replay: {}",
+            specperf::progress_line(&last, Instant::now(), false, 0)
+        );
+    }
     println!("{}", r.console_line());
     match &r.written {
         Ok(p) => println!("AL gate result: {}", p.display()),
@@ -228,6 +238,25 @@ async fn print_progress(mut rx: watch::Receiver<Progress>, every: Duration) {
         tick.tick().await;
         let p = *rx.borrow_and_update();
         eprintln!("{}", specperf::progress_line(&p, Instant::now(), false, 0));
+    }
+}
+
+/// The gate's replay on stderr as plain lines (the gate runs unattended, into a log): one when it
+/// starts, then one every `every`; `gate` prints the last.
+async fn print_gate_progress(mut rx: watch::Receiver<Progress>, every: Duration) {
+    while rx.borrow_and_update().profiling_started.is_none() {
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let p = *rx.borrow();
+        eprintln!(
+            "AL gate replay: {}",
+            specperf::progress_line(&p, Instant::now(), false, 0)
+        );
     }
 }
 

@@ -290,31 +290,43 @@ pub struct GateResult {
 }
 
 impl GateResult {
-    /// The M1 console line (`inferencex-contract.md` §5.6).
+    /// The console line: the verdict by name (`PASS`, `BELOW`, `ABOVE`, `SKIPPED`, `ERROR`), the
+    /// measured AL, the band and golden value, the cell, and for a skip or an error the reason
+    /// code with its text. What is unknown is left out, never printed as `None`. (It replaces
+    /// M1's `PASS|FAIL: ... [error: <code>]`, which hid the reason's text and the direction.)
     pub fn console_line(&self) -> String {
         let r = &self.record;
-        let num = |x: Option<f64>| x.map_or("None".into(), |x| format!("{x:.4}"));
-        let status = if self.verdict == Verdict::Pass {
-            "PASS"
-        } else {
-            "FAIL"
-        };
-        let mode = r.thinking_mode.as_deref().unwrap_or("None");
-        let k = r
-            .num_speculative_tokens
-            .map_or("None".into(), |k| k.to_string());
-        let mut line = format!(
-            "{status}: SpeedBench AL {} (range [{}, {}], mode {mode}, mtp {k})",
-            num(r.acceptance_length),
-            num(r.min_acceptance_length),
-            num(r.max_acceptance_length),
-        );
-        if matches!(self.verdict, Verdict::Skipped | Verdict::Error) {
-            line.push_str(&format!(
-                " [{}: {}]",
-                self.verdict.as_str(),
-                r.reason.map_or("", Reason::as_str)
-            ));
+        let status = self.verdict.as_str().to_ascii_uppercase();
+        let mut line = format!("{status}: SpeedBench AL ");
+        match r.acceptance_length {
+            Some(al) => line.push_str(&format!("{al:.4}")),
+            None => line.push_str("not measured"),
+        }
+        if let (Some(lo), Some(hi)) = (r.min_acceptance_length, r.max_acceptance_length) {
+            let relation = match self.verdict {
+                Verdict::Pass => " within",
+                Verdict::Below => " below",
+                Verdict::Above => " above",
+                Verdict::Skipped | Verdict::Error => "; band",
+            };
+            line.push_str(&format!("{relation} [{lo:.4}, {hi:.4}]"));
+            if let Some(g) = r.reference_acceptance_length {
+                line.push_str(&format!(" (golden {g:.4} +/- 5%)"));
+            }
+        }
+        let cell: Vec<String> = [
+            r.thinking_mode.as_ref().map(|m| format!("mode {m}")),
+            r.num_speculative_tokens.map(|k| format!("mtp {k}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !cell.is_empty() {
+            line.push_str(&format!(", {}", cell.join(", ")));
+        }
+        if let (Some(code), Verdict::Skipped | Verdict::Error) = (r.reason, self.verdict) {
+            let text = r.error.as_deref().unwrap_or("").replace('\n', " ");
+            line.push_str(&format!("; {}: {text}", code.as_str()));
         }
         line
     }

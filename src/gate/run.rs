@@ -46,8 +46,13 @@ pub(crate) fn verdict(al: f64, golden: f64) -> (f64, f64, f64, Verdict) {
     (al4, min, max, v)
 }
 
-/// Runs the gate. Never fails: every outcome is a result (and its file).
-pub async fn run_gate(a: &GateArgs, stop: Stopper) -> GateResult {
+/// Runs the gate. Never fails: every outcome is a result (and its file). The replay's live
+/// counters go to `progress` (the caller prints them).
+pub async fn run_gate(
+    a: &GateArgs,
+    stop: Stopper,
+    progress: watch::Sender<Progress>,
+) -> GateResult {
     let started = Instant::now();
     let started_at = rfc3339_now();
     let mut rec = GateRecord::default();
@@ -57,7 +62,7 @@ pub async fn run_gate(a: &GateArgs, stop: Stopper) -> GateResult {
             rec.timeout_s = Some(budget.as_secs_f64());
             let deadline = tokio::time::sleep(budget);
             tokio::select! {
-                r = gate_inner(a, &stop, budget, &mut rec) => r,
+                r = gate_inner(a, &stop, budget, &mut rec, progress) => r,
                 _ = deadline => {
                     stop.stop(StopReason::Deadline);
                     Err(timed_out(budget))
@@ -104,6 +109,7 @@ async fn gate_inner(
     stop: &Stopper,
     budget: Duration,
     rec: &mut GateRecord,
+    progress: watch::Sender<Progress>,
 ) -> Result<Verdict, Stop> {
     let started = Instant::now();
     // Where the result and the artifacts go, before anything reads or runs.
@@ -132,8 +138,7 @@ async fn gate_inner(
         return Err(Stop::new(Reason::NoCounters, msg));
     }
 
-    let (ptx, _prx) = watch::channel(Progress::default());
-    let outcome = replay(cfg, stop.clone(), ptx).await.map_err(|e| {
+    let outcome = replay(cfg, stop.clone(), progress).await.map_err(|e| {
         if e.is_not_ready() {
             error(Reason::ClientFailed, e.to_string())
         } else {

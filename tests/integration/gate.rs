@@ -164,18 +164,24 @@ fn assert_verdict(out: &Output, r: &Value, verdict: &str, reason: Option<&str>) 
     assert_eq!(r["passed"], verdict == "pass");
     assert_eq!(r["speedbench_al_eval_version"], 1);
     assert_eq!(r["task"], "speedbench_al");
+    // One line per verdict: its name, the measured AL, the band, and for a skip or an error
+    // the reason code with its text.
     let first = stdout.lines().next().unwrap_or("");
-    assert!(
-        first.starts_with(if verdict == "pass" {
-            "PASS: SpeedBench AL "
-        } else {
-            "FAIL: SpeedBench AL "
-        }),
-        "{first}"
-    );
+    let status = format!("{}: SpeedBench AL ", verdict.to_uppercase());
+    assert!(first.starts_with(&status), "{first}");
+    assert!(!first.contains("None"), "{first}");
+    if let Some(al) = r["acceptance_length"].as_f64() {
+        assert!(first.contains(&format!("{al:.4}")), "{first}");
+    }
+    if let (Some(lo), Some(hi)) = (
+        r["min_acceptance_length"].as_f64(),
+        r["max_acceptance_length"].as_f64(),
+    ) {
+        assert!(first.contains(&format!("[{lo:.4}, {hi:.4}]")), "{first}");
+    }
     if let Some(code) = reason {
-        assert!(first.ends_with(&format!("[{verdict}: {code}]")), "{first}");
-        assert!(r["error"].is_string());
+        let text = r["error"].as_str().expect("error text");
+        assert!(first.contains(&format!("{code}: {text}")), "{first}");
     }
     assert_schema(r);
 }
@@ -192,6 +198,14 @@ fn pass_within_the_band_with_the_m1_fields() {
     let setup = Setup::new();
     let (out, r, _) = setup.gate(&s.url(), &[]);
     assert_verdict(&out, &r, "pass", None);
+    // Progress of the replay on stderr, ending with every prompt done.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("AL gate replay: ") && l.contains(" done 80/80 ")),
+        "{stderr}"
+    );
     let al = r["acceptance_length"].as_f64().unwrap();
     assert!((2.375..=2.625).contains(&al));
     let t = s.totals();
