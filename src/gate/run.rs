@@ -2,29 +2,34 @@
 //! before/after scrapes, and turn the acceptance counters into a verdict (§5.3 steps 4–9, §5.5).
 //!
 //! ```text
-//!  Plan ─> scrape::probe (every endpoint answers; some page has counters)
+//!  Plan ─> result dir writable, prompt count ─> scrape::probe (every endpoint answers; some
+//!       page has the configured framework's counters)
 //!       ─> engine::replay (require_stable, settle) ─> counts ─> ScrapeReport ─> analyse ─> Verdict
 //! ```
 //!
 //! The whole gate runs under one budget (`AL_GATE_TIMEOUT_S`) and one `Stopper`: a deadline or a
 //! signal ends it as an `error` result at once, never a hang.
 
+use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
 use crate::cli::GateArgs;
 use crate::client::Client;
+use crate::config::DatasetSource;
+use crate::dataset;
 use crate::engine::{replay, EngineError};
 use crate::progress::Progress;
-use crate::scrape::acceptance::AcceptanceStatus;
+use crate::scrape::acceptance::{AcceptanceStatus, SpecEngine};
 use crate::scrape::{self, EndpointStatus, ScrapeReport};
 use crate::stop::{StopReason, Stopper};
 use crate::timefmt::rfc3339_now;
 
 use super::plan::Plan;
 use super::record::{round_to, GateRecord, GateResult, Reason, Stop, Verdict};
-use super::settings::{budget, result_name};
+use super::settings::{budget, result_dir, result_name};
 
 fn error(reason: Reason, message: impl Into<String>) -> Stop {
     Stop::new(reason, message)
@@ -113,10 +118,17 @@ async fn gate_inner(
 ) -> Result<Verdict, Stop> {
     let started = Instant::now();
     // Where the result and the artifacts go, before anything reads or runs.
-    result_name(a)?;
+    let name = result_name(a)?;
+    writable(&result_dir(a), name)?;
     let plan = Plan::resolve(a, rec)?;
     // The replay's own deadline: whatever budget is left.
     let cfg = plan.run_config(a, budget.saturating_sub(started.elapsed()))?;
+    // The collection as the replay will select it: too few prompts is known before any request.
+    if let DatasetSource::File { path, kind } = &cfg.dataset {
+        let samples = dataset::load_file(path, *kind, &cfg.select)
+            .map_err(|e| error(Reason::DatasetInvalid, e.to_string()))?;
+        check_prompt_count(samples.len(), plan.prompts_expected)?;
+    }
 
     // Preflight: every endpoint must answer and parse; a page set without counters is a skip.
     let client =
@@ -130,12 +142,28 @@ async fn gate_inner(
             ));
         }
     }
-    if !probes.iter().any(|p| matches!(p, Ok(true))) {
+    let found: BTreeSet<SpecEngine> = probes.iter().flatten().flatten().copied().collect();
+    if found.is_empty() {
         let mut msg = "Could not collect speculative acceptance metrics from server".to_owned();
         if plan.dynamo_default_endpoints {
             msg.push_str("; for Dynamo/disagg set SPEEDBENCH_DECODE_METRICS_URLS or SPEEDBENCH_METRICS_PORTS to decode-worker /metrics endpoints");
         }
         return Err(Stop::new(Reason::NoCounters, msg));
+    }
+    // Counters of another family: the configured framework's cannot appear, whatever the replay.
+    let engine = plan.settings.engine;
+    if !found.contains(&engine) {
+        let names: Vec<&str> = found.iter().map(|e| e.name()).collect();
+        return Err(error(
+            Reason::ConfigInvalid,
+            format!(
+                "FRAMEWORK={} reads {} speculative counters, but the metrics pages carry {} \
+                 counters only; set FRAMEWORK (--framework) to the serving framework",
+                rec.framework.as_deref().unwrap_or(""),
+                engine.name(),
+                names.join(", ")
+            ),
+        ));
     }
 
     let outcome = replay(cfg, stop.clone(), progress).await.map_err(|e| {
@@ -163,15 +191,7 @@ async fn gate_inner(
     rec.prompts_failed = Some(c.failed + c.cancelled);
     rec.settle_s = Some(plan.settings.settle.as_secs_f64());
     rec.artifact_dir = Some(outcome.artifact_dir.display().to_string());
-    if outcome.summary.meta.samples as u32 != plan.prompts_expected {
-        return Err(error(
-            Reason::DatasetInvalid,
-            format!(
-                "the collection selects {} prompts, the curve was collected on {}",
-                outcome.summary.meta.samples, plan.prompts_expected
-            ),
-        ));
-    }
+    check_prompt_count(outcome.summary.meta.samples, plan.prompts_expected)?;
     if c.failed + c.cancelled > 0 || c.success < u64::from(plan.prompts_expected) {
         return Err(error(
             Reason::ClientFailed,
@@ -186,6 +206,40 @@ async fn gate_inner(
         return Err(error(Reason::Internal, "no scrape report"));
     };
     analyse(&report, &plan, rec)
+}
+
+/// The collection must select exactly the prompts the curve was collected on.
+fn check_prompt_count(selected: usize, expected: u32) -> Result<(), Stop> {
+    if selected as u64 == u64::from(expected) {
+        return Ok(());
+    }
+    Err(error(
+        Reason::DatasetInvalid,
+        format!(
+            "the collection selects {selected} prompts, the curve was collected on {expected} \
+             (check the prompts file and the collection's category and num_prompts)"
+        ),
+    ))
+}
+
+/// The result directory can take the result file: created if missing, and a probe file written
+/// and removed, so an unwritable directory stops the gate before the replay, not after it.
+fn writable(dir: &Path, name: &str) -> Result<(), Stop> {
+    let unwritable = |e: std::io::Error| {
+        error(
+            Reason::ConfigInvalid,
+            format!(
+                "RESULT_DIR {} is not writable: {e} (set --result-dir / RESULT_DIR to a writable \
+                 directory)",
+                dir.display()
+            ),
+        )
+    };
+    std::fs::create_dir_all(dir).map_err(unwritable)?;
+    let probe = dir.join(format!(".al_gate_{name}.json.probe"));
+    std::fs::write(&probe, b"").map_err(unwritable)?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 /// The first failed scrape of an endpoint: `(when, what)`. The one place the gate reads an

@@ -11,6 +11,7 @@ pub mod acceptance;
 mod error;
 pub mod prom;
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ use crate::client::{BodyCap, Client, Fetched};
 use crate::progress::Progress;
 use acceptance::{
     evaluate, Acceptance, AcceptanceOptions, AcceptanceStatus, EndpointWindow, IterationTotals,
-    Snapshot,
+    Snapshot, SpecEngine,
 };
 pub use error::{ScrapeError, ScrapeStatus};
 use prom::Format;
@@ -178,20 +179,20 @@ async fn scrape_one(
     Ok((Scraped::Page(Snapshot::from_page(&page), name), text))
 }
 
-/// One scrape of each endpoint before a run: `Ok(true)` when it carries speculative counters
-/// (or is a TensorRT-LLM JSON endpoint), `Ok(false)` when it parsed without them, `Err` with the
-/// cause when it could not be read. Never drains a JSON queue into a window (the baseline drains
-/// again).
+/// One scrape of each endpoint before a run: `Ok` with the engine families whose speculative
+/// counters it carries (TensorRT-LLM for a JSON iteration-stats endpoint; empty when it parsed
+/// without any), `Err` with the cause when it could not be read. Never drains a JSON queue into a
+/// window (the baseline drains again).
 pub(crate) async fn probe(
     client: &Client,
     urls: &[String],
     timeout: Duration,
-) -> Vec<Result<bool, ScrapeError>> {
+) -> Vec<Result<BTreeSet<SpecEngine>, ScrapeError>> {
     let mut out = Vec::with_capacity(urls.len());
     for u in urls {
         out.push(scrape_one(client, u, timeout).await.map(|(s, _)| match s {
-            Scraped::Page(snap, _) => !snap.values.is_empty(),
-            Scraped::Iterations(_) => true,
+            Scraped::Page(snap, _) => snap.engines(),
+            Scraped::Iterations(_) => BTreeSet::from([SpecEngine::Trtllm]),
         }));
     }
     out

@@ -547,6 +547,57 @@ fn the_internal_replay_leaves_no_raw_result_under_the_benchmarks_name() {
 }
 
 #[test]
+fn what_can_be_known_before_the_replay_is_checked_before_it() {
+    let s = sim_at(2.5);
+    let setup = Setup::new();
+    // 8 coding prompts for a collection of 80.
+    let few: String = (0..8)
+        .map(|i| {
+            format!(
+                "{{\"question_id\": \"q{i}\", \"category\": \"coding\", \"messages\": [{{\"role\": \"user\", \"content\": \"Write {i}.\"}}]}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(setup.path("few.jsonl"), few).unwrap();
+    let (out, r, _) = setup.gate(
+        &s.url(),
+        &["--input-file", setup.path("few.jsonl").to_str().unwrap()],
+    );
+    assert_verdict(&out, &r, "error", Some("dataset_invalid"));
+    assert!(r["error"].as_str().unwrap().contains("80"), "{r:#}");
+    assert_no_request(&s);
+    // The server exports vLLM counters; SGLang's cannot appear.
+    let (out, r, _) = setup.gate(&s.url(), &["--framework", "sglang"]);
+    assert_verdict(&out, &r, "error", Some("config_invalid"));
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.contains("sglang") && error.contains("vllm"),
+        "{error}"
+    );
+    assert_no_request(&s);
+    // A result directory that cannot be created: the console line is the only report.
+    std::fs::write(setup.path("blocked"), "").unwrap();
+    let out = setup
+        .command(
+            &s.url(),
+            &[
+                "--result-dir",
+                setup.path("blocked/results").to_str().unwrap(),
+            ],
+            &[],
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("ERROR: SpeedBench AL ")
+            && stdout.contains("config_invalid: RESULT_DIR"),
+        "{stdout}"
+    );
+    assert_no_request(&s);
+}
+
+#[test]
 fn gate_summary_matches_the_committed_table() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gate");
     let dir = tempfile::tempdir().unwrap();
