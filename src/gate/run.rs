@@ -166,16 +166,20 @@ async fn gate_inner(
         ));
     }
 
-    let outcome = replay(cfg, stop.clone(), progress).await.map_err(|e| {
-        if e.is_not_ready() {
-            error(Reason::ClientFailed, e.to_string())
-        } else {
-            match e {
-                EngineError::Dataset(d) => error(Reason::DatasetInvalid, d.to_string()),
-                other => error(Reason::Internal, other.to_string()),
-            }
-        }
-    })?;
+    let outcome = replay(cfg, stop.clone(), progress)
+        .await
+        .map_err(|e| match e {
+            // The replay's hint names its own --wait-for-model-timeout; the gate has no such flag.
+            EngineError::NotReady { url, reason } => error(
+                Reason::ClientFailed,
+                format!(
+                    "server at {url} not ready: {reason} (is it running, and is --url / PORT its \
+                     address? the gate waits for nothing: start it after the server is ready)"
+                ),
+            ),
+            EngineError::Dataset(d) => error(Reason::DatasetInvalid, d.to_string()),
+            other => error(Reason::Internal, other.to_string()),
+        })?;
     if let Some(r) = outcome.stopped_by {
         return Err(match r {
             StopReason::Deadline => timed_out(budget),

@@ -173,7 +173,7 @@ impl Collection {
     /// Loads a collection metadata file (YAML or JSON, the block's fields at the top level), as
     /// given to `--collection-metadata`.
     pub fn load(path: &Path) -> Result<Self, GoldenError> {
-        let doc = yaml::load(path).map_err(|source| GoldenError::Yaml {
+        let doc = yaml::load(path).map_err(|source| GoldenError::CollectionYaml {
             file: path.to_owned(),
             source,
         })?;

@@ -104,6 +104,15 @@ pub enum GoldenError {
         /// What went wrong.
         source: YamlError,
     },
+    /// A collection metadata file (`--collection-metadata`) could not be read or is not valid
+    /// YAML.
+    #[error("collection metadata {}: {source} (--collection-metadata / AL_GATE_COLLECTION_METADATA)", file.display())]
+    CollectionYaml {
+        /// The collection metadata file.
+        file: PathBuf,
+        /// What went wrong.
+        source: YamlError,
+    },
     /// Not exactly one model key (besides `collection`).
     #[error("Expected one model in golden curve {} (found {}: {}); keep exactly one model key, plus optionally `collection`", file.display(), found.len(), found.join(", "))]
     ModelCount {
@@ -238,11 +247,21 @@ impl GoldenError {
         )
     }
 
-    /// True when the looked-up value or draft length is invalid (§1.3; the gate's `invalid_golden`).
+    /// True when a file that exists is broken (an unreadable or malformed curve or collection)
+    /// or the looked-up value or draft length is invalid (§1.3; the gate's `invalid_golden`), as
+    /// opposed to a curve or cell that is absent.
     pub fn is_invalid_golden(&self) -> bool {
         matches!(
             self,
-            GoldenError::InvalidGolden { .. } | GoldenError::InvalidDraftLength { .. }
+            GoldenError::InvalidGolden { .. }
+                | GoldenError::InvalidDraftLength { .. }
+                | GoldenError::Yaml { .. }
+                | GoldenError::CollectionYaml { .. }
+                | GoldenError::ModelCount { .. }
+                | GoldenError::Malformed { .. }
+                | GoldenError::UnknownThinkingMode { .. }
+                | GoldenError::InvalidDraftLengthKey { .. }
+                | GoldenError::Collection { .. }
         )
     }
 }

@@ -598,6 +598,62 @@ fn what_can_be_known_before_the_replay_is_checked_before_it() {
 }
 
 #[test]
+fn errors_name_the_gates_own_flags_and_the_right_file() {
+    let setup = Setup::new();
+    let s = sim_at(2.5);
+    // A down server, its metrics elsewhere, no model to skip the readiness check.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let (out, r, _) = setup.gate(
+        &closed,
+        &[
+            "--model",
+            "",
+            "--server-metrics",
+            &format!("{}/metrics", s.url()),
+        ],
+    );
+    assert_verdict(&out, &r, "error", Some("client_failed"));
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        !error.contains("--wait-for-model-timeout") && error.contains("--url"),
+        "{error}"
+    );
+    // Malformed collection metadata is named as such.
+    std::fs::write(setup.path("badcoll.yaml"), "category: [unclosed\n").unwrap();
+    let (out, r, _) = setup.gate(
+        &s.url(),
+        &[
+            "--model-prefix",
+            "plain",
+            "--collection-metadata",
+            setup.path("badcoll.yaml").to_str().unwrap(),
+        ],
+    );
+    assert_verdict(&out, &r, "error", Some("invalid_golden"));
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.contains("collection metadata") && !error.contains("golden curve"),
+        "{error}"
+    );
+    // A malformed golden curve is invalid, not missing.
+    std::fs::create_dir(setup.path("broken")).unwrap();
+    std::fs::write(
+        setup.path("broken/testm_mtp.yaml"),
+        "test-model: [unclosed\n",
+    )
+    .unwrap();
+    let (out, r, _) = setup.gate(
+        &s.url(),
+        &["--golden", setup.path("broken").to_str().unwrap()],
+    );
+    assert_verdict(&out, &r, "error", Some("invalid_golden"));
+    assert_no_request(&s);
+}
+
+#[test]
 fn gate_summary_matches_the_committed_table() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gate");
     let dir = tempfile::tempdir().unwrap();
