@@ -142,6 +142,10 @@ pub struct GateSummaryArgs {
     /// Also write the JSON roll-up here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Exit 1 when a file is unreadable (default: it is listed after the table and the rest is
+    /// still summarised, exit 0).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// `specperf render`.

@@ -116,16 +116,23 @@ async fn gate(args: &specperf::GateArgs) -> i32 {
 
 fn gate_summary(args: &specperf::GateSummaryArgs) -> i32 {
     match specperf::gate::summarize(&args.paths) {
-        Ok((md, json)) => {
-            print!("{md}");
+        Ok(s) => {
+            print!("{}", s.markdown);
             if let Some(p) = &args.json {
-                let text = serde_json::to_string_pretty(&json).unwrap_or_default() + "\n";
+                let text = serde_json::to_string_pretty(&s.json).unwrap_or_default() + "\n";
                 if let Err(e) = std::fs::write(p, text) {
                     eprintln!("error: cannot write {}: {e}", p.display());
                     return exit::FAILED;
                 }
             }
-            exit::OK
+            for e in &s.unreadable {
+                eprintln!("warning: unreadable, left out: {e}");
+            }
+            if args.strict && !s.unreadable.is_empty() {
+                exit::FAILED
+            } else {
+                exit::OK
+            }
         }
         Err(e) => {
             eprintln!("error: {e}");

@@ -20,4 +20,4 @@ mod summary;
 
 pub use record::{GateResult, Verdict, WriteError};
 pub use run::run_gate;
-pub use summary::{summarize, SummaryError};
+pub use summary::{summarize, GateSummary, SummaryError};

@@ -4,13 +4,14 @@
 //! ```text
 //!  paths (files, directories searched recursively) ─> al_gate_*.json ─> rows sorted by
 //!  (model prefix, thinking mode, k, file) ─> markdown table + {results, counts, all_passed, files}
+//!  a file that is not a readable gate result ─> listed as unreadable, the rest still summarised
 //! ```
 //!
 //! It reads result files as JSON values, not as `GateRecord`s: files written by other versions
 //! of the gate (or by M1) must still summarise.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
@@ -50,18 +51,19 @@ pub enum SummaryError {
     },
 }
 
-/// Finds `al_gate_*.json` files under `paths` (files, or directories searched recursively).
-fn result_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SummaryError> {
+/// Finds `al_gate_*.json` files under `paths` (files, or directories searched recursively); a
+/// directory that cannot be listed goes to `unreadable`.
+fn result_files(
+    paths: &[PathBuf],
+    unreadable: &mut Vec<SummaryError>,
+) -> Result<Vec<PathBuf>, SummaryError> {
     let mut out = Vec::new();
     let mut stack: Vec<PathBuf> = paths.to_vec();
     while let Some(p) = stack.pop() {
         if p.is_dir() {
-            let rd = std::fs::read_dir(&p).map_err(|source| SummaryError::Read {
-                path: p.clone(),
-                source,
-            })?;
-            for e in rd.flatten() {
-                stack.push(e.path());
+            match std::fs::read_dir(&p) {
+                Ok(rd) => stack.extend(rd.flatten().map(|e| e.path())),
+                Err(source) => unreadable.push(SummaryError::Read { path: p, source }),
             }
         } else if p.is_file() {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -76,25 +78,51 @@ fn result_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SummaryError> {
     Ok(out)
 }
 
-/// The collect-evals style table and JSON roll-up of many gate results (§7).
-pub fn summarize(paths: &[PathBuf]) -> Result<(String, Value), SummaryError> {
-    let files = result_files(paths)?;
-    if files.is_empty() {
+/// One result file as a JSON value.
+fn read_result(f: &Path) -> Result<Value, SummaryError> {
+    let text = std::fs::read_to_string(f).map_err(|source| SummaryError::Read {
+        path: f.to_owned(),
+        source,
+    })?;
+    let v: Value = serde_json::from_str(&text).map_err(|source| SummaryError::NotJson {
+        path: f.to_owned(),
+        source,
+    })?;
+    if v.get("speedbench_al_eval_version").is_none() {
+        return Err(SummaryError::NotGateResult { path: f.to_owned() });
+    }
+    Ok(v)
+}
+
+/// A roll-up of many gate results.
+#[derive(Debug)]
+pub struct GateSummary {
+    /// The collect-evals style markdown table, then the unreadable files, if any.
+    pub markdown: String,
+    /// The JSON roll-up (`unreadable` present only when some file was).
+    pub json: Value,
+    /// Files (or directories) that could not be read as gate results; left out of the table.
+    pub unreadable: Vec<SummaryError>,
+}
+
+/// The collect-evals style table and JSON roll-up of many gate results (§7). A file that cannot
+/// be read as a gate result is listed as unreadable and the others are still summarised; only a
+/// path that names nothing, or no result file at all, is an error.
+pub fn summarize(paths: &[PathBuf]) -> Result<GateSummary, SummaryError> {
+    let mut unreadable = Vec::new();
+    let files = result_files(paths, &mut unreadable)?;
+    if files.is_empty() && unreadable.is_empty() {
         return Err(SummaryError::NoFiles);
     }
     let mut rows: Vec<(String, Value)> = Vec::new();
     for f in &files {
-        let text = std::fs::read_to_string(f).map_err(|source| SummaryError::Read {
-            path: f.clone(),
-            source,
-        })?;
-        let v: Value = serde_json::from_str(&text).map_err(|source| SummaryError::NotJson {
-            path: f.clone(),
-            source,
-        })?;
-        if v.get("speedbench_al_eval_version").is_none() {
-            return Err(SummaryError::NotGateResult { path: f.clone() });
-        }
+        let v = match read_result(f) {
+            Ok(v) => v,
+            Err(e) => {
+                unreadable.push(e);
+                continue;
+            }
+        };
         let name = f
             .file_name()
             .and_then(|n| n.to_str())
@@ -192,14 +220,26 @@ pub fn summarize(paths: &[PathBuf]) -> Result<(String, Value), SummaryError> {
         row.insert("model_prefix".into(), v["model_prefix"].clone());
         json_rows.push(Value::Object(row));
     }
-    let all_passed = counts.keys().all(|k| k == "pass");
-    let roll = json!({
+    // An unreadable result is not a pass.
+    let all_passed = unreadable.is_empty() && counts.keys().all(|k| k == "pass");
+    let mut roll = json!({
         "results": json_rows,
         "counts": counts,
         "all_passed": all_passed,
         "files": rows.len(),
     });
-    Ok((md, sort_keys(&roll)))
+    if !unreadable.is_empty() {
+        md.push_str("\nUnreadable (left out of the table):\n\n");
+        for e in &unreadable {
+            md.push_str(&format!("- {e}\n"));
+        }
+        roll["unreadable"] = json!(unreadable.iter().map(|e| e.to_string()).collect::<Vec<_>>());
+    }
+    Ok(GateSummary {
+        markdown: md,
+        json: sort_keys(&roll),
+        unreadable,
+    })
 }
 
 /// Sorts object keys at every depth: the roll-up is built in insertion order, and serde_json

@@ -654,6 +654,37 @@ fn errors_name_the_gates_own_flags_and_the_right_file() {
 }
 
 #[test]
+fn gate_summary_lists_an_unreadable_file_and_goes_on() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gate");
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(root.join("results")).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
+    }
+    std::fs::write(dir.path().join("al_gate_broken.json"), "{\"verdict\": ").unwrap();
+    let summary = |strict: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_specperf"));
+        cmd.arg("gate-summary").arg(dir.path());
+        if strict {
+            cmd.arg("--strict");
+        }
+        cmd.output().unwrap()
+    };
+    let out = summary(false);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    // The table of the readable files is unchanged; the unreadable one is listed after it.
+    let want = std::fs::read_to_string(root.join("summary.md")).unwrap();
+    assert!(stdout.starts_with(&want), "{stdout}");
+    assert!(
+        stdout[want.len()..].contains("al_gate_broken.json"),
+        "{stdout}"
+    );
+    let out = summary(true);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
 fn gate_summary_matches_the_committed_table() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gate");
     let dir = tempfile::tempdir().unwrap();
