@@ -187,7 +187,8 @@ lacks a readable records.jsonl or specperf summary.json, or a file could not be 
 #[derive(Debug, Args)]
 #[command(after_help = PLOT_EXIT_CODES)]
 pub struct PlotArgs {
-    /// Artifact directory of a replay (reads records.jsonl and summary.json).
+    /// Artifact directory of a replay (reads records.jsonl, summary.json and, for the chunk times
+    /// of the throughput chart, profile_export.jsonl when present).
     pub dir: PathBuf,
 
     /// Where to write the charts and report.html (default: `<DIR>/plots`).

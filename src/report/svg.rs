@@ -84,7 +84,7 @@ pub(crate) fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
 }
 
 /// A tick label without float noise (`0.30000000000000004` -> `0.3`).
-fn label(v: f64) -> String {
+pub(crate) fn label(v: f64) -> String {
     if v == 0.0 {
         return "0".into();
     }
