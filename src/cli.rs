@@ -195,7 +195,7 @@ pub struct PlotArgs {
     #[arg(long)]
     pub output: Option<PathBuf>,
 
-    /// Golden acceptance length, drawn as a line on the AL-over-time chart.
+    /// Golden acceptance length, drawn on the AL-over-time chart with the gate's ±5% band.
     #[arg(long)]
     pub golden_al: Option<f64>,
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::svg::{self, Chart, HLine, Series, COLORS};
+use super::svg::{self, Band, Chart, HLine, Series, COLORS};
 use super::ReportError;
 
 /// The fields of a `records.jsonl` line the charts need.
@@ -252,6 +252,7 @@ fn chart(id: &'static str, title: &str, x: &str, y: &str, series: Vec<Series>) -
         y_label: y.into(),
         series,
         hlines: Vec::new(),
+        band: None,
         y_range: None,
         x_from_zero: !id.ends_with("_cdf"),
         empty_note: "no data in this run".into(),
@@ -355,12 +356,31 @@ fn charts(recs: &[Rec], summary: &Value, times: &ChunkTimes, golden_al: Option<f
     }
     out.push(c);
 
-    let mut timeline: Vec<(f64, f64)> = summary
+    out.push(al_chart(summary, golden_al));
+    out
+}
+
+/// The gate's pass band around the golden AL (`gate::run::verdict`: ±5%).
+const GATE_BAND: f64 = 0.05;
+
+/// AL over time: the cumulative AL (baseline to each scrape, as the gate measures it), the
+/// interval AL between consecutive scrapes (what the server did in that stretch), the final AL,
+/// and with a golden value its ±5% gate band; the y axis is chosen to show the band and the
+/// data, not from 0 (which flattens the band into one line).
+fn al_chart(summary: &Value, golden_al: Option<f64>) -> Chart {
+    // (t_s, AL, drafts) at each live scrape, cumulative since the baseline.
+    let mut cum: Vec<(f64, f64, Option<f64>)> = summary
         .pointer("/acceptance/timeline")
         .and_then(Value::as_array)
         .map(|pts| {
             pts.iter()
-                .filter_map(|p| Some((p["t_s"].as_f64()?, p["acceptance_length"].as_f64()?)))
+                .filter_map(|p| {
+                    Some((
+                        p["t_s"].as_f64()?,
+                        p["acceptance_length"].as_f64()?,
+                        p["drafts"].as_f64(),
+                    ))
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -374,19 +394,42 @@ fn charts(recs: &[Rec], summary: &Value, times: &ChunkTimes, golden_al: Option<f
             .pointer("/acceptance/window_s")
             .and_then(Value::as_f64),
     ) {
-        timeline.push((w, al));
+        let drafts = summary
+            .pointer("/acceptance/acceptance/drafts")
+            .and_then(Value::as_f64);
+        cum.push((w, al, drafts));
+    }
+    // AL is tokens per draft step, so AL × drafts counts tokens: the interval AL is
+    // Δtokens / Δdrafts between two scrapes. A counter that went back (a reset) restarts it.
+    let mut interval = Vec::new();
+    let (mut prev_tokens, mut prev_drafts) = (0.0, 0.0);
+    for &(t, al, drafts) in &cum {
+        let Some(d) = drafts else { continue };
+        let tokens = al * d;
+        if d > prev_drafts {
+            interval.push((t, (tokens - prev_tokens) / (d - prev_drafts)));
+        }
+        (prev_tokens, prev_drafts) = (tokens, d);
     }
     let mut c = chart(
         "acceptance_length",
-        "Acceptance length over time (baseline to each scrape)",
+        "Acceptance length over time",
         "time since the baseline scrape (s)",
         "acceptance length (tokens per step)",
-        vec![Series {
-            name: "live AL".into(),
-            points: timeline,
-            color: COLORS[0],
-            step: false,
-        }],
+        vec![
+            Series {
+                name: "cumulative AL (baseline to scrape)".into(),
+                points: cum.iter().map(|&(t, al, _)| (t, al)).collect(),
+                color: COLORS[0],
+                step: false,
+            },
+            Series {
+                name: "interval AL (between scrapes)".into(),
+                points: interval,
+                color: COLORS[3],
+                step: false,
+            },
+        ],
     );
     if let Some(al) = final_al {
         c.hlines.push(HLine {
@@ -403,10 +446,29 @@ fn charts(recs: &[Rec], summary: &Value, times: &ChunkTimes, golden_al: Option<f
             color: COLORS[1],
             dashed: false,
         });
+        let (lo, hi) = (g * (1.0 - GATE_BAND), g * (1.0 + GATE_BAND));
+        c.band = Some(Band {
+            lo,
+            hi,
+            label: format!("gate band ±5% [{lo:.3}, {hi:.3}]"),
+            color: COLORS[1],
+        });
+    }
+    let ys = c
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .chain(c.hlines.iter().map(|l| l.y))
+        .chain(c.band.iter().flat_map(|b| [b.lo, b.hi]))
+        .filter(|v| v.is_finite());
+    if let Some((lo, hi)) = ys.fold(None, |acc: Option<(f64, f64)>, v| {
+        Some(acc.map_or((v, v), |(a, b)| (a.min(v), b.max(v))))
+    }) {
+        let pad = ((hi - lo) * 0.15).max(0.05);
+        c.y_range = Some((lo - pad, hi + pad));
     }
     c.empty_note = "no acceptance length measured (no metrics endpoint, or no drafts)".into();
-    out.push(c);
-    out
+    c
 }
 
 /// Why a chart could not be rasterised.
@@ -554,7 +616,7 @@ fn html(summary: &Value, svgs: &[(String, String)]) -> String {
 /// Draws the charts of the replay artifacts in `dir` into `out` (created): one SVG per chart
 /// (`ttft_cdf`, `itl_cdf`, `throughput`, `requests`, `in_flight`, `acceptance_length`), their PNG
 /// versions when `with_png`, and `report.html` embedding every SVG. `golden_al` adds the golden
-/// line to the AL chart.
+/// line and the gate's ±5% band to the AL chart.
 pub fn plot(
     dir: &Path,
     out: &Path,
@@ -720,5 +782,53 @@ mod tests {
         assert!(read_chunk_times(&golden.with_extension("absent"))
             .gaps_ms
             .is_empty());
+    }
+
+    /// Issue 19 item 17: the AL axis shows the gate's ±5% band around the golden value, and
+    /// the interval AL between scrapes beside the cumulative one.
+    #[test]
+    fn al_chart_shows_the_golden_band_and_the_interval_al() {
+        let summary = serde_json::json!({
+            "meta": { "streaming": true },
+            "acceptance": {
+                "acceptance": { "acceptance_length": 2.5, "drafts": 300.0 },
+                "window_s": 3.0,
+                "timeline": [
+                    { "t_s": 1.0, "acceptance_length": 2.4, "drafts": 100.0 },
+                    { "t_s": 2.0, "acceptance_length": 2.45, "drafts": 200.0 }
+                ]
+            }
+        });
+        let charts = charts(&[], &summary, &ChunkTimes::default(), Some(2.5));
+        let c = find(&charts, "acceptance_length");
+        let (lo, hi) = c.y_range.expect("the AL axis is chosen, not from 0");
+        assert!(
+            lo > 1.0 && lo <= 2.375 && (2.625..4.0).contains(&hi),
+            "{lo}..{hi}"
+        );
+        let band = c.band.as_ref().expect("the gate band");
+        assert!((band.lo - 2.375).abs() < 1e-9 && (band.hi - 2.625).abs() < 1e-9);
+        assert!(band.label.contains("±5%"), "{}", band.label);
+        let cum = c
+            .series
+            .iter()
+            .find(|s| s.name.contains("cumulative"))
+            .unwrap();
+        assert_eq!(cum.points, vec![(1.0, 2.4), (2.0, 2.45), (3.0, 2.5)]);
+        let int = c
+            .series
+            .iter()
+            .find(|s| s.name.contains("interval"))
+            .unwrap();
+        let want = [(1.0, 2.4), (2.0, 2.5), (3.0, 2.6)];
+        assert_eq!(int.points.len(), 3);
+        for (got, want) in int.points.iter().zip(want) {
+            assert!(
+                (got.0 - want.0).abs() < 1e-9 && (got.1 - want.1).abs() < 1e-9,
+                "{got:?}"
+            );
+        }
+        let svg = svg::render(c);
+        assert!(svg.contains("±5%"), "the band is in the legend");
     }
 }
