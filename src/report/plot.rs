@@ -259,6 +259,14 @@ fn chart(id: &'static str, title: &str, x: &str, y: &str, series: Vec<Series>) -
     }
 }
 
+/// Whether the run streamed (`meta.streaming`; older summaries without it did).
+fn streaming(summary: &Value) -> bool {
+    summary
+        .pointer("/meta/streaming")
+        .and_then(Value::as_bool)
+        .unwrap_or(true)
+}
+
 /// The charts of one artifact directory, by file stem.
 fn charts(recs: &[Rec], summary: &Value, times: &ChunkTimes, golden_al: Option<f64>) -> Vec<Chart> {
     let ok: Vec<&Rec> = recs
@@ -283,35 +291,38 @@ fn charts(recs: &[Rec], summary: &Value, times: &ChunkTimes, golden_al: Option<f
         })
         .collect();
     let mut out = Vec::new();
-    let mut c = chart(
-        "ttft_cdf",
-        "Time to first token (CDF)",
-        "TTFT (ms)",
-        "fraction of requests",
-        vec![Series {
-            name: format!("{} requests", ttft.len()),
-            points: cdf(&mut ttft, 2000),
-            color: COLORS[0],
-            step: true,
-        }],
-    );
-    c.y_range = Some((0.0, 1.0));
-    out.push(c);
-    let mut c = chart(
-        "itl_cdf",
-        "Inter-token latency per request (CDF)",
-        "ITL (ms)",
-        "fraction of requests",
-        vec![Series {
-            name: format!("{} requests", itl.len()),
-            points: cdf(&mut itl, 2000),
-            color: COLORS[1],
-            step: true,
-        }],
-    );
-    c.y_range = Some((0.0, 1.0));
-    out.push(c);
-
+    // A non-streaming response arrives in one piece: TTFT is the whole latency and the ITL is 0,
+    // so neither was measured and neither is drawn.
+    if streaming(summary) {
+        let mut c = chart(
+            "ttft_cdf",
+            "Time to first token (CDF)",
+            "TTFT (ms)",
+            "fraction of requests",
+            vec![Series {
+                name: format!("{} requests", ttft.len()),
+                points: cdf(&mut ttft, 2000),
+                color: COLORS[0],
+                step: true,
+            }],
+        );
+        c.y_range = Some((0.0, 1.0));
+        out.push(c);
+        let mut c = chart(
+            "itl_cdf",
+            "Inter-token latency per request (CDF)",
+            "ITL (ms)",
+            "fraction of requests",
+            vec![Series {
+                name: format!("{} requests", itl.len()),
+                points: cdf(&mut itl, 2000),
+                color: COLORS[1],
+                step: true,
+            }],
+        );
+        c.y_range = Some((0.0, 1.0));
+        out.push(c);
+    }
     let ts = time_series(recs, times);
     let (t, rps, tps, inflight) = match &ts {
         Some(s) => (
@@ -605,7 +616,14 @@ fn html(summary: &Value, svgs: &[(String, String)]) -> String {
             svg::esc(&v)
         );
     }
-    o.push_str("</table>\n<div class=\"charts\">\n");
+    o.push_str("</table>\n");
+    if !streaming(summary) {
+        o.push_str(
+            "<p id=\"not-measured\">Non-streaming run: each response arrived in one piece, so \
+             time to first token and inter-token latency were not measured and are not drawn.</p>\n",
+        );
+    }
+    o.push_str("<div class=\"charts\">\n");
     for (stem, s) in svgs {
         let _ = writeln!(o, "<figure id=\"{stem}\">\n{s}</figure>");
     }
@@ -614,9 +632,9 @@ fn html(summary: &Value, svgs: &[(String, String)]) -> String {
 }
 
 /// Draws the charts of the replay artifacts in `dir` into `out` (created): one SVG per chart
-/// (`ttft_cdf`, `itl_cdf`, `throughput`, `requests`, `in_flight`, `acceptance_length`), their PNG
-/// versions when `with_png`, and `report.html` embedding every SVG. `golden_al` adds the golden
-/// line and the gate's ±5% band to the AL chart.
+/// (`ttft_cdf` and `itl_cdf` for streaming runs only, `throughput`, `requests`, `in_flight`,
+/// `acceptance_length`), their PNG versions when `with_png`, and `report.html` embedding every
+/// SVG. `golden_al` adds the golden line and the gate's ±5% band to the AL chart.
 pub fn plot(
     dir: &Path,
     out: &Path,
@@ -830,5 +848,27 @@ mod tests {
         }
         let svg = svg::render(c);
         assert!(svg.contains("±5%"), "the band is in the legend");
+    }
+
+    /// Issue 19 item 18: a non-streaming run has no per-token times: no ITL or TTFT chart.
+    #[test]
+    fn non_streaming_runs_draw_no_per_token_charts() {
+        let mut r = streamed(1, 2.0, 2.0);
+        r.content_events = Some(1);
+        r.first_chunk_tokens = None;
+        let charts_ns = charts(&[r], &summary(false), &ChunkTimes::default(), None);
+        let ids: Vec<&str> = charts_ns.iter().map(|c| c.id).collect();
+        assert!(
+            !ids.contains(&"itl_cdf") && !ids.contains(&"ttft_cdf"),
+            "{ids:?}"
+        );
+        assert!(ids.contains(&"throughput") && ids.contains(&"acceptance_length"));
+        let streaming = charts(
+            &[streamed(1, 0.5, 2.0)],
+            &summary(true),
+            &ChunkTimes::default(),
+            None,
+        );
+        assert!(streaming.iter().any(|c| c.id == "itl_cdf"));
     }
 }
