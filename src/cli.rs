@@ -576,7 +576,8 @@ pub struct ScrapeArgs {
     #[arg(long, default_value_t = 1.0)]
     pub metrics_interval_seconds: f64,
 
-    /// Per-scrape timeout, seconds.
+    /// Per-scrape timeout, seconds. The baseline, before the first request, waits at most 3 s;
+    /// an endpoint whose baseline failed is reported and not scraped again.
     #[arg(long, env = "SPEEDBENCH_METRICS_CURL_TIMEOUT", default_value_t = 10.0)]
     pub metrics_timeout_seconds: f64,
 
