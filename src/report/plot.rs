@@ -1,6 +1,7 @@
-//! `specperf plot DIR`: charts from a finished replay's artifacts (`records.jsonl` and
-//! `summary.json`), as SVG, PNG (the same SVG rasterised by resvg, pure Rust) and one
-//! self-contained `report.html` with every chart inline.
+//! `specperf plot DIR`: charts from a finished replay's artifacts (`records.jsonl`,
+//! `summary.json`, and the chunk times of `profile_export.jsonl` when present), as SVG, PNG
+//! (the same SVG rasterised by resvg, pure Rust) and one self-contained `report.html` with
+//! every chart inline.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
