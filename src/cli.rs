@@ -192,14 +192,15 @@ lacks a readable records.jsonl or specperf summary.json, or a file could not be 
 #[derive(Debug, Args)]
 #[command(after_help = PLOT_EXIT_CODES)]
 pub struct PlotArgs {
-    /// Artifact directory of a replay (reads records.jsonl and summary.json).
+    /// Artifact directory of a replay (reads records.jsonl, summary.json and, for the chunk times
+    /// of the throughput chart, profile_export.jsonl when present).
     pub dir: PathBuf,
 
     /// Where to write the charts and report.html (default: `<DIR>/plots`).
     #[arg(long)]
     pub output: Option<PathBuf>,
 
-    /// Golden acceptance length, drawn as a line on the AL-over-time chart.
+    /// Golden acceptance length, drawn on the AL-over-time chart with the gate's ±5% band.
     #[arg(long)]
     pub golden_al: Option<f64>,
 
@@ -580,7 +581,8 @@ pub struct ScrapeArgs {
     #[arg(long, default_value_t = 1.0)]
     pub metrics_interval_seconds: f64,
 
-    /// Per-scrape timeout, seconds.
+    /// Per-scrape timeout, seconds. The baseline, before the first request, waits at most 3 s;
+    /// an endpoint whose baseline failed is reported and not scraped again.
     #[arg(long, env = "SPEEDBENCH_METRICS_CURL_TIMEOUT", default_value_t = 10.0)]
     pub metrics_timeout_seconds: f64,
 

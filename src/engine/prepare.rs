@@ -423,8 +423,14 @@ async fn warm_pool(client: &Client, base: &str, n: usize, limit: Duration) {
             let _ = c.get(u, limit, "*/*", cap).await;
         });
     }
-    while set.join_next().await.is_some() {}
+    // Best effort: a server that accepts and never answers must not hold the start for the
+    // connect timeout (dropping the set aborts the rest; those requests connect themselves).
+    let drain = async { while set.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(limit.min(WARM_POOL_LIMIT), drain).await;
 }
+
+/// The most the connection warm-up waits for `/health` answers before the clock starts.
+const WARM_POOL_LIMIT: Duration = Duration::from_secs(3);
 
 /// `artifacts/<model>-<endpoint>-concurrency<N>`. The model name may come from the server
 /// (`/v1/models`), so it is reduced to one short path component: `/`, `\` and everything else

@@ -1,19 +1,22 @@
-//! `specperf plot DIR`: charts from a finished replay's artifacts (`records.jsonl` and
-//! `summary.json`), as SVG, PNG (the same SVG rasterised by resvg, pure Rust) and one
-//! self-contained `report.html` with every chart inline.
+//! `specperf plot DIR`: charts from a finished replay's artifacts (`records.jsonl`,
+//! `summary.json`, and the chunk times of `profile_export.jsonl` when present), as SVG, PNG
+//! (the same SVG rasterised by resvg, pure Rust) and one self-contained `report.html` with
+//! every chart inline.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::svg::{self, Chart, HLine, Series, COLORS};
+use super::svg::{self, Band, Chart, HLine, Series, COLORS};
 use super::ReportError;
 
 /// The fields of a `records.jsonl` line the charts need.
 #[derive(Deserialize)]
 struct Rec {
+    id: u64,
     phase: String,
     outcome: RecOutcome,
     sent_ns: u64,
@@ -22,6 +25,108 @@ struct Rec {
     end_ns: u64,
     completion_tokens: Option<u64>,
     first_chunk_tokens: Option<u64>,
+    #[serde(default)]
+    content_events: Option<u32>,
+}
+
+/// Per-chunk arrival gaps by request id, from `profile_export.jsonl` (`inter_chunk_latency`):
+/// the records carry only the first and last token times.
+#[derive(Default)]
+struct ChunkTimes {
+    gaps_ms: HashMap<u64, Vec<f64>>,
+}
+
+/// The fields of a `profile_export.jsonl` line the throughput chart needs.
+#[derive(Deserialize)]
+struct ProfileLine {
+    metadata: ProfileMeta,
+    #[serde(default)]
+    metrics: ProfileMetrics,
+}
+
+#[derive(Deserialize)]
+struct ProfileMeta {
+    x_request_id: String,
+}
+
+#[derive(Default, Deserialize)]
+struct ProfileMetrics {
+    inter_chunk_latency: Option<ProfileGaps>,
+}
+
+#[derive(Deserialize)]
+struct ProfileGaps {
+    value: Vec<f64>,
+}
+
+/// Reads the per-chunk gaps of `profile_export.jsonl` when it is there. It is an optional
+/// refinement (the chart falls back to spreading tokens evenly), so an absent or unreadable file
+/// or line is skipped; an id seen twice (merged shards) is dropped as ambiguous.
+fn read_chunk_times(path: &Path) -> ChunkTimes {
+    let mut out = ChunkTimes::default();
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return out;
+    };
+    let mut dup = Vec::new();
+    for line in text.lines() {
+        let Ok(p) = serde_json::from_str::<ProfileLine>(line) else {
+            continue;
+        };
+        let (Some(id), Some(g)) = (
+            p.metadata
+                .x_request_id
+                .strip_prefix("specperf-")
+                .and_then(|i| i.parse::<u64>().ok()),
+            p.metrics.inter_chunk_latency,
+        ) else {
+            continue;
+        };
+        if out.gaps_ms.insert(id, g.value).is_some() {
+            dup.push(id);
+        }
+    }
+    for id in dup {
+        out.gaps_ms.remove(&id);
+    }
+    out
+}
+
+/// When a successful request's output tokens arrived, as `(ns, tokens)`: the first chunk's
+/// tokens (per-chunk usage) at the first token, the rest evenly over the later chunks, at
+/// their arrival times from `times` when those match the record's chunk count, else evenly
+/// spaced up to the last token. A non-streaming response is one chunk: all at once.
+fn token_arrivals(r: &Rec, times: &ChunkTimes) -> Vec<(u64, f64)> {
+    let total = r.completion_tokens.unwrap_or(0) as f64;
+    let (Some(first), Some(last)) = (r.first_token_ns, r.last_token_ns) else {
+        return vec![(r.end_ns, total)];
+    };
+    let chunks = r.content_events.unwrap_or(1).max(1) as usize;
+    let at: Vec<u64> = match times.gaps_ms.get(&r.id) {
+        Some(g) if g.len() + 1 == chunks => std::iter::once(first)
+            .chain(g.iter().scan(first as f64, |t, ms| {
+                *t += ms * 1e6;
+                Some(t.round() as u64)
+            }))
+            .collect(),
+        _ if chunks == 1 => vec![first],
+        _ => {
+            let span = last.saturating_sub(first) as f64;
+            (0..chunks)
+                .map(|i| first + (span * i as f64 / (chunks - 1) as f64).round() as u64)
+                .collect()
+        }
+    };
+    if at.len() == 1 {
+        return vec![(first, total)];
+    }
+    let head = r
+        .first_chunk_tokens
+        .map_or(total / at.len() as f64, |k| (k as f64).min(total));
+    let rest = (total - head) / (at.len() - 1) as f64;
+    at.iter()
+        .enumerate()
+        .map(|(i, &t)| (t, if i == 0 { head } else { rest }))
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -84,6 +189,8 @@ fn bin_width(span_s: f64) -> f64 {
 }
 
 struct TimeSeries {
+    /// The window (bin width) in seconds.
+    window_s: f64,
     /// Bin centres, seconds since the first send.
     t: Vec<f64>,
     requests_per_s: Vec<f64>,
@@ -91,7 +198,7 @@ struct TimeSeries {
     in_flight: Vec<f64>,
 }
 
-fn time_series(recs: &[Rec]) -> Option<TimeSeries> {
+fn time_series(recs: &[Rec], times: &ChunkTimes) -> Option<TimeSeries> {
     let t0 = recs.iter().map(|r| r.sent_ns).min()?;
     let end = recs.iter().map(|r| r.end_ns).max()?;
     let span = (end - t0) as f64 / 1e9;
@@ -106,7 +213,10 @@ fn time_series(recs: &[Rec]) -> Option<TimeSeries> {
         let bin = ((e / w) as usize).min(n - 1);
         if r.outcome.status == "success" {
             req[bin] += 1.0;
-            tok[bin] += r.completion_tokens.unwrap_or(0) as f64;
+            for (at, k) in token_arrivals(r, times) {
+                let a = at.saturating_sub(t0) as f64 / 1e9;
+                tok[((a / w) as usize).min(n - 1)] += k;
+            }
         }
         // Time-weighted requests in flight: each request adds its overlap with every bin.
         let (first, last) = ((s / w) as usize, ((e / w) as usize).min(n - 1));
@@ -118,6 +228,7 @@ fn time_series(recs: &[Rec]) -> Option<TimeSeries> {
     // The last bin may be partial.
     let width = |b: usize| (span - b as f64 * w).clamp(1e-9, w);
     Some(TimeSeries {
+        window_s: w,
         t: (0..n).map(|b| b as f64 * w + width(b) / 2.0).collect(),
         requests_per_s: (0..n).map(|b| req[b] / width(b)).collect(),
         tokens_per_s: (0..n).map(|b| tok[b] / width(b)).collect(),
@@ -142,14 +253,23 @@ fn chart(id: &'static str, title: &str, x: &str, y: &str, series: Vec<Series>) -
         y_label: y.into(),
         series,
         hlines: Vec::new(),
+        band: None,
         y_range: None,
         x_from_zero: !id.ends_with("_cdf"),
         empty_note: "no data in this run".into(),
     }
 }
 
+/// Whether the run streamed (`meta.streaming`; older summaries without it did).
+fn streaming(summary: &Value) -> bool {
+    summary
+        .pointer("/meta/streaming")
+        .and_then(Value::as_bool)
+        .unwrap_or(true)
+}
+
 /// The charts of one artifact directory, by file stem.
-fn charts(recs: &[Rec], summary: &Value, golden_al: Option<f64>) -> Vec<Chart> {
+fn charts(recs: &[Rec], summary: &Value, times: &ChunkTimes, golden_al: Option<f64>) -> Vec<Chart> {
     let ok: Vec<&Rec> = recs
         .iter()
         .filter(|r| r.outcome.status == "success")
@@ -172,36 +292,39 @@ fn charts(recs: &[Rec], summary: &Value, golden_al: Option<f64>) -> Vec<Chart> {
         })
         .collect();
     let mut out = Vec::new();
-    let mut c = chart(
-        "ttft_cdf",
-        "Time to first token (CDF)",
-        "TTFT (ms)",
-        "fraction of requests",
-        vec![Series {
-            name: format!("{} requests", ttft.len()),
-            points: cdf(&mut ttft, 2000),
-            color: COLORS[0],
-            step: true,
-        }],
-    );
-    c.y_range = Some((0.0, 1.0));
-    out.push(c);
-    let mut c = chart(
-        "itl_cdf",
-        "Inter-token latency per request (CDF)",
-        "ITL (ms)",
-        "fraction of requests",
-        vec![Series {
-            name: format!("{} requests", itl.len()),
-            points: cdf(&mut itl, 2000),
-            color: COLORS[1],
-            step: true,
-        }],
-    );
-    c.y_range = Some((0.0, 1.0));
-    out.push(c);
-
-    let ts = time_series(recs);
+    // A non-streaming response arrives in one piece: TTFT is the whole latency and the ITL is 0,
+    // so neither was measured and neither is drawn.
+    if streaming(summary) {
+        let mut c = chart(
+            "ttft_cdf",
+            "Time to first token (CDF)",
+            "TTFT (ms)",
+            "fraction of requests",
+            vec![Series {
+                name: format!("{} requests", ttft.len()),
+                points: cdf(&mut ttft, 2000),
+                color: COLORS[0],
+                step: true,
+            }],
+        );
+        c.y_range = Some((0.0, 1.0));
+        out.push(c);
+        let mut c = chart(
+            "itl_cdf",
+            "Inter-token latency per request (CDF)",
+            "ITL (ms)",
+            "fraction of requests",
+            vec![Series {
+                name: format!("{} requests", itl.len()),
+                points: cdf(&mut itl, 2000),
+                color: COLORS[1],
+                step: true,
+            }],
+        );
+        c.y_range = Some((0.0, 1.0));
+        out.push(c);
+    }
+    let ts = time_series(recs, times);
     let (t, rps, tps, inflight) = match &ts {
         Some(s) => (
             &s.t[..],
@@ -211,25 +334,28 @@ fn charts(recs: &[Rec], summary: &Value, golden_al: Option<f64>) -> Vec<Chart> {
         ),
         None => (&[][..], &[][..], &[][..], &[][..]),
     };
+    let window = ts
+        .as_ref()
+        .map_or("no".to_owned(), |s| format!("{} s", svg::label(s.window_s)));
     out.push(chart(
         "throughput",
-        "Output token throughput over time",
+        "Output token throughput over time (tokens at their arrival)",
         "time since first request (s)",
-        "output tokens/s",
+        &format!("output tokens/s ({window} windows)"),
         vec![line("output tokens/s", t, tps, COLORS[2])],
     ));
     out.push(chart(
         "requests",
         "Completed requests over time",
         "time since first request (s)",
-        "requests/s",
+        &format!("requests/s ({window} windows)"),
         vec![line("successful requests/s", t, rps, COLORS[0])],
     ));
     let mut c = chart(
         "in_flight",
         "Requests in flight over time",
         "time since first request (s)",
-        "requests in flight (time-weighted mean per bin)",
+        &format!("requests in flight (time-weighted mean per {window} window)"),
         vec![line("in flight", t, inflight, COLORS[3])],
     );
     if let Some(n) = summary.pointer("/meta/concurrency").and_then(Value::as_f64) {
@@ -242,12 +368,31 @@ fn charts(recs: &[Rec], summary: &Value, golden_al: Option<f64>) -> Vec<Chart> {
     }
     out.push(c);
 
-    let mut timeline: Vec<(f64, f64)> = summary
+    out.push(al_chart(summary, golden_al));
+    out
+}
+
+/// The gate's pass band around the golden AL (`gate::run::verdict`: ±5%).
+const GATE_BAND: f64 = 0.05;
+
+/// AL over time: the cumulative AL (baseline to each scrape, as the gate measures it), the
+/// interval AL between consecutive scrapes (what the server did in that stretch), the final AL,
+/// and with a golden value its ±5% gate band; the y axis is chosen to show the band and the
+/// data, not from 0 (which flattens the band into one line).
+fn al_chart(summary: &Value, golden_al: Option<f64>) -> Chart {
+    // (t_s, AL, drafts) at each live scrape, cumulative since the baseline.
+    let mut cum: Vec<(f64, f64, Option<f64>)> = summary
         .pointer("/acceptance/timeline")
         .and_then(Value::as_array)
         .map(|pts| {
             pts.iter()
-                .filter_map(|p| Some((p["t_s"].as_f64()?, p["acceptance_length"].as_f64()?)))
+                .filter_map(|p| {
+                    Some((
+                        p["t_s"].as_f64()?,
+                        p["acceptance_length"].as_f64()?,
+                        p["drafts"].as_f64(),
+                    ))
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -261,19 +406,42 @@ fn charts(recs: &[Rec], summary: &Value, golden_al: Option<f64>) -> Vec<Chart> {
             .pointer("/acceptance/window_s")
             .and_then(Value::as_f64),
     ) {
-        timeline.push((w, al));
+        let drafts = summary
+            .pointer("/acceptance/acceptance/drafts")
+            .and_then(Value::as_f64);
+        cum.push((w, al, drafts));
+    }
+    // AL is tokens per draft step, so AL × drafts counts tokens: the interval AL is
+    // Δtokens / Δdrafts between two scrapes. A counter that went back (a reset) restarts it.
+    let mut interval = Vec::new();
+    let (mut prev_tokens, mut prev_drafts) = (0.0, 0.0);
+    for &(t, al, drafts) in &cum {
+        let Some(d) = drafts else { continue };
+        let tokens = al * d;
+        if d > prev_drafts {
+            interval.push((t, (tokens - prev_tokens) / (d - prev_drafts)));
+        }
+        (prev_tokens, prev_drafts) = (tokens, d);
     }
     let mut c = chart(
         "acceptance_length",
-        "Acceptance length over time (baseline to each scrape)",
+        "Acceptance length over time",
         "time since the baseline scrape (s)",
         "acceptance length (tokens per step)",
-        vec![Series {
-            name: "live AL".into(),
-            points: timeline,
-            color: COLORS[0],
-            step: false,
-        }],
+        vec![
+            Series {
+                name: "cumulative AL (baseline to scrape)".into(),
+                points: cum.iter().map(|&(t, al, _)| (t, al)).collect(),
+                color: COLORS[0],
+                step: false,
+            },
+            Series {
+                name: "interval AL (between scrapes)".into(),
+                points: interval,
+                color: COLORS[3],
+                step: false,
+            },
+        ],
     );
     if let Some(al) = final_al {
         c.hlines.push(HLine {
@@ -290,10 +458,29 @@ fn charts(recs: &[Rec], summary: &Value, golden_al: Option<f64>) -> Vec<Chart> {
             color: COLORS[1],
             dashed: false,
         });
+        let (lo, hi) = (g * (1.0 - GATE_BAND), g * (1.0 + GATE_BAND));
+        c.band = Some(Band {
+            lo,
+            hi,
+            label: format!("gate band ±5% [{lo:.3}, {hi:.3}]"),
+            color: COLORS[1],
+        });
+    }
+    let ys = c
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .chain(c.hlines.iter().map(|l| l.y))
+        .chain(c.band.iter().flat_map(|b| [b.lo, b.hi]))
+        .filter(|v| v.is_finite());
+    if let Some((lo, hi)) = ys.fold(None, |acc: Option<(f64, f64)>, v| {
+        Some(acc.map_or((v, v), |(a, b)| (a.min(v), b.max(v))))
+    }) {
+        let pad = ((hi - lo) * 0.15).max(0.05);
+        c.y_range = Some((lo - pad, hi + pad));
     }
     c.empty_note = "no acceptance length measured (no metrics endpoint, or no drafts)".into();
-    out.push(c);
-    out
+    c
 }
 
 /// Why a chart could not be rasterised.
@@ -430,7 +617,14 @@ fn html(summary: &Value, svgs: &[(String, String)]) -> String {
             svg::esc(&v)
         );
     }
-    o.push_str("</table>\n<div class=\"charts\">\n");
+    o.push_str("</table>\n");
+    if !streaming(summary) {
+        o.push_str(
+            "<p id=\"not-measured\">Non-streaming run: each response arrived in one piece, so \
+             time to first token and inter-token latency were not measured and are not drawn.</p>\n",
+        );
+    }
+    o.push_str("<div class=\"charts\">\n");
     for (stem, s) in svgs {
         let _ = writeln!(o, "<figure id=\"{stem}\">\n{s}</figure>");
     }
@@ -439,9 +633,9 @@ fn html(summary: &Value, svgs: &[(String, String)]) -> String {
 }
 
 /// Draws the charts of the replay artifacts in `dir` into `out` (created): one SVG per chart
-/// (`ttft_cdf`, `itl_cdf`, `throughput`, `requests`, `in_flight`, `acceptance_length`), their PNG
-/// versions when `with_png`, and `report.html` embedding every SVG. `golden_al` adds the golden
-/// line to the AL chart.
+/// (`ttft_cdf` and `itl_cdf` for streaming runs only, `throughput`, `requests`, `in_flight`,
+/// `acceptance_length`), their PNG versions when `with_png`, and `report.html` embedding every
+/// SVG. `golden_al` adds the golden line and the gate's ±5% band to the AL chart.
 pub fn plot(
     dir: &Path,
     out: &Path,
@@ -473,7 +667,8 @@ pub fn plot(
     });
     let mut files = Vec::new();
     let mut svgs = Vec::new();
-    for c in charts(&recs, &summary, golden_al) {
+    let times = read_chunk_times(&dir.join("profile_export.jsonl"));
+    for c in charts(&recs, &summary, &times, golden_al) {
         let text = svg::render(&c);
         let path = out.join(format!("{}.svg", c.id));
         std::fs::write(&path, &text).map_err(ReportError::io(&path))?;
@@ -512,5 +707,169 @@ mod tests {
         assert_eq!(bin_width(60.0), 1.0);
         assert_eq!(bin_width(90.0), 2.0);
         assert_eq!(bin_width(0.01), 0.001);
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    /// A streamed success sent at 0, first token at `first_s`, then one chunk every 10 ms
+    /// carrying 10 tokens until `last_s`.
+    fn streamed(id: u64, first_s: f64, last_s: f64) -> Rec {
+        let first = (first_s * S as f64) as u64;
+        let last = (last_s * S as f64) as u64;
+        let chunks = (last - first) / 10_000_000 + 1;
+        Rec {
+            id,
+            phase: "profiling".into(),
+            outcome: RecOutcome {
+                status: "success".into(),
+            },
+            sent_ns: 0,
+            first_token_ns: Some(first),
+            last_token_ns: Some(last),
+            end_ns: last + 1_000_000,
+            completion_tokens: Some(chunks * 10),
+            first_chunk_tokens: Some(10),
+            content_events: Some(chunks as u32),
+        }
+    }
+
+    fn summary(streaming: bool) -> Value {
+        serde_json::json!({ "meta": { "streaming": streaming, "concurrency": 4 } })
+    }
+
+    fn find<'a>(charts: &'a [Chart], id: &str) -> &'a Chart {
+        charts
+            .iter()
+            .find(|c| c.id == id)
+            .unwrap_or_else(|| panic!("no {id} chart"))
+    }
+
+    /// Issue 19 item 16: a steady stream of tokens that completes at the end of the run used to
+    /// show 0 tok/s until the completions, then one spike; tokens count when they arrive.
+    #[test]
+    fn throughput_counts_tokens_at_their_arrival_in_stated_windows() {
+        // Four requests stream steadily from 0.1 s to 9.9 s and all complete at the end.
+        let recs: Vec<Rec> = (0..4).map(|i| streamed(i, 0.1, 9.9)).collect();
+        let charts = charts(&recs, &summary(true), &ChunkTimes::default(), None);
+        let c = find(&charts, "throughput");
+        let pts = &c.series[0].points;
+        // Windows of 0.2 s over ~10 s; every full window after the first token carries about
+        // 4 × 1000 tok/s.
+        let inner: Vec<f64> = pts
+            .iter()
+            .filter(|p| p.0 > 0.3 && p.0 < 9.7)
+            .map(|p| p.1)
+            .collect();
+        assert!(!inner.is_empty());
+        for v in &inner {
+            assert!(
+                (*v - 4000.0).abs() < 400.0,
+                "steady 4000 tok/s, got {v}: {pts:?}"
+            );
+        }
+        assert!(
+            c.y_label.contains("0.2 s window") || c.title.contains("0.2 s window"),
+            "the window is said: {} / {}",
+            c.title,
+            c.y_label
+        );
+    }
+
+    /// Per-chunk times from `profile_export.jsonl` place the tokens where they arrived.
+    #[test]
+    fn chunk_times_from_profile_export_place_the_tokens() {
+        // One request: first chunk at 1 s, the rest (90 tokens) in one chunk at 5 s.
+        let mut r = streamed(7, 1.0, 5.0);
+        r.completion_tokens = Some(100);
+        r.content_events = Some(2);
+        r.end_ns = 10 * S;
+        let mut times = ChunkTimes::default();
+        times.gaps_ms.insert(7, vec![4000.0]);
+        let a = token_arrivals(&r, &times);
+        assert_eq!(a, vec![(S, 10.0), (5 * S, 90.0)]);
+        // Without them, the rest spreads evenly from the first token to the last.
+        let a = token_arrivals(&r, &ChunkTimes::default());
+        assert_eq!(a, vec![(S, 10.0), (5 * S, 90.0)]);
+        r.content_events = Some(3);
+        let a = token_arrivals(&r, &ChunkTimes::default());
+        assert_eq!(a, vec![(S, 10.0), (3 * S, 45.0), (5 * S, 45.0)]);
+        // The golden profile export: request 0's gaps, keyed by its record id.
+        let golden =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/reports/profile_export.jsonl");
+        let t = read_chunk_times(&golden);
+        assert!(t.gaps_ms.get(&0).is_some_and(|g| !g.is_empty()));
+        assert!(read_chunk_times(&golden.with_extension("absent"))
+            .gaps_ms
+            .is_empty());
+    }
+
+    /// Issue 19 item 17: the AL axis shows the gate's ±5% band around the golden value, and
+    /// the interval AL between scrapes beside the cumulative one.
+    #[test]
+    fn al_chart_shows_the_golden_band_and_the_interval_al() {
+        let summary = serde_json::json!({
+            "meta": { "streaming": true },
+            "acceptance": {
+                "acceptance": { "acceptance_length": 2.5, "drafts": 300.0 },
+                "window_s": 3.0,
+                "timeline": [
+                    { "t_s": 1.0, "acceptance_length": 2.4, "drafts": 100.0 },
+                    { "t_s": 2.0, "acceptance_length": 2.45, "drafts": 200.0 }
+                ]
+            }
+        });
+        let charts = charts(&[], &summary, &ChunkTimes::default(), Some(2.5));
+        let c = find(&charts, "acceptance_length");
+        let (lo, hi) = c.y_range.expect("the AL axis is chosen, not from 0");
+        assert!(
+            lo > 1.0 && lo <= 2.375 && (2.625..4.0).contains(&hi),
+            "{lo}..{hi}"
+        );
+        let band = c.band.as_ref().expect("the gate band");
+        assert!((band.lo - 2.375).abs() < 1e-9 && (band.hi - 2.625).abs() < 1e-9);
+        assert!(band.label.contains("±5%"), "{}", band.label);
+        let cum = c
+            .series
+            .iter()
+            .find(|s| s.name.contains("cumulative"))
+            .unwrap();
+        assert_eq!(cum.points, vec![(1.0, 2.4), (2.0, 2.45), (3.0, 2.5)]);
+        let int = c
+            .series
+            .iter()
+            .find(|s| s.name.contains("interval"))
+            .unwrap();
+        let want = [(1.0, 2.4), (2.0, 2.5), (3.0, 2.6)];
+        assert_eq!(int.points.len(), 3);
+        for (got, want) in int.points.iter().zip(want) {
+            assert!(
+                (got.0 - want.0).abs() < 1e-9 && (got.1 - want.1).abs() < 1e-9,
+                "{got:?}"
+            );
+        }
+        let svg = svg::render(c);
+        assert!(svg.contains("±5%"), "the band is in the legend");
+    }
+
+    /// Issue 19 item 18: a non-streaming run has no per-token times: no ITL or TTFT chart.
+    #[test]
+    fn non_streaming_runs_draw_no_per_token_charts() {
+        let mut r = streamed(1, 2.0, 2.0);
+        r.content_events = Some(1);
+        r.first_chunk_tokens = None;
+        let charts_ns = charts(&[r], &summary(false), &ChunkTimes::default(), None);
+        let ids: Vec<&str> = charts_ns.iter().map(|c| c.id).collect();
+        assert!(
+            !ids.contains(&"itl_cdf") && !ids.contains(&"ttft_cdf"),
+            "{ids:?}"
+        );
+        assert!(ids.contains(&"throughput") && ids.contains(&"acceptance_length"));
+        let streaming = charts(
+            &[streamed(1, 0.5, 2.0)],
+            &summary(true),
+            &ChunkTimes::default(),
+            None,
+        );
+        assert!(streaming.iter().any(|c| c.id == "itl_cdf"));
     }
 }

@@ -35,6 +35,14 @@ pub(crate) struct HLine {
     pub(crate) dashed: bool,
 }
 
+/// A shaded horizontal band (the gate's pass range around the golden AL).
+pub(crate) struct Band {
+    pub(crate) lo: f64,
+    pub(crate) hi: f64,
+    pub(crate) label: String,
+    pub(crate) color: &'static str,
+}
+
 /// A line chart.
 pub(crate) struct Chart {
     /// Unique within a page (the clip path's id), e.g. the file stem.
@@ -44,6 +52,8 @@ pub(crate) struct Chart {
     pub(crate) y_label: String,
     pub(crate) series: Vec<Series>,
     pub(crate) hlines: Vec<HLine>,
+    /// A shaded band behind the lines, listed in the legend.
+    pub(crate) band: Option<Band>,
     /// Fixed y range (else from the data, starting at 0 when all values are positive).
     pub(crate) y_range: Option<(f64, f64)>,
     /// Start the x axis at 0 (time axes) instead of at the smallest value.
@@ -84,7 +94,7 @@ pub(crate) fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
 }
 
 /// A tick label without float noise (`0.30000000000000004` -> `0.3`).
-fn label(v: f64) -> String {
+pub(crate) fn label(v: f64) -> String {
     if v == 0.0 {
         return "0".into();
     }
@@ -138,7 +148,8 @@ pub(crate) fn render(c: &Chart) -> String {
         c.series
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.1))
-            .chain(c.hlines.iter().map(|l| l.y)),
+            .chain(c.hlines.iter().map(|l| l.y))
+            .chain(c.band.iter().flat_map(|b| [b.lo, b.hi])),
     );
     let xs = match xs {
         Some((lo, hi)) if c.x_from_zero => Some((lo.min(0.0), hi)),
@@ -213,6 +224,15 @@ pub(crate) fn render(c: &Chart) -> String {
         id = c.id
     );
     let _ = writeln!(o, r#"<g clip-path="url(#clip-{})">"#, c.id);
+    if let Some(b) = &c.band {
+        let (top, bottom) = (py(b.hi), py(b.lo));
+        let _ = writeln!(
+            o,
+            r#"<rect x="{LEFT}" y="{top:.1}" width="{pw:.1}" height="{:.1}" fill="{}" fill-opacity="0.15"/>"#,
+            (bottom - top).max(0.0),
+            b.color
+        );
+    }
     for l in &c.hlines {
         let dash = if l.dashed {
             r#" stroke-dasharray="6 4""#
@@ -276,21 +296,43 @@ pub(crate) fn render(c: &Chart) -> String {
                 .map(|l| (l.label.as_str(), l.color, l.dashed)),
         )
         .collect();
-    let box_h = entries.len() as f64 * 18.0 + 8.0;
+    let rows = entries.len() + usize::from(c.band.is_some());
+    // Wide enough for the longest label (about 7 px a character at 12 px).
+    let longest = entries
+        .iter()
+        .map(|e| e.0.chars().count())
+        .chain(c.band.iter().map(|b| b.label.chars().count()))
+        .max()
+        .unwrap_or(0);
+    let box_w = (36.0 + 7.0 * longest as f64).max(196.0);
+    let box_h = rows as f64 * 18.0 + 8.0;
     let _ = writeln!(
         o,
-        r##"<rect x="{:.1}" y="{:.1}" width="196" height="{box_h:.1}" fill="#ffffff" fill-opacity="0.85" stroke="#cccccc"/>"##,
-        LEFT + pw - 200.0,
+        r##"<rect x="{:.1}" y="{:.1}" width="{box_w:.1}" height="{box_h:.1}" fill="#ffffff" fill-opacity="0.85" stroke="#cccccc"/>"##,
+        LEFT + pw - box_w - 4.0,
         TOP + ph - box_h - 6.0
     );
     let mut ly = TOP + ph - box_h + 8.0;
+    if let Some(b) = &c.band {
+        let lx = LEFT + pw - box_w + 6.0;
+        let _ = writeln!(
+            o,
+            r##"<rect x="{lx:.1}" y="{:.1}" width="22" height="10" fill="{}" fill-opacity="0.25"/><text x="{:.1}" y="{:.1}" fill="#222">{}</text>"##,
+            ly - 5.0,
+            b.color,
+            lx + 28.0,
+            ly + 4.0,
+            esc(&b.label)
+        );
+        ly += 18.0;
+    }
     for (name, color, dashed) in entries {
         let dash = if dashed {
             r#" stroke-dasharray="6 4""#
         } else {
             ""
         };
-        let lx = LEFT + pw - 190.0;
+        let lx = LEFT + pw - box_w + 6.0;
         let _ = writeln!(
             o,
             r##"<line x1="{lx:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="2"{dash}/><text x="{:.1}" y="{:.1}" fill="#222">{}</text>"##,

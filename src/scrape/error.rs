@@ -35,6 +35,10 @@ pub enum ScrapeError {
     /// The endpoint was never scraped (the state before the baseline).
     #[error("not scraped")]
     NotScraped,
+    /// Not scraped after a failed baseline: without it the endpoint has no window, and a hung
+    /// endpoint would hold every later scrape for its full timeout.
+    #[error("not scraped: its baseline scrape failed")]
+    BaselineFailed,
     /// The scrape task panicked or was cancelled before it answered.
     #[error("scrape task failed")]
     TaskFailed,

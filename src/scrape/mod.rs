@@ -37,6 +37,11 @@ pub const ACCEPT: &str = "text/plain;version=0.0.4";
 /// Largest metrics page accepted (after gzip), bytes.
 pub const MAX_PAGE_BYTES: usize = 64 << 20;
 
+/// The most the baseline scrape waits for an endpoint (less when `--metrics-timeout-seconds` is
+/// less): it runs before the first request, and before any load a live engine answers in
+/// milliseconds, so a hung metrics endpoint must not hold the start for the full timeout.
+pub const BASELINE_TIMEOUT: Duration = Duration::from_secs(3);
+
 const PAGE_CAP: BodyCap = BodyCap {
     bytes: MAX_PAGE_BYTES,
     name: "metrics page size cap",
@@ -207,6 +212,8 @@ struct Endpoint {
     iterations: Option<IterationTotals>,
     format: Option<PageFormat>,
     failed_live: u64,
+    /// The baseline failed: not scraped again (see [`ScrapeError::BaselineFailed`]).
+    skip: bool,
 }
 
 impl Endpoint {
@@ -263,6 +270,7 @@ impl Scraper {
                     iterations: None,
                     format: None,
                     failed_live: 0,
+                    skip: false,
                 })
                 .collect(),
             settings,
@@ -273,8 +281,10 @@ impl Scraper {
             unsettled: false,
         };
         let stable = s.settings.require_stable;
-        let pages = s.scrape_all(stable, true, cancel).await;
+        let timeout = s.settings.timeout.min(BASELINE_TIMEOUT);
+        let pages = s.scrape_all(stable, true, timeout, cancel).await;
         for (ep, r) in s.endpoints.iter_mut().zip(pages) {
+            ep.skip = r.is_err();
             ep.baseline = r.clone();
             ep.last = r;
         }
@@ -344,10 +354,12 @@ impl Scraper {
     }
 
     async fn live_scrape(&mut self, cancel: &CancellationToken) {
-        let pages = self.scrape_all(false, false, cancel).await;
+        let timeout = self.settings.timeout;
+        let pages = self.scrape_all(false, false, timeout, cancel).await;
         for (ep, r) in self.endpoints.iter_mut().zip(pages) {
             match r {
                 Ok(s) => ep.last = Ok(s),
+                Err(_) if ep.skip => {}
                 Err(_) => ep.failed_live += 1,
             }
         }
@@ -371,8 +383,9 @@ impl Scraper {
         // A stopped run takes one quick final scrape; a finished one may wait for stability.
         let stable = self.settings.require_stable && !cancel.is_cancelled();
         let never = CancellationToken::new();
+        let timeout = self.settings.timeout;
         let pages = self
-            .scrape_all(stable, false, if stable { cancel } else { &never })
+            .scrape_all(stable, false, timeout, if stable { cancel } else { &never })
             .await;
         for (ep, r) in self.endpoints.iter_mut().zip(pages) {
             ep.last = r;
@@ -402,17 +415,19 @@ impl Scraper {
 
     /// Scrapes every endpoint, repeating (with `stable`) until two consecutive rounds one
     /// interval apart agree on the counters, for at most `stable_max`. JSON endpoints add what
-    /// they drained to the window's totals, except with `discard_json` (the baseline).
+    /// they drained to the window's totals, except with `discard_json` (the baseline). Each
+    /// scrape waits at most `timeout`.
     async fn scrape_all(
         &mut self,
         stable: bool,
         discard_json: bool,
+        timeout: Duration,
         cancel: &CancellationToken,
     ) -> Vec<Result<Snapshot, ScrapeError>> {
         let deadline = Instant::now() + self.settings.stable_max;
         let mut previous: Option<Vec<Result<Snapshot, ScrapeError>>> = None;
         loop {
-            let snaps = self.round(discard_json).await;
+            let snaps = self.round(discard_json, timeout).await;
             if !stable {
                 return snaps;
             }
@@ -435,16 +450,24 @@ impl Scraper {
         }
     }
 
-    /// One concurrent scrape of every endpoint; keeps the raw texts for saving.
-    async fn round(&mut self, discard_json: bool) -> Vec<Result<Snapshot, ScrapeError>> {
+    /// One concurrent scrape of every endpoint whose baseline was read; keeps the raw texts for
+    /// saving.
+    async fn round(
+        &mut self,
+        discard_json: bool,
+        timeout: Duration,
+    ) -> Vec<Result<Snapshot, ScrapeError>> {
         let mut set = tokio::task::JoinSet::new();
-        for (i, ep) in self.endpoints.iter().enumerate() {
-            let (client, url, timeout) =
-                (self.client.clone(), ep.url.clone(), self.settings.timeout);
-            set.spawn(async move { (i, scrape_one(&client, &url, timeout).await) });
-        }
         let mut out: Vec<Result<Snapshot, ScrapeError>> =
             vec![Err(ScrapeError::TaskFailed); self.endpoints.len()];
+        for (i, ep) in self.endpoints.iter().enumerate() {
+            if ep.skip {
+                out[i] = Err(ScrapeError::BaselineFailed);
+                continue;
+            }
+            let (client, url) = (self.client.clone(), ep.url.clone());
+            set.spawn(async move { (i, scrape_one(&client, &url, timeout).await) });
+        }
         self.last_texts = vec![None; self.endpoints.len()];
         while let Some(joined) = set.join_next().await {
             let Ok((i, result)) = joined else { continue };

@@ -236,3 +236,55 @@ async fn unknown_fault_header_is_a_400_naming_the_value() {
     assert_eq!(out.summary.counts.http_status[&400], 1);
     assert!(recs[0]["error"].as_str().unwrap().contains("no-such-fault"));
 }
+
+/// Issue 19 item 15: a hung frontend (accepts connections, never answers) with a 2 s request
+/// timeout took 81 s: the connection warm-up waited 30 s for `/health`, the baseline scrape of
+/// its `/metrics` 10 s before the first request, and the live and final scrapes their full
+/// timeouts after the last. The whole process must end soon after its requests, the endpoint
+/// reported as failed. Bound generously (it takes about 7 s; it took 81).
+#[test]
+fn a_hung_server_and_its_metrics_endpoint_do_not_hold_the_run() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    // Accept and hold every connection without reading or answering.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_specperf"))
+        .args(["replay", "--url", &url, "--model", "m", "--artifact-dir"])
+        .arg(dir.path())
+        .args([
+            "--request-count",
+            "4",
+            "--concurrency",
+            "4",
+            "--osl",
+            "8",
+            "--request-timeout-seconds",
+            "2",
+            "--ui",
+            "none",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    crate::common::wait_exit(&mut child, Duration::from_secs(120));
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_secs(30),
+        "the run took {took:?} against a hung server with a 2 s request timeout"
+    );
+    let s = crate::common::read_json(&dir.path().join("summary.json"));
+    assert_eq!(s["counts"]["failed"], 4, "{}", s["counts"]);
+    let ep = &s["acceptance"]["endpoints"][0];
+    assert_ne!(
+        ep["before"], "ok",
+        "the hung endpoint is reported failed: {ep}"
+    );
+}

@@ -202,6 +202,43 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
     (be(&bytes[16..20]), be(&bytes[20..24]))
 }
 
+/// Issue 19 item 18: a real non-streaming run has no per-token times, so `plot` draws no TTFT or
+/// ITL CDF (the ITL one was a vertical line at 0) and the page says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plot_of_a_non_streaming_run_leaves_out_what_was_not_measured() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("run");
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--artifact-dir",
+        d.to_str().unwrap(),
+        "--streaming",
+        "false",
+        "--request-count",
+        "8",
+        "--osl",
+        "16",
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 8);
+    let status = Command::new(BIN)
+        .arg("plot")
+        .arg(&d)
+        .args(["--png", "false"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let plots = d.join("plots");
+    assert!(!plots.join("itl_cdf.svg").exists() && !plots.join("ttft_cdf.svg").exists());
+    assert!(plots.join("throughput.svg").exists());
+    let html = std::fs::read_to_string(plots.join("report.html")).unwrap();
+    assert_eq!(html.matches("<svg ").count(), 4);
+    assert!(html.contains("not measured"), "the page says why");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plot_renders_a_real_run_as_svg_png_and_one_html_page() {
     let s = sim(fast());
