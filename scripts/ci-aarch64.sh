@@ -93,13 +93,13 @@ if [ "$binfmt" = 0 ]; then
 fi
 say "running the tests under qemu-aarch64"
 cargo test --locked --workspace --target "$TARGET" "${PROFILE[@]}" --lib --bins --tests \
-  -- "${SKIP[@]}"
+  --no-fail-fast -- "${SKIP[@]}"
 
 # --- console comparison --------------------------------------------------------------------------
 # The embedded default (no --url: built-in simulator, bundled collection, fixed seeds) on both
 # architectures; everything but timings must match: request and token counts, ISL/OSL, the
 # acceptance length and its per-position rates. Masked: the loopback port, the artifact path, and
-# every number on a latency, rate or throughput line.
+# every number on a latency, rate or throughput line (with its padding: column widths follow them).
 say "comparing the embedded default's console output with x86-64"
 cargo build --locked --bin specperf
 tmp="$(mktemp -d)"
@@ -108,7 +108,7 @@ mask() {
   sed -E \
     -e 's#(http://127\.0\.0\.1:)[0-9]+#\1PORT#' \
     -e 's#^Artifacts: .*#Artifacts: DIR#' \
-    -e '/\(ms\)|tokens\/s|^Throughput:/ s/[0-9]+(\.[0-9]+)?/#/g' \
+    -e '/\(ms\)|tokens\/s|^Throughput:/ s/ +[0-9]+(\.[0-9]+)?/ #/g' \
     "$1"
 }
 target/debug/specperf replay --ui none --artifact-dir "$tmp/x86_64" >"$tmp/x86_64.txt"
