@@ -155,9 +155,22 @@ fn run(inner: &Inner) {
 #[allow(unsafe_code)]
 fn set_timer_slack_ns(ns: u64) {
     #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes this thread's slack.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
+    {
+        // prctl is variadic and the C library reads its four trailing arguments as `unsigned
+        // long`. A bare `0` is a 32-bit int whose upper register half neither x86-64's nor
+        // aarch64's ABI defines; harmless here (PR_SET_TIMERSLACK ignores them), but passing the
+        // width the callee reads keeps the call right for any option.
+        let zero: libc::c_ulong = 0;
+        // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes this thread's slack.
+        unsafe {
+            libc::prctl(
+                libc::PR_SET_TIMERSLACK,
+                ns as libc::c_ulong,
+                zero,
+                zero,
+                zero,
+            );
+        }
     }
     #[cfg(not(target_os = "linux"))]
     let _ = ns;
@@ -165,13 +178,20 @@ fn set_timer_slack_ns(ns: u64) {
 
 /// Best effort: a real-time priority lets this thread preempt the busy client threads the moment a
 /// deadline comes (it only ever runs briefly). Without the privilege it stays a normal thread.
+///
+/// `pthread_setschedparam` rather than `sched_setscheduler(0, ..)`: the two do the same on glibc
+/// (Linux applies either to the calling thread only), but musl's `sched_setscheduler` always fails
+/// with `ENOSYS`, so a static musl build would silently lose the priority.
 #[allow(unsafe_code)]
 fn raise_priority() {
     #[cfg(target_os = "linux")]
-    // SAFETY: sched_setscheduler on the calling thread (pid 0) with a valid, initialised param.
+    // SAFETY: `sched_param` is plain data, so all-zero is a valid value (musl's has reserved
+    // fields besides the priority, hence no struct literal); the call only reads it, and
+    // `pthread_self` is always a valid handle for the calling thread.
     unsafe {
-        let param = libc::sched_param { sched_priority: 1 };
-        libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+        let mut param: libc::sched_param = std::mem::zeroed();
+        param.sched_priority = 1;
+        libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param);
     }
 }
 
@@ -212,10 +232,12 @@ mod tests {
     #[tokio::test]
     async fn wakes_at_the_deadline_not_before() {
         let timer = PreciseTimer::start().unwrap();
-        let start = Instant::now();
         let mut late = Vec::new();
-        for i in 1..=20u64 {
-            let at = start + Duration::from_micros(1500 * i);
+        for _ in 0..20 {
+            // Each deadline counts from the last wake-up, not from one start: a single slow wake
+            // (the thread's first run takes tens of ms under qemu) would otherwise leave every
+            // later deadline already past, and late by all the time lost before it.
+            let at = Instant::now() + Duration::from_micros(1500);
             SleepUntil::new(&timer, at).await;
             let now = Instant::now();
             assert!(now >= at);

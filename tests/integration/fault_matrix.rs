@@ -36,12 +36,26 @@ fn sequence() -> Vec<Option<Fault>> {
 
 const REPEATS: usize = 2;
 const OSL: u64 = 8;
-const TTFT_TIMEOUT: Duration = Duration::from_millis(800);
-const IDLE_TIMEOUT: Duration = Duration::from_millis(300);
+/// Every wall-clock bound below is multiplied by `SPECPERF_TEST_TIME_SCALE` (default 1): the
+/// aarch64 CI leg runs this under qemu, where a healthy request can wait over 400 ms for headers.
+fn scaled(ms: u64) -> Duration {
+    let scale = std::env::var("SPECPERF_TEST_TIME_SCALE").map_or(1, |s| s.parse().unwrap_or(1));
+    Duration::from_millis(ms * scale)
+}
+fn ttft_timeout() -> Duration {
+    scaled(800)
+}
+fn idle_timeout() -> Duration {
+    scaled(300)
+}
 /// Longer than any healthy request's wait for headers, shorter than the first-token timeout.
-const SLOW_HEADERS: Duration = Duration::from_millis(400);
+fn slow_headers() -> Duration {
+    scaled(400)
+}
 /// Slack for scheduling on a loaded two-core machine when checking a timeout fired on time.
-const SLACK: Duration = Duration::from_secs(2);
+fn slack() -> Duration {
+    scaled(2000)
+}
 
 fn ns(r: &Value, field: &str) -> Option<u64> {
     r[field].as_u64()
@@ -50,13 +64,13 @@ fn ns(r: &Value, field: &str) -> Option<u64> {
 /// The fault a record shows, from its outcome alone. Every fault maps to a distinct signature:
 /// HTTP statuses by code, a stall before headers has no `headers_ns`, a stall after them is an
 /// idle timeout (streaming) or a first-token timeout with headers (non-streaming, where the first
-/// token is the whole body), slow headers succeed with headers at least `SLOW_HEADERS` late.
+/// token is the whole body), slow headers succeed with headers at least `slow_headers()` late.
 fn shown_fault(r: &Value) -> &'static str {
     let sent = ns(r, "sent_ns").expect("sent_ns");
     let headers = ns(r, "headers_ns");
     match (r["outcome"]["status"].as_str(), kind(r)) {
         (Some("success"), _) => match headers {
-            Some(h) if Duration::from_nanos(h - sent) >= SLOW_HEADERS => "slow-headers",
+            Some(h) if Duration::from_nanos(h - sent) >= slow_headers() => "slow-headers",
             _ => "none",
         },
         (_, Some("http_status")) => match r["http_status"].as_u64() {
@@ -136,14 +150,14 @@ fn check_run(label: &str, out: &specperf::RunOutcome, recs: &[Value]) {
                 // Each failure ends within its own bound, never at the request timeout.
                 let bound = match kind(r) {
                     Some("ttft_timeout") => {
-                        assert!(took >= TTFT_TIMEOUT, "{label}: fired early: {r}");
-                        TTFT_TIMEOUT + SLACK
+                        assert!(took >= ttft_timeout(), "{label}: fired early: {r}");
+                        ttft_timeout() + slack()
                     }
                     Some("idle_timeout") => {
-                        assert!(took >= IDLE_TIMEOUT, "{label}: fired early: {r}");
-                        IDLE_TIMEOUT + SLACK
+                        assert!(took >= idle_timeout(), "{label}: fired early: {r}");
+                        idle_timeout() + slack()
                     }
-                    _ => SLACK,
+                    _ => slack(),
                 };
                 assert!(took <= bound, "{label}: {fault} took {took:?}: {r}");
             }
@@ -172,7 +186,7 @@ async fn every_fault_mixed_with_healthy_requests_for_every_mode_and_protocol() {
                     // One simulator per run: the sequence counts arrivals per simulator.
                     let s = sim(SimConfig {
                         fault_sequence: sequence(),
-                        slow_headers: SLOW_HEADERS,
+                        slow_headers: slow_headers(),
                         stall_limit: Duration::from_secs(10),
                         oversized_bytes: 256 << 10,
                         ..fast()
@@ -185,8 +199,8 @@ async fn every_fault_mixed_with_healthy_requests_for_every_mode_and_protocol() {
                          --request-timeout-seconds 30",
                         s.model(),
                         sequence().len() * REPEATS,
-                        TTFT_TIMEOUT.as_secs_f64(),
-                        IDLE_TIMEOUT.as_secs_f64(),
+                        ttft_timeout().as_secs_f64(),
+                        idle_timeout().as_secs_f64(),
                     );
                     let out = replay_at(&s.url(), dir.path().to_str().unwrap(), &args).await;
                     let label = format!("streaming={streaming} {endpoint} {http}");
@@ -207,7 +221,7 @@ async fn every_fault_mixed_with_healthy_requests_for_every_mode_and_protocol() {
     }
     assert_eq!(done.len(), 8);
     assert!(
-        started.elapsed() < Duration::from_secs(30),
+        started.elapsed() < scaled(30_000),
         "matrix took {:?}",
         started.elapsed()
     );
