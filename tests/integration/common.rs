@@ -50,7 +50,23 @@ pub(crate) fn config(args: &[&str]) -> RunConfig {
     RunConfig::from_args(&a).unwrap_or_else(|e| panic!("config valid: {e}"))
 }
 
-/// Runs a replay, bounded by 60 s of wall clock.
+/// The factor every wall-clock bound in these tests is multiplied by: `SPECPERF_TEST_TIME_SCALE`,
+/// 1 unless set. The aarch64 CI leg runs the suite under qemu user-mode emulation, several times
+/// slower than native, and sets it to 4: the same bounded assertions, scaled, rather than skips.
+pub(crate) fn time_scale() -> u32 {
+    std::env::var("SPECPERF_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(1)
+}
+
+/// `d` times [`time_scale`].
+pub(crate) fn scaled(d: Duration) -> Duration {
+    d * time_scale()
+}
+
+/// Runs a replay, bounded by 60 s of wall clock (times the time scale).
 pub(crate) async fn run(cfg: RunConfig) -> RunOutcome {
     run_with(cfg, Stopper::new()).await
 }
@@ -58,10 +74,13 @@ pub(crate) async fn run(cfg: RunConfig) -> RunOutcome {
 /// Runs a replay with a given stopper.
 pub(crate) async fn run_with(cfg: RunConfig, stop: Stopper) -> RunOutcome {
     let (tx, _rx) = tokio::sync::watch::channel(Progress::default());
-    tokio::time::timeout(Duration::from_secs(60), specperf::replay(cfg, stop, tx))
-        .await
-        .expect("run finishes within 60 s")
-        .expect("run starts")
+    tokio::time::timeout(
+        scaled(Duration::from_secs(60)),
+        specperf::replay(cfg, stop, tx),
+    )
+    .await
+    .expect("run finishes within 60 s (times SPECPERF_TEST_TIME_SCALE)")
+    .expect("run starts")
 }
 
 /// Every line of `records.jsonl`, parsed (fails the test on a bad line).

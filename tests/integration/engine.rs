@@ -139,8 +139,9 @@ async fn measured_times_track_the_simulator_schedule() {
         latency.min
     );
     let itl = &out.summary.metrics["inter_token_latency_ms"];
+    let scale = f64::from(crate::common::time_scale());
     assert!(
-        (0.5..9.0).contains(&itl.p("p50")),
+        (0.5 / scale..9.0 * scale).contains(&itl.p("p50")),
         "ITL p50 near the 5 ms step: {}",
         itl.p("p50")
     );

@@ -39,8 +39,7 @@ const OSL: u64 = 8;
 /// Every wall-clock bound below is multiplied by `SPECPERF_TEST_TIME_SCALE` (default 1): the
 /// aarch64 CI leg runs this under qemu, where a healthy request can wait over 400 ms for headers.
 fn scaled(ms: u64) -> Duration {
-    let scale = std::env::var("SPECPERF_TEST_TIME_SCALE").map_or(1, |s| s.parse().unwrap_or(1));
-    Duration::from_millis(ms * scale)
+    crate::common::scaled(Duration::from_millis(ms))
 }
 fn ttft_timeout() -> Duration {
     scaled(800)
