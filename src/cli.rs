@@ -689,7 +689,7 @@ pub struct SimArgs {
     pub tls_key: Option<PathBuf>,
 }
 
-const INJECT_EXIT_CODES: &str = "Exit codes: 0 rewritten, already synthetic, opted out \
+const INJECT_EXIT_CODES: &str = "Exit codes: 0 rewritten (broken entries repaired), already synthetic, opted out \
 (SYNTHETIC_ACCEPTANCE unset or false: recipe untouched), or --check found no broken entry; \
 1 injection failed (unparseable recipe, no backend or speculative entry, no golden value, AL out of \
 range, mixed or unknown frameworks; recipe untouched) or --check found a broken entry; \

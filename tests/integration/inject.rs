@@ -955,3 +955,30 @@ fn aliased_role_is_injected_once() {
         )],
     );
 }
+
+/// Issue 19 item 20: an entry that was partly synthetic before the run (a broken state that
+/// `--check` reports with exit 1) is repaired by the rewrite, and the rewrite exits 0: the
+/// lint's exit code must not leak into the path the launcher runs as `inject ... || exit 1`.
+#[test]
+fn partly_synthetic_entry_is_repaired_and_the_rewrite_exits_0() {
+    // vLLM: the AL is there, the synthetic method is not.
+    let text = vllm_recipe(
+        "      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":3,\"synthetic_acceptance_length\":1.5}'\n",
+    );
+    let (o, after) = run_text(&text, &[]);
+    assert_eq!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("BROKEN"), "{}", o.stdout);
+    assert!(o.stdout.contains("wrote"), "{}", o.stdout);
+    assert_ne!(after, text);
+    let (o, again) = run_text(&after, &[]);
+    assert_eq!((o.code, again), (0, after));
+
+    // SGLang: the simulation variables in the prefill environment only, without the method.
+    let text = "backend:\n  type: sglang\n  prefill_environment:\n    SGLANG_SIMULATE_ACC_LEN: \"1.5\"\n  decode_environment:\n    A: \"1\"\n  sglang_config:\n    prefill:\n      speculative-algorithm: EAGLE\n      speculative-num-steps: 2\n      speculative-num-draft-tokens: 3\n    decode:\n      speculative-algorithm: EAGLE\n      speculative-num-steps: 2\n      speculative-num-draft-tokens: 3\n";
+    let (o, after) = run_text(text, &[]);
+    assert_eq!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("BROKEN"), "{}", o.stdout);
+    assert!(!o.stderr.contains("ERROR"), "{}", o.stderr);
+    let (o, again) = run_text(&after, &[]);
+    assert_eq!((o.code, again), (0, after));
+}
