@@ -379,9 +379,42 @@ impl Source {
         }
     }
 
-    /// The position just after the closing quote of the quoted scalar starting at `start`;
-    /// `None` when `start` does not hold a quote (the parser and this source disagree on
-    /// positions, which must fail the parse rather than point an edit at the wrong bytes).
+    /// The opening quote of the quoted scalar whose node starts at `start`: the parser starts
+    /// the node at its properties (`&anchor`, `!tag`, in either order, then blanks, line breaks
+    /// or a comment), so these are skipped. `None` when no quote follows (the parser and this
+    /// source disagree on positions, which must fail the parse rather than point an edit at the
+    /// wrong bytes).
+    fn quoted_start(&self, start: Pos) -> Option<Pos> {
+        let bytes = self.text.as_bytes();
+        let mut i = self.offset(start);
+        let mut after_blank = false;
+        loop {
+            match *bytes.get(i)? {
+                b'"' | b'\'' => return Some(self.pos_of(i)),
+                b'&' | b'!' => {
+                    // A property runs to the next blank or line break (a verbatim tag
+                    // `!<...>` holds none).
+                    while bytes.get(i).is_some_and(|b| !b" \t\r\n".contains(b)) {
+                        i += 1;
+                    }
+                    after_blank = false;
+                }
+                b' ' | b'\t' | b'\r' | b'\n' => {
+                    i += 1;
+                    after_blank = true;
+                }
+                b'#' if after_blank => {
+                    while bytes.get(i).is_some_and(|b| *b != b'\n') {
+                        i += 1;
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The position just after the closing quote of the quoted scalar whose opening quote is at
+    /// `start`.
     fn quoted_end(&self, start: Pos) -> Option<Pos> {
         let from = self.offset(start);
         let bytes = self.text.as_bytes();
@@ -669,17 +702,18 @@ pub(crate) fn parse(text: String) -> Result<Doc, YamlError> {
                         ScalarStyle::Literal | ScalarStyle::Folded => Style::Block,
                     };
                     let start = pos(span.start);
-                    // The parser's span of a quoted scalar runs on over trailing blanks and a
-                    // comment; find the closing quote in the source instead.
-                    let end = match style {
-                        Style::SingleQuoted | Style::DoubleQuoted => {
-                            src.quoted_end(start).ok_or_else(|| YamlError::Syntax {
+                    // The parser's span of a quoted scalar starts at its anchor or tag and runs
+                    // on over trailing blanks and a comment; find both quotes in the source.
+                    let (start, end) = match style {
+                        Style::SingleQuoted | Style::DoubleQuoted => src
+                            .quoted_start(start)
+                            .and_then(|s| Some((s, src.quoted_end(s)?)))
+                            .ok_or_else(|| YamlError::Syntax {
                                 line: start.line,
                                 col: start.col + 1,
                                 msg: "cannot locate this quoted scalar in the text".into(),
-                            })?
-                        }
-                        _ => pos(span.end),
+                            })?,
+                        _ => (start, pos(span.end)),
                     };
                     let tag = tag.map(|t| {
                         if t.is_yaml_core_schema() {
@@ -888,6 +922,38 @@ mod tests {
             parse("a: [1\n".into()),
             Err(YamlError::Syntax { .. })
         ));
+    }
+
+    /// Issue 19 item 21: an anchor or a tag before a quoted scalar (`&a 'x'`, `!!str "x"`) is
+    /// valid YAML (PyYAML reads it); the scalar's position is its opening quote, not the
+    /// property before it, so the closing-quote search and any edit start at the quote.
+    #[test]
+    fn anchor_or_tag_before_a_quoted_scalar_parses_and_spans_the_quotes() {
+        for (text, want) in [
+            ("other: &a 'x'\n", "'x'"),
+            ("other: &a \"x\"\n", "\"x\""),
+            ("other: !!str 'x'\n", "'x'"),
+            ("other: &a !!str \"x\"  # c\n", "\"x\""),
+            ("other: !!str &a 'it''s'\n", "'it''s'"),
+            ("other: !<tag:yaml.org,2002:str> 'x'\n", "'x'"),
+            ("other: &a\n  'x'\n", "'x'"),
+            (
+                "s: &spec '{\"method\":\"mtp\"}'\nt: *spec\n",
+                "'{\"method\":\"mtp\"}'",
+            ),
+            ("- &a 'x'\n", "'x'"),
+        ] {
+            let d = parse(text.to_owned()).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            let v = match d.root.entries() {
+                Some(e) => &e[0].1,
+                None => match &d.root.kind {
+                    Kind::Seq { items, .. } => &items[0],
+                    _ => unreachable!(),
+                },
+            };
+            let (a, b) = (d.src.offset(v.start), d.src.offset(v.end));
+            assert_eq!(&d.src.text()[a..b], want, "{text:?}");
+        }
     }
 
     #[test]

@@ -982,3 +982,22 @@ fn partly_synthetic_entry_is_repaired_and_the_rewrite_exits_0() {
     let (o, again) = run_text(&after, &[]);
     assert_eq!((o.code, again), (0, after));
 }
+
+/// Issue 19 item 21: an anchor or a tag before a quoted scalar, anywhere in the recipe or on the
+/// speculative config itself, is valid YAML; the recipe is rewritten and the anchor kept.
+#[test]
+fn quoted_scalar_with_an_anchor_or_tag_is_located() {
+    let text = format!(
+        "other: &a 'x'\nmore: !!str \"y\"\n{}",
+        vllm_recipe(
+            "      speculative-config: &spec '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'\n"
+        )
+    );
+    rewrites_then_reruns_clean(
+        &text,
+        &[Change::Replace(
+            9,
+            "      speculative-config: &spec '{\"method\":\"mtp\",\"num_speculative_tokens\":2,\"rejection_sample_method\":\"synthetic\",\"synthetic_acceptance_length\":2.27}'".into(),
+        )],
+    );
+}
