@@ -138,6 +138,7 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
         source,
     };
     let doc = yaml::load(&file).map_err(recipe_err)?;
+    refuse_sweep_form(&doc, &file)?;
     let (backend, framework) = resolve_backend(cfg, &doc, &file)?;
     report.framework = Some(framework);
     let entries = find_entries(backend, &doc, &file)?;
@@ -188,6 +189,8 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
                 line: e.line,
                 role: e.role.clone(),
                 al,
+                al_source: source,
+                explicit: cfg.explicit_al.is_some(),
                 k: e.k,
             });
         }
@@ -218,6 +221,38 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
         report.written = Some(cfg.output.clone().unwrap_or(file));
     }
     Ok(report)
+}
+
+/// Refuses srt-slurm's sweep form: a top-level `base:` holding the recipe (its `backend` and
+/// speculative entries) beside `zip_override_*` keys, which the rewriter does not expand. Without
+/// this, the search for `backend` at the top finds nothing and the error asks whether speculative
+/// decoding is configured at all.
+fn refuse_sweep_form(doc: &Doc, file: &Path) -> Result<(), InjectError> {
+    let root = &doc.root;
+    let Some((key, base)) = root.get_entry("base") else {
+        return Ok(());
+    };
+    if root.get("backend").is_some() || doc.resolve(base).get("backend").is_none() {
+        return Ok(());
+    }
+    let overrides: Vec<&str> = root
+        .entries()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|(k, _)| k.as_str().filter(|k| k.starts_with("zip_override")))
+        .collect();
+    let beside = if overrides.is_empty() {
+        String::new()
+    } else {
+        format!(" with {}", overrides.join(", "))
+    };
+    Err(InjectError::Unsupported {
+        file: file.to_owned(),
+        line: key.start.line,
+        what: format!(
+            "the base: + zip_override_* sweep form{beside} is not supported (the recipe, and its speculative decoding, is under base:); expand the sweep into one recipe per point and inject each"
+        ),
+    })
 }
 
 /// The rewritten text and its changed lines: the backend's edits applied to the original text,

@@ -1001,3 +1001,44 @@ fn quoted_scalar_with_an_anchor_or_tag_is_located() {
         )],
     );
 }
+
+/// Issue 19 item 23: a `base:` + `zip_override_*` sweep file configures speculative decoding
+/// under `base:`; the error says that form is not supported instead of asking whether
+/// speculative decoding is configured.
+#[test]
+fn base_and_zip_override_form_is_refused_as_unsupported() {
+    let text = "base:\n  backend:\n    type: vllm\n    vllm_config:\n      decode:\n        speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'\nzip_override_conc:\n  benchmark:\n    concurrency: [1, 2]\n";
+    for env in [&[][..], &[("FRAMEWORK", "vllm")][..]] {
+        let (o, after) = run_text(text, env);
+        assert_eq!((o.code, after.as_str()), (1, text), "{}", o.stderr);
+        assert!(o.stderr.contains("not supported"), "{}", o.stderr);
+        assert!(o.stderr.contains("base:"), "{}", o.stderr);
+        assert!(o.stderr.contains("zip_override_conc"), "{}", o.stderr);
+        assert!(
+            !o.stderr.contains("is speculative decoding configured"),
+            "{}",
+            o.stderr
+        );
+    }
+}
+
+/// Issue 19 item 23: one explicit AL for roles with different k (prefill k=1, decode k=3) is
+/// refused naming the role it does not fit and pointing at the per-role golden lookup.
+#[test]
+fn explicit_al_outside_one_roles_range_names_the_role() {
+    let text = "backend:\n  type: vllm\n  vllm_config:\n    prefill:\n      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":1}'\n    decode:\n      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":3}'\n";
+    let (o, after) = run_text(
+        text,
+        &[("SYNTHETIC_ACCEPTANCE_LENGTH", "3.0"), ("MODEL_PREFIX", "")],
+    );
+    assert_eq!((o.code, after.as_str()), (1, text), "{}", o.stderr);
+    for want in [
+        "prefill role",
+        "r.yaml:5",
+        "[1, 2]",
+        "unset SYNTHETIC_ACCEPTANCE_LENGTH",
+        "golden",
+    ] {
+        assert!(o.stderr.contains(want), "{want}: {}", o.stderr);
+    }
+}
