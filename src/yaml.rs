@@ -143,11 +143,12 @@ impl Node {
         }
     }
 
-    /// The value under `key` in a mapping, with its key node.
+    /// The value under `key` in a mapping, with its key node; the last one of a duplicated key
+    /// (see [`Duplicate`]).
     pub(crate) fn get_entry(&self, key: &str) -> Option<&(Node, Node)> {
         self.entries()?
             .iter()
-            .find(|(k, _)| k.as_str() == Some(key))
+            .rfind(|(k, _)| k.as_str() == Some(key))
     }
 
     /// The value under `key` in a mapping.
@@ -449,6 +450,22 @@ pub(crate) struct Doc {
     pub(crate) src: Source,
     /// Anchor id -> path of child indices from the root (mapping values / sequence items).
     anchors: HashMap<usize, Vec<usize>>,
+    /// Keys given twice in one mapping ([`parse_recipe`] only; [`parse`] refuses them).
+    pub(crate) duplicates: Vec<Duplicate>,
+}
+
+/// A key given twice in one mapping. Both pairs stay in the tree, in order; lookups return the
+/// later one, as PyYAML (which srt-slurm loads recipes with) keeps the last.
+#[derive(Clone, Debug)]
+pub(crate) struct Duplicate {
+    /// Where: the keys from the root down to it, dotted (`backend.decode_environment.A`).
+    pub(crate) path: String,
+    /// The key.
+    pub(crate) key: String,
+    /// The earlier pair: its key's start and its value's end.
+    pub(crate) first: (Pos, Pos),
+    /// The later pair, likewise.
+    pub(crate) later: (Pos, Pos),
 }
 
 impl Doc {
@@ -589,6 +606,16 @@ enum Frame {
 
 /// Parses one YAML document. Rejects several documents, duplicate keys and deep nesting.
 pub(crate) fn parse(text: String) -> Result<Doc, YamlError> {
+    parse_with(text, false)
+}
+
+/// Parses a recipe like [`parse`], but accepts duplicate keys as PyYAML does (the last wins)
+/// and lists them in [`Doc::duplicates`] for the caller to judge.
+pub(crate) fn parse_recipe(text: String) -> Result<Doc, YamlError> {
+    parse_with(text, true)
+}
+
+fn parse_with(text: String, allow_duplicates: bool) -> Result<Doc, YamlError> {
     if text.len() as u64 > MAX_BYTES {
         return Err(YamlError::TooLarge { limit: MAX_BYTES });
     }
@@ -622,6 +649,7 @@ pub(crate) fn parse(text: String) -> Result<Doc, YamlError> {
     let mut stack: Vec<Frame> = Vec::new();
     let mut docs: Vec<Node> = Vec::new();
     let mut anchors: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut duplicates = Vec::new();
     {
         for ev in Parser::new_from_str(src.text()) {
             let (ev, span): (Event<'_>, Span) = ev.map_err(|e| YamlError::Syntax {
@@ -746,20 +774,33 @@ pub(crate) fn parse(text: String) -> Result<Doc, YamlError> {
                 | Event::DocumentEnd
                 | Event::Nothing => continue,
             };
-            match stack.last_mut() {
+            match stack.split_last_mut() {
                 None => docs.push(node),
-                Some(Frame::Seq { items, .. }) => items.push(node),
-                Some(Frame::Map { entries, key, .. }) => match key.take() {
+                Some((Frame::Seq { items, .. }, _)) => items.push(node),
+                Some((Frame::Map { entries, key, .. }, above)) => match key.take() {
                     None => *key = Some(node),
                     Some(k) => {
                         if let Some(name) = k.as_str() {
-                            if let Some((first, _)) =
-                                entries.iter().find(|(e, _)| e.as_str() == Some(name))
+                            if let Some((first, first_value)) =
+                                entries.iter().rfind(|(e, _)| e.as_str() == Some(name))
                             {
-                                return Err(YamlError::DuplicateKey {
+                                if !allow_duplicates {
+                                    return Err(YamlError::DuplicateKey {
+                                        key: name.to_owned(),
+                                        line: k.start.line,
+                                        first: first.start.line,
+                                    });
+                                }
+                                let path = frame_path(above);
+                                duplicates.push(Duplicate {
+                                    path: if path.is_empty() {
+                                        name.to_owned()
+                                    } else {
+                                        format!("{path}.{name}")
+                                    },
                                     key: name.to_owned(),
-                                    line: k.start.line,
-                                    first: first.start.line,
+                                    first: (first.start, first_value.end),
+                                    later: (k.start, node.end),
                                 });
                             }
                         }
@@ -773,7 +814,29 @@ pub(crate) fn parse(text: String) -> Result<Doc, YamlError> {
         return Err(YamlError::Documents(docs.len()));
     }
     let root = docs.pop().expect("one document");
-    Ok(Doc { root, src, anchors })
+    Ok(Doc {
+        root,
+        src,
+        anchors,
+        duplicates,
+    })
+}
+
+/// The keys (and sequence indices) of the open collections `above` the innermost one, dotted:
+/// where a key of the innermost mapping sits.
+fn frame_path(above: &[Frame]) -> String {
+    let parts: Vec<String> = above
+        .iter()
+        .map(|f| match f {
+            Frame::Map { key, .. } => key
+                .as_ref()
+                .and_then(Node::as_str)
+                .unwrap_or("?")
+                .to_owned(),
+            Frame::Seq { items, .. } => items.len().to_string(),
+        })
+        .collect();
+    parts.join(".")
 }
 
 /// Records where the node being completed sits: the current child index in every open frame.
@@ -797,6 +860,11 @@ fn record_anchor(stack: &[Frame], anchors: &mut HashMap<usize, Vec<usize>>, id: 
 /// Reads and parses a YAML file (size-capped).
 pub(crate) fn load(path: &Path) -> Result<Doc, YamlError> {
     parse(read_capped(path)?)
+}
+
+/// Reads and parses a recipe (size-capped), accepting duplicate keys ([`parse_recipe`]).
+pub(crate) fn load_recipe(path: &Path) -> Result<Doc, YamlError> {
+    parse_recipe(read_capped(path)?)
 }
 
 #[cfg(test)]
@@ -954,6 +1022,26 @@ mod tests {
             let (a, b) = (d.src.offset(v.start), d.src.offset(v.end));
             assert_eq!(&d.src.text()[a..b], want, "{text:?}");
         }
+    }
+
+    /// Issue 19 item 22: a recipe may repeat a key (PyYAML keeps the last); both pairs are
+    /// listed with their path and lines, and lookups return the last value.
+    #[test]
+    fn recipe_parse_accepts_duplicates_last_wins() {
+        let d = parse_recipe("a: 1\nm:\n  x: 1\n  y: 2\n  x: 3\na: 4\n".into()).unwrap();
+        assert_eq!(d.root.get("a").unwrap().scalar(), Some(Scalar::Int(4)));
+        let m = d.root.get("m").unwrap();
+        assert_eq!(m.get("x").unwrap().scalar(), Some(Scalar::Int(3)));
+        let got: Vec<_> = d
+            .duplicates
+            .iter()
+            .map(|x| (x.path.as_str(), x.first.0.line, x.later.0.line))
+            .collect();
+        assert_eq!(got, [("m.x", 3, 5), ("a", 1, 6)]);
+        assert!(matches!(
+            parse("a: 1\na: 2\n".into()),
+            Err(YamlError::DuplicateKey { .. })
+        ));
     }
 
     #[test]

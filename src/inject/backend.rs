@@ -77,6 +77,8 @@ pub(crate) struct Meta {
     pub(crate) section: &'static str,
     /// What it looks for, for messages.
     pub(crate) keys: &'static str,
+    /// Every key it reads or writes: a duplicate of one of these makes the edit ambiguous.
+    pub(crate) knobs: &'static [&'static str],
 }
 
 /// One framework backend: finds speculative entries and writes the synthetic knobs. A backend

@@ -135,6 +135,21 @@ pub enum InjectError {
         /// Speculative tokens of the entry.
         k: u32,
     },
+    /// A key given twice where the rewrite reads or edits (PyYAML would keep the last, but which
+    /// one the author meant decides the edit).
+    #[error("{}:{line}: duplicate key {path} (first at line {first}) makes the edit ambiguous: {why}; keep one of them", file.display())]
+    AmbiguousDuplicate {
+        /// The recipe.
+        file: PathBuf,
+        /// 1-based line of the later key.
+        line: usize,
+        /// 1-based line of the first.
+        first: usize,
+        /// The key with the keys above it, dotted.
+        path: String,
+        /// Why it matters.
+        why: String,
+    },
     /// A recipe form the rewriter does not handle, found where a speculative entry was sought.
     #[error("{}:{line}: {what}", file.display())]
     Unsupported {

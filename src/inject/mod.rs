@@ -118,6 +118,7 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
         entries: Vec::new(),
         changes: Vec::new(),
         written: None,
+        warnings: Vec::new(),
     };
     if !cfg.opt_in && !cfg.check {
         if let Some(out) = &cfg.output {
@@ -137,11 +138,12 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
         file: file.clone(),
         source,
     };
-    let doc = yaml::load(&file).map_err(recipe_err)?;
+    let doc = yaml::load_recipe(&file).map_err(recipe_err)?;
     refuse_sweep_form(&doc, &file)?;
     let (backend, framework) = resolve_backend(cfg, &doc, &file)?;
     report.framework = Some(framework);
     let entries = find_entries(backend, &doc, &file)?;
+    report.warnings = judge_duplicates(backend, &doc, &entries, &file)?;
     if entries.is_empty() && !cfg.check {
         return Err(InjectError::NoEntry {
             file,
@@ -221,6 +223,57 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
         report.written = Some(cfg.output.clone().unwrap_or(file));
     }
     Ok(report)
+}
+
+/// Judges the recipe's duplicate keys, which srt-slurm's PyYAML loader accepts (the last one
+/// wins) and InferenceX commits (an environment variable repeated): one warning each, or an
+/// error when the duplicate makes the edit ambiguous: a key the backend reads or writes (two
+/// speculative configs, two `SIMULATE_ACC` keys), or a pair that holds an entry (a role or
+/// engine section given twice).
+fn judge_duplicates(
+    backend: &dyn Backend,
+    doc: &Doc,
+    entries: &[Entry<'_>],
+    file: &Path,
+) -> Result<Vec<String>, InjectError> {
+    let mut warnings = Vec::new();
+    for d in &doc.duplicates {
+        let holds_entry = |(from, to): (yaml::Pos, yaml::Pos)| {
+            entries
+                .iter()
+                .any(|e| from <= e.node.start && e.node.end <= to)
+        };
+        let why = if backend.meta().knobs.contains(&d.key.as_str()) {
+            Some(format!(
+                "the {} backend reads or writes {}",
+                backend.meta().name,
+                d.key
+            ))
+        } else if holds_entry(d.first) || holds_entry(d.later) {
+            Some(format!(
+                "it holds a speculative entry ({})",
+                backend.meta().keys
+            ))
+        } else {
+            None
+        };
+        let (first, line) = (d.first.0.line, d.later.0.line);
+        if let Some(why) = why {
+            return Err(InjectError::AmbiguousDuplicate {
+                file: file.to_owned(),
+                line,
+                first,
+                path: d.path.clone(),
+                why,
+            });
+        }
+        warnings.push(format!(
+            "{}:{line}: duplicate key {} (first at line {first}); the last one wins, as when srt-slurm loads the recipe with PyYAML",
+            file.display(),
+            d.path
+        ));
+    }
+    Ok(warnings)
 }
 
 /// Refuses srt-slurm's sweep form: a top-level `base:` holding the recipe (its `backend` and
@@ -407,7 +460,7 @@ fn verify(
         file: file.to_owned(),
         what,
     };
-    let doc = yaml::parse(text.to_owned())
+    let doc = yaml::parse_recipe(text.to_owned())
         .map_err(|e| internal(format!("rewritten YAML does not parse: {e}")))?;
     let after = find_entries(backend, &doc, file)?;
     if after.len() != plan.len() {

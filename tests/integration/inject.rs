@@ -1042,3 +1042,50 @@ fn explicit_al_outside_one_roles_range_names_the_role() {
         assert!(o.stderr.contains(want), "{want}: {}", o.stderr);
     }
 }
+
+/// Issue 19 item 22: srt-slurm loads recipes with PyYAML, where the last of two equal keys
+/// wins, and InferenceX commits such files (an environment variable repeated). A duplicate
+/// outside what the rewrite reads or edits is accepted with a warning naming the key and both
+/// lines; one that makes the edit ambiguous is refused and the recipe left untouched.
+#[test]
+fn duplicate_keys_warn_unless_they_make_the_edit_ambiguous() {
+    let sglang = |env: &str| {
+        format!("backend:\n  type: sglang\n  decode_environment:\n{env}  sglang_config:\n    decode:\n      speculative-algorithm: EAGLE\n      speculative-num-steps: 2\n      speculative-num-draft-tokens: 3\n")
+    };
+    // An environment variable repeated with the same value in the block being edited.
+    let text = sglang("    A: \"1\"\n    B: \"2\"\n    A: \"1\"\n");
+    let (o, after) = run_text(&text, &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("warning"), "{}", o.stderr);
+    assert!(o.stderr.contains("A"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("line 4") && o.stderr.contains(":6"),
+        "{}",
+        o.stderr
+    );
+    assert_changed(&text, &after, &[Change::Insert(3, sglang_lines("2.27"))]);
+    let (o, again) = run_text(&after, &[]);
+    assert_eq!((o.code, again), (0, after));
+
+    // A duplicate elsewhere in a vLLM recipe.
+    let text = format!(
+        "name: a\nname: b\n{}",
+        vllm_recipe(
+            "      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'\n"
+        )
+    );
+    let (o, _) = run_text(&text, &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("name"), "{}", o.stderr);
+
+    // Two speculative configs in one role: which one the engine reads decides the edit.
+    let text = vllm_recipe("      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'\n      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":3}'\n");
+    fails_untouched(&text, "duplicate key");
+    fails_untouched(&text, "speculative-config");
+    fails_untouched(&text, "ambiguous");
+
+    // Two SIMULATE_ACC keys in one block, even when the last one is already right.
+    let text = sglang("    SGLANG_SIMULATE_ACC_LEN: \"1.5\"\n    SGLANG_SIMULATE_ACC_LEN: \"2.27\"\n    SGLANG_SIMULATE_ACC_METHOD: \"match-expected\"\n    SGLANG_SIMULATE_ACC_TOKEN_MODE: \"real-draft-token\"\n");
+    fails_untouched(&text, "SGLANG_SIMULATE_ACC_LEN");
+    fails_untouched(&text, "ambiguous");
+}
