@@ -227,9 +227,9 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
 
 /// Judges the recipe's duplicate keys, which srt-slurm's PyYAML loader accepts (the last one
 /// wins) and InferenceX commits (an environment variable repeated): one warning each, or an
-/// error when the duplicate makes the edit ambiguous: a key the backend reads or writes (two
-/// speculative configs, two `SIMULATE_ACC` keys), or a pair that holds an entry (a role or
-/// engine section given twice).
+/// error when the duplicate makes the edit ambiguous: an environment block the backend writes
+/// into, a key it reads or writes (two speculative configs, two `SIMULATE_ACC` keys), or a pair
+/// that holds an entry (a role or engine section given twice).
 fn judge_duplicates(
     backend: &dyn Backend,
     doc: &Doc,
@@ -243,7 +243,15 @@ fn judge_duplicates(
                 .iter()
                 .any(|e| from <= e.node.start && e.node.end <= to)
         };
-        let why = if backend.meta().knobs.contains(&d.key.as_str()) {
+        let env_block = backend.meta().env
+            && d.key.ends_with("_environment")
+            && d.path == format!("backend.{}", d.key);
+        let why = if env_block {
+            Some(format!(
+                "the {} backend writes its knobs into this environment block",
+                backend.meta().name
+            ))
+        } else if backend.meta().knobs.contains(&d.key.as_str()) {
             Some(format!(
                 "the {} backend reads or writes {}",
                 backend.meta().name,

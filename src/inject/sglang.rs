@@ -83,6 +83,7 @@ impl Backend for Sglang {
                 METHOD,
                 TOKEN_MODE,
             ],
+            env: true,
         }
     }
 

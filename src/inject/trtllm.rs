@@ -25,6 +25,7 @@ impl Backend for Trtllm {
             section: "trtllm_config",
             keys: "speculative_config",
             knobs: &[KEYS[0], KEYS[1], FORCE, "max_draft_len", "decoding_type"],
+            env: true,
         }
     }
 

@@ -173,6 +173,7 @@ impl Backend for Vllm {
                 AL_KEY,
                 "num_speculative_tokens",
             ],
+            env: false,
         }
     }
 

@@ -1088,4 +1088,12 @@ fn duplicate_keys_warn_unless_they_make_the_edit_ambiguous() {
     let text = sglang("    SGLANG_SIMULATE_ACC_LEN: \"1.5\"\n    SGLANG_SIMULATE_ACC_LEN: \"2.27\"\n    SGLANG_SIMULATE_ACC_METHOD: \"match-expected\"\n    SGLANG_SIMULATE_ACC_TOKEN_MODE: \"real-draft-token\"\n");
     fails_untouched(&text, "SGLANG_SIMULATE_ACC_LEN");
     fails_untouched(&text, "ambiguous");
+
+    // An environment block the rewrite writes into, given twice.
+    let text = sglang("    A: \"1\"\n").replace(
+        "  sglang_config:",
+        "  decode_environment:\n    B: \"2\"\n  sglang_config:",
+    );
+    fails_untouched(&text, "backend.decode_environment");
+    fails_untouched(&text, "ambiguous");
 }
