@@ -414,6 +414,26 @@ impl Source {
         }
     }
 
+    /// Where a plain or block scalar's own text starts: after its properties (`&anchor`,
+    /// `!tag`) and the blanks that follow them, which the parser counts as part of the node.
+    /// Never past `end` (an anchored empty scalar is empty at its end).
+    fn after_properties(&self, start: Pos, end: Pos) -> Pos {
+        let bytes = self.text.as_bytes();
+        let (mut i, limit) = (self.offset(start), self.offset(end));
+        while i < limit {
+            match bytes[i] {
+                b'&' | b'!' => {
+                    while i < limit && !b" \t\r\n".contains(&bytes[i]) {
+                        i += 1;
+                    }
+                }
+                b' ' | b'\t' | b'\r' | b'\n' => i += 1,
+                _ => break,
+            }
+        }
+        self.pos_of(i.min(limit))
+    }
+
     /// The position just after the closing quote of the quoted scalar whose opening quote is at
     /// `start`.
     fn quoted_end(&self, start: Pos) -> Option<Pos> {
@@ -741,6 +761,11 @@ fn parse_with(text: String, allow_duplicates: bool) -> Result<Doc, YamlError> {
                                 col: start.col + 1,
                                 msg: "cannot locate this quoted scalar in the text".into(),
                             })?,
+                        // A plain scalar with an anchor or a tag: the edit must keep them.
+                        _ if anchor > 0 || tag.is_some() => {
+                            let end = pos(span.end);
+                            (src.after_properties(start, end), end)
+                        }
                         _ => (start, pos(span.end)),
                     };
                     let tag = tag.map(|t| {
@@ -1010,6 +1035,8 @@ mod tests {
                 "'{\"method\":\"mtp\"}'",
             ),
             ("- &a 'x'\n", "'x'"),
+            ("other: &a 1.5\nb: *a\n", "1.5"),
+            ("other: !!float &a 1.5  # c\n", "1.5"),
         ] {
             let d = parse(text.to_owned()).unwrap_or_else(|e| panic!("{text:?}: {e}"));
             let v = match d.root.entries() {

@@ -1097,3 +1097,17 @@ fn duplicate_keys_warn_unless_they_make_the_edit_ambiguous() {
     fails_untouched(&text, "backend.decode_environment");
     fails_untouched(&text, "ambiguous");
 }
+
+/// Issue 19 item 21, the plain-scalar side: a value the rewrite replaces that carries an anchor
+/// (`SGLANG_SIMULATE_ACC_LEN: &len 1.5`, aliased elsewhere) keeps it, so the alias still resolves.
+#[test]
+fn anchored_plain_value_is_replaced_and_keeps_its_anchor() {
+    let text = "backend:\n  type: sglang\n  decode_environment:\n    SGLANG_SIMULATE_ACC_LEN: &len 1.5\n    SGLANG_SIMULATE_ACC_METHOD: \"match-expected\"\n    SGLANG_SIMULATE_ACC_TOKEN_MODE: \"real-draft-token\"\n  sglang_config:\n    decode:\n      speculative-algorithm: EAGLE\n      speculative-num-steps: 2\n      speculative-num-draft-tokens: 3\nother: *len\n";
+    rewrites_then_reruns_clean(
+        text,
+        &[Change::Replace(
+            4,
+            "    SGLANG_SIMULATE_ACC_LEN: &len \"2.27\"".into(),
+        )],
+    );
+}
