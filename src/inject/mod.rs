@@ -348,7 +348,9 @@ fn rewrite(
 #[cfg(any(test, fuzzing))]
 pub(crate) fn fuzz_rewrite(text: String) {
     let file = Path::new("fuzz.yaml");
-    let Ok(doc) = yaml::parse(text) else {
+    // The recipe parse, as `inject` loads it: duplicate keys (a duplicated line) are accepted
+    // unless they make the edit ambiguous.
+    let Ok(doc) = yaml::parse_recipe(text) else {
         return;
     };
     let al = |k: u32| 1.0 + f64::from(k) / 2.0;
@@ -376,6 +378,9 @@ pub(crate) fn fuzz_rewrite(text: String) {
         let Ok(entries) = find_entries(backend, &doc, file) else {
             continue;
         };
+        if judge_duplicates(backend, &doc, &entries, file).is_err() {
+            continue;
+        }
         let plan: Vec<(&Entry<'_>, f64)> = entries.iter().map(|e| (e, al(e.k))).collect();
         let (new_text, changes) = match rewrite(backend, &doc, &plan, file) {
             Err(InjectError::Internal { what, .. }) => {
@@ -385,7 +390,7 @@ pub(crate) fn fuzz_rewrite(text: String) {
             Ok(r) => r,
         };
         check_untouched(doc.src.text(), &new_text, &changes);
-        let again = yaml::parse(new_text.clone()).expect("a verified rewrite parses");
+        let again = yaml::parse_recipe(new_text.clone()).expect("a verified rewrite parses");
         let entries = find_entries(backend, &again, file).expect("a verified rewrite has entries");
         let plan: Vec<(&Entry<'_>, f64)> = entries.iter().map(|e| (e, al(e.k))).collect();
         match rewrite(backend, &again, &plan, file) {
