@@ -696,10 +696,11 @@ pub struct SimArgs {
     pub tls_key: Option<PathBuf>,
 }
 
-const INJECT_EXIT_CODES: &str = "Exit codes: 0 rewritten, already synthetic, opted out \
+const INJECT_EXIT_CODES: &str = "Exit codes: 0 rewritten (broken entries repaired), already synthetic, opted out \
 (SYNTHETIC_ACCEPTANCE unset or false: recipe untouched), or --check found no broken entry; \
 1 injection failed (unparseable recipe, no backend or speculative entry, no golden value, AL out of \
-range, mixed or unknown frameworks; recipe untouched) or --check found a broken entry; \
+range for a role, mixed or unknown frameworks, a duplicate key that makes the edit ambiguous, the \
+base: + zip_override_* sweep form; recipe untouched; other duplicate keys only warn) or --check found a broken entry; \
 2 bad flag or environment value. Launchers must stop on failure: `specperf inject recipe.yaml || exit 1`.";
 
 /// `specperf inject`.

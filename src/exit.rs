@@ -3,7 +3,7 @@
 //! [`exit_code`] for a finished run) and returns the number.
 
 use crate::engine::{EngineError, RunOutcome};
-use crate::inject::{EntryState, InjectError, InjectReport};
+use crate::inject::{EntryState, InjectError, InjectOutcome, InjectReport};
 use crate::merge::MergeError;
 use crate::stop::StopReason;
 
@@ -88,12 +88,15 @@ impl ExitStatus for InjectError {
 }
 
 impl ExitStatus for InjectReport {
-    /// 0, except an entry found broken (1).
+    /// 0, except `--check` finding an entry broken (1). A rewrite that ran repaired every broken
+    /// entry (it is verified before the write), so the lint's code must not leak into it: the
+    /// launcher runs `inject ... || exit 1`.
     fn exit_code(&self) -> i32 {
-        let broken = self
-            .entries
-            .iter()
-            .any(|e| matches!(e.state, EntryState::Broken { .. }));
+        let broken = self.outcome == InjectOutcome::Checked
+            && self
+                .entries
+                .iter()
+                .any(|e| matches!(e.state, EntryState::Broken { .. }));
         if broken {
             FAILED
         } else {

@@ -354,6 +354,9 @@ fn inject(args: &specperf::InjectArgs) -> i32 {
             return e.exit_code();
         }
     };
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
     print!("{}", report.console_text());
     report.exit_code()
 }

@@ -143,11 +143,12 @@ impl Node {
         }
     }
 
-    /// The value under `key` in a mapping, with its key node.
+    /// The value under `key` in a mapping, with its key node; the last one of a duplicated key
+    /// (see [`Duplicate`]).
     pub(crate) fn get_entry(&self, key: &str) -> Option<&(Node, Node)> {
         self.entries()?
             .iter()
-            .find(|(k, _)| k.as_str() == Some(key))
+            .rfind(|(k, _)| k.as_str() == Some(key))
     }
 
     /// The value under `key` in a mapping.
@@ -379,9 +380,62 @@ impl Source {
         }
     }
 
-    /// The position just after the closing quote of the quoted scalar starting at `start`;
-    /// `None` when `start` does not hold a quote (the parser and this source disagree on
-    /// positions, which must fail the parse rather than point an edit at the wrong bytes).
+    /// The opening quote of the quoted scalar whose node starts at `start`: the parser starts
+    /// the node at its properties (`&anchor`, `!tag`, in either order, then blanks, line breaks
+    /// or a comment), so these are skipped. `None` when no quote follows (the parser and this
+    /// source disagree on positions, which must fail the parse rather than point an edit at the
+    /// wrong bytes).
+    fn quoted_start(&self, start: Pos) -> Option<Pos> {
+        let bytes = self.text.as_bytes();
+        let mut i = self.offset(start);
+        let mut after_blank = false;
+        loop {
+            match *bytes.get(i)? {
+                b'"' | b'\'' => return Some(self.pos_of(i)),
+                b'&' | b'!' => {
+                    // A property runs to the next blank or line break (a verbatim tag
+                    // `!<...>` holds none).
+                    while bytes.get(i).is_some_and(|b| !b" \t\r\n".contains(b)) {
+                        i += 1;
+                    }
+                    after_blank = false;
+                }
+                b' ' | b'\t' | b'\r' | b'\n' => {
+                    i += 1;
+                    after_blank = true;
+                }
+                b'#' if after_blank => {
+                    while bytes.get(i).is_some_and(|b| *b != b'\n') {
+                        i += 1;
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Where a plain or block scalar's own text starts: after its properties (`&anchor`,
+    /// `!tag`) and the blanks that follow them, which the parser counts as part of the node.
+    /// Never past `end` (an anchored empty scalar is empty at its end).
+    fn after_properties(&self, start: Pos, end: Pos) -> Pos {
+        let bytes = self.text.as_bytes();
+        let (mut i, limit) = (self.offset(start), self.offset(end));
+        while i < limit {
+            match bytes[i] {
+                b'&' | b'!' => {
+                    while i < limit && !b" \t\r\n".contains(&bytes[i]) {
+                        i += 1;
+                    }
+                }
+                b' ' | b'\t' | b'\r' | b'\n' => i += 1,
+                _ => break,
+            }
+        }
+        self.pos_of(i.min(limit))
+    }
+
+    /// The position just after the closing quote of the quoted scalar whose opening quote is at
+    /// `start`.
     fn quoted_end(&self, start: Pos) -> Option<Pos> {
         let from = self.offset(start);
         let bytes = self.text.as_bytes();
@@ -416,6 +470,22 @@ pub(crate) struct Doc {
     pub(crate) src: Source,
     /// Anchor id -> path of child indices from the root (mapping values / sequence items).
     anchors: HashMap<usize, Vec<usize>>,
+    /// Keys given twice in one mapping ([`parse_recipe`] only; [`parse`] refuses them).
+    pub(crate) duplicates: Vec<Duplicate>,
+}
+
+/// A key given twice in one mapping. Both pairs stay in the tree, in order; lookups return the
+/// later one, as PyYAML (which srt-slurm loads recipes with) keeps the last.
+#[derive(Clone, Debug)]
+pub(crate) struct Duplicate {
+    /// Where: the keys from the root down to it, dotted (`backend.decode_environment.A`).
+    pub(crate) path: String,
+    /// The key.
+    pub(crate) key: String,
+    /// The earlier pair: its key's start and its value's end.
+    pub(crate) first: (Pos, Pos),
+    /// The later pair, likewise.
+    pub(crate) later: (Pos, Pos),
 }
 
 impl Doc {
@@ -556,6 +626,16 @@ enum Frame {
 
 /// Parses one YAML document. Rejects several documents, duplicate keys and deep nesting.
 pub(crate) fn parse(text: String) -> Result<Doc, YamlError> {
+    parse_with(text, false)
+}
+
+/// Parses a recipe like [`parse`], but accepts duplicate keys as PyYAML does (the last wins)
+/// and lists them in [`Doc::duplicates`] for the caller to judge.
+pub(crate) fn parse_recipe(text: String) -> Result<Doc, YamlError> {
+    parse_with(text, true)
+}
+
+fn parse_with(text: String, allow_duplicates: bool) -> Result<Doc, YamlError> {
     if text.len() as u64 > MAX_BYTES {
         return Err(YamlError::TooLarge { limit: MAX_BYTES });
     }
@@ -589,6 +669,7 @@ pub(crate) fn parse(text: String) -> Result<Doc, YamlError> {
     let mut stack: Vec<Frame> = Vec::new();
     let mut docs: Vec<Node> = Vec::new();
     let mut anchors: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut duplicates = Vec::new();
     {
         for ev in Parser::new_from_str(src.text()) {
             let (ev, span): (Event<'_>, Span) = ev.map_err(|e| YamlError::Syntax {
@@ -669,17 +750,23 @@ pub(crate) fn parse(text: String) -> Result<Doc, YamlError> {
                         ScalarStyle::Literal | ScalarStyle::Folded => Style::Block,
                     };
                     let start = pos(span.start);
-                    // The parser's span of a quoted scalar runs on over trailing blanks and a
-                    // comment; find the closing quote in the source instead.
-                    let end = match style {
-                        Style::SingleQuoted | Style::DoubleQuoted => {
-                            src.quoted_end(start).ok_or_else(|| YamlError::Syntax {
+                    // The parser's span of a quoted scalar starts at its anchor or tag and runs
+                    // on over trailing blanks and a comment; find both quotes in the source.
+                    let (start, end) = match style {
+                        Style::SingleQuoted | Style::DoubleQuoted => src
+                            .quoted_start(start)
+                            .and_then(|s| Some((s, src.quoted_end(s)?)))
+                            .ok_or_else(|| YamlError::Syntax {
                                 line: start.line,
                                 col: start.col + 1,
                                 msg: "cannot locate this quoted scalar in the text".into(),
-                            })?
+                            })?,
+                        // A plain scalar with an anchor or a tag: the edit must keep them.
+                        _ if anchor > 0 || tag.is_some() => {
+                            let end = pos(span.end);
+                            (src.after_properties(start, end), end)
                         }
-                        _ => pos(span.end),
+                        _ => (start, pos(span.end)),
                     };
                     let tag = tag.map(|t| {
                         if t.is_yaml_core_schema() {
@@ -712,20 +799,33 @@ pub(crate) fn parse(text: String) -> Result<Doc, YamlError> {
                 | Event::DocumentEnd
                 | Event::Nothing => continue,
             };
-            match stack.last_mut() {
+            match stack.split_last_mut() {
                 None => docs.push(node),
-                Some(Frame::Seq { items, .. }) => items.push(node),
-                Some(Frame::Map { entries, key, .. }) => match key.take() {
+                Some((Frame::Seq { items, .. }, _)) => items.push(node),
+                Some((Frame::Map { entries, key, .. }, above)) => match key.take() {
                     None => *key = Some(node),
                     Some(k) => {
                         if let Some(name) = k.as_str() {
-                            if let Some((first, _)) =
-                                entries.iter().find(|(e, _)| e.as_str() == Some(name))
+                            if let Some((first, first_value)) =
+                                entries.iter().rfind(|(e, _)| e.as_str() == Some(name))
                             {
-                                return Err(YamlError::DuplicateKey {
+                                if !allow_duplicates {
+                                    return Err(YamlError::DuplicateKey {
+                                        key: name.to_owned(),
+                                        line: k.start.line,
+                                        first: first.start.line,
+                                    });
+                                }
+                                let path = frame_path(above);
+                                duplicates.push(Duplicate {
+                                    path: if path.is_empty() {
+                                        name.to_owned()
+                                    } else {
+                                        format!("{path}.{name}")
+                                    },
                                     key: name.to_owned(),
-                                    line: k.start.line,
-                                    first: first.start.line,
+                                    first: (first.start, first_value.end),
+                                    later: (k.start, node.end),
                                 });
                             }
                         }
@@ -739,7 +839,29 @@ pub(crate) fn parse(text: String) -> Result<Doc, YamlError> {
         return Err(YamlError::Documents(docs.len()));
     }
     let root = docs.pop().expect("one document");
-    Ok(Doc { root, src, anchors })
+    Ok(Doc {
+        root,
+        src,
+        anchors,
+        duplicates,
+    })
+}
+
+/// The keys (and sequence indices) of the open collections `above` the innermost one, dotted:
+/// where a key of the innermost mapping sits.
+fn frame_path(above: &[Frame]) -> String {
+    let parts: Vec<String> = above
+        .iter()
+        .map(|f| match f {
+            Frame::Map { key, .. } => key
+                .as_ref()
+                .and_then(Node::as_str)
+                .unwrap_or("?")
+                .to_owned(),
+            Frame::Seq { items, .. } => items.len().to_string(),
+        })
+        .collect();
+    parts.join(".")
 }
 
 /// Records where the node being completed sits: the current child index in every open frame.
@@ -763,6 +885,11 @@ fn record_anchor(stack: &[Frame], anchors: &mut HashMap<usize, Vec<usize>>, id: 
 /// Reads and parses a YAML file (size-capped).
 pub(crate) fn load(path: &Path) -> Result<Doc, YamlError> {
     parse(read_capped(path)?)
+}
+
+/// Reads and parses a recipe (size-capped), accepting duplicate keys ([`parse_recipe`]).
+pub(crate) fn load_recipe(path: &Path) -> Result<Doc, YamlError> {
+    parse_recipe(read_capped(path)?)
 }
 
 #[cfg(test)]
@@ -887,6 +1014,60 @@ mod tests {
         assert!(matches!(
             parse("a: [1\n".into()),
             Err(YamlError::Syntax { .. })
+        ));
+    }
+
+    /// Issue 19 item 21: an anchor or a tag before a quoted scalar (`&a 'x'`, `!!str "x"`) is
+    /// valid YAML (PyYAML reads it); the scalar's position is its opening quote, not the
+    /// property before it, so the closing-quote search and any edit start at the quote.
+    #[test]
+    fn anchor_or_tag_before_a_quoted_scalar_parses_and_spans_the_quotes() {
+        for (text, want) in [
+            ("other: &a 'x'\n", "'x'"),
+            ("other: &a \"x\"\n", "\"x\""),
+            ("other: !!str 'x'\n", "'x'"),
+            ("other: &a !!str \"x\"  # c\n", "\"x\""),
+            ("other: !!str &a 'it''s'\n", "'it''s'"),
+            ("other: !<tag:yaml.org,2002:str> 'x'\n", "'x'"),
+            ("other: &a\n  'x'\n", "'x'"),
+            (
+                "s: &spec '{\"method\":\"mtp\"}'\nt: *spec\n",
+                "'{\"method\":\"mtp\"}'",
+            ),
+            ("- &a 'x'\n", "'x'"),
+            ("other: &a 1.5\nb: *a\n", "1.5"),
+            ("other: !!float &a 1.5  # c\n", "1.5"),
+        ] {
+            let d = parse(text.to_owned()).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            let v = match d.root.entries() {
+                Some(e) => &e[0].1,
+                None => match &d.root.kind {
+                    Kind::Seq { items, .. } => &items[0],
+                    _ => unreachable!(),
+                },
+            };
+            let (a, b) = (d.src.offset(v.start), d.src.offset(v.end));
+            assert_eq!(&d.src.text()[a..b], want, "{text:?}");
+        }
+    }
+
+    /// Issue 19 item 22: a recipe may repeat a key (PyYAML keeps the last); both pairs are
+    /// listed with their path and lines, and lookups return the last value.
+    #[test]
+    fn recipe_parse_accepts_duplicates_last_wins() {
+        let d = parse_recipe("a: 1\nm:\n  x: 1\n  y: 2\n  x: 3\na: 4\n".into()).unwrap();
+        assert_eq!(d.root.get("a").unwrap().scalar(), Some(Scalar::Int(4)));
+        let m = d.root.get("m").unwrap();
+        assert_eq!(m.get("x").unwrap().scalar(), Some(Scalar::Int(3)));
+        let got: Vec<_> = d
+            .duplicates
+            .iter()
+            .map(|x| (x.path.as_str(), x.first.0.line, x.later.0.line))
+            .collect();
+        assert_eq!(got, [("m.x", 3, 5), ("a", 1, 6)]);
+        assert!(matches!(
+            parse("a: 1\na: 2\n".into()),
+            Err(YamlError::DuplicateKey { .. })
         ));
     }
 

@@ -28,6 +28,8 @@ impl Backend for Atom {
             recipe_types: &["atom"],
             section: "atom_config",
             keys: "num-speculative-tokens",
+            knobs: &[K[0], K[1], LENGTH[0], LENGTH[1], RATE[0], RATE[1]],
+            env: false,
         }
     }
 

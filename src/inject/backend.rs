@@ -77,6 +77,11 @@ pub(crate) struct Meta {
     pub(crate) section: &'static str,
     /// What it looks for, for messages.
     pub(crate) keys: &'static str,
+    /// Every key it reads or writes: a duplicate of one of these makes the edit ambiguous.
+    pub(crate) knobs: &'static [&'static str],
+    /// Whether it writes into `backend.<role>_environment` blocks (so a block given twice makes
+    /// the edit ambiguous).
+    pub(crate) env: bool,
 }
 
 /// One framework backend: finds speculative entries and writes the synthetic knobs. A backend

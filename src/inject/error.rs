@@ -110,8 +110,15 @@ pub enum InjectError {
         /// The curve error.
         source: GoldenError,
     },
-    /// The AL is outside `1 ≤ AL ≤ k + 1` for an entry.
-    #[error("{}:{line} ({role}): acceptance length {al} is outside [1, {}] for {k} speculative tokens", file.display(), k + 1)]
+    /// The AL is outside `1 ≤ AL ≤ k + 1` for an entry. One explicit AL applies to every role,
+    /// so the message names the role it does not fit and points at the per-role golden lookup.
+    #[error("{}:{line}: acceptance length {al} is outside [1, {}] for the {role} role's {k} speculative tokens (AL from {al_source}); {}",
+        file.display(), k + 1,
+        if *explicit {
+            "SYNTHETIC_ACCEPTANCE_LENGTH applies to every role: unset SYNTHETIC_ACCEPTANCE_LENGTH to look each role up in the golden curve at its own k (--golden, MODEL_PREFIX, THINKING_MODE), or set a value within every role's range"
+        } else {
+            "the golden curve's value does not fit this k; fix the curve or the role's speculative tokens"
+        })]
     AlOutOfRange {
         /// The recipe.
         file: PathBuf,
@@ -121,8 +128,37 @@ pub enum InjectError {
         role: String,
         /// The AL.
         al: f64,
+        /// Where the AL came from (`SYNTHETIC_ACCEPTANCE_LENGTH` or `golden <curve>/<mode>/<k>`).
+        al_source: String,
+        /// Whether it came from `SYNTHETIC_ACCEPTANCE_LENGTH`.
+        explicit: bool,
         /// Speculative tokens of the entry.
         k: u32,
+    },
+    /// A key given twice where the rewrite reads or edits (PyYAML would keep the last, but which
+    /// one the author meant decides the edit).
+    #[error("{}:{line}: duplicate key {path} (first at line {first}) makes the edit ambiguous: {why}; keep one of them", file.display())]
+    AmbiguousDuplicate {
+        /// The recipe.
+        file: PathBuf,
+        /// 1-based line of the later key.
+        line: usize,
+        /// 1-based line of the first.
+        first: usize,
+        /// The key with the keys above it, dotted.
+        path: String,
+        /// Why it matters.
+        why: String,
+    },
+    /// A recipe form the rewriter does not handle, found where a speculative entry was sought.
+    #[error("{}:{line}: {what}", file.display())]
+    Unsupported {
+        /// The recipe.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// The form and what to do instead.
+        what: String,
     },
     /// `SYNTHETIC_ACCEPTANCE_LENGTH` contradicts the committed curve.
     #[error("{at}: SYNTHETIC_ACCEPTANCE_LENGTH={explicit} disagrees with golden {golden} ({curve}); unset SYNTHETIC_ACCEPTANCE_LENGTH to use the curve")]

@@ -118,6 +118,7 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
         entries: Vec::new(),
         changes: Vec::new(),
         written: None,
+        warnings: Vec::new(),
     };
     if !cfg.opt_in && !cfg.check {
         if let Some(out) = &cfg.output {
@@ -137,10 +138,12 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
         file: file.clone(),
         source,
     };
-    let doc = yaml::load(&file).map_err(recipe_err)?;
+    let doc = yaml::load_recipe(&file).map_err(recipe_err)?;
+    refuse_sweep_form(&doc, &file)?;
     let (backend, framework) = resolve_backend(cfg, &doc, &file)?;
     report.framework = Some(framework);
     let entries = find_entries(backend, &doc, &file)?;
+    report.warnings = judge_duplicates(backend, &doc, &entries, &file)?;
     if entries.is_empty() && !cfg.check {
         return Err(InjectError::NoEntry {
             file,
@@ -188,6 +191,8 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
                 line: e.line,
                 role: e.role.clone(),
                 al,
+                al_source: source,
+                explicit: cfg.explicit_al.is_some(),
                 k: e.k,
             });
         }
@@ -218,6 +223,97 @@ pub fn inject(cfg: &InjectConfig) -> Result<InjectReport, InjectError> {
         report.written = Some(cfg.output.clone().unwrap_or(file));
     }
     Ok(report)
+}
+
+/// Judges the recipe's duplicate keys, which srt-slurm's PyYAML loader accepts (the last one
+/// wins) and InferenceX commits (an environment variable repeated): one warning each, or an
+/// error when the duplicate makes the edit ambiguous: an environment block the backend writes
+/// into, a key it reads or writes (two speculative configs, two `SIMULATE_ACC` keys), or a pair
+/// that holds an entry (a role or engine section given twice).
+fn judge_duplicates(
+    backend: &dyn Backend,
+    doc: &Doc,
+    entries: &[Entry<'_>],
+    file: &Path,
+) -> Result<Vec<String>, InjectError> {
+    let mut warnings = Vec::new();
+    for d in &doc.duplicates {
+        let holds_entry = |(from, to): (yaml::Pos, yaml::Pos)| {
+            entries
+                .iter()
+                .any(|e| from <= e.node.start && e.node.end <= to)
+        };
+        let env_block = backend.meta().env
+            && d.key.ends_with("_environment")
+            && d.path == format!("backend.{}", d.key);
+        let why = if env_block {
+            Some(format!(
+                "the {} backend writes its knobs into this environment block",
+                backend.meta().name
+            ))
+        } else if backend.meta().knobs.contains(&d.key.as_str()) {
+            Some(format!(
+                "the {} backend reads or writes {}",
+                backend.meta().name,
+                d.key
+            ))
+        } else if holds_entry(d.first) || holds_entry(d.later) {
+            Some(format!(
+                "it holds a speculative entry ({})",
+                backend.meta().keys
+            ))
+        } else {
+            None
+        };
+        let (first, line) = (d.first.0.line, d.later.0.line);
+        if let Some(why) = why {
+            return Err(InjectError::AmbiguousDuplicate {
+                file: file.to_owned(),
+                line,
+                first,
+                path: d.path.clone(),
+                why,
+            });
+        }
+        warnings.push(format!(
+            "{}:{line}: duplicate key {} (first at line {first}); the last one wins, as when srt-slurm loads the recipe with PyYAML",
+            file.display(),
+            d.path
+        ));
+    }
+    Ok(warnings)
+}
+
+/// Refuses srt-slurm's sweep form: a top-level `base:` holding the recipe (its `backend` and
+/// speculative entries) beside `zip_override_*` keys, which the rewriter does not expand. Without
+/// this, the search for `backend` at the top finds nothing and the error asks whether speculative
+/// decoding is configured at all.
+fn refuse_sweep_form(doc: &Doc, file: &Path) -> Result<(), InjectError> {
+    let root = &doc.root;
+    let Some((key, base)) = root.get_entry("base") else {
+        return Ok(());
+    };
+    if root.get("backend").is_some() || doc.resolve(base).get("backend").is_none() {
+        return Ok(());
+    }
+    let overrides: Vec<&str> = root
+        .entries()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|(k, _)| k.as_str().filter(|k| k.starts_with("zip_override")))
+        .collect();
+    let beside = if overrides.is_empty() {
+        String::new()
+    } else {
+        format!(" with {}", overrides.join(", "))
+    };
+    Err(InjectError::Unsupported {
+        file: file.to_owned(),
+        line: key.start.line,
+        what: format!(
+            "the base: + zip_override_* sweep form{beside} is not supported (the recipe, and its speculative decoding, is under base:); expand the sweep into one recipe per point and inject each"
+        ),
+    })
 }
 
 /// The rewritten text and its changed lines: the backend's edits applied to the original text,
@@ -252,7 +348,9 @@ fn rewrite(
 #[cfg(any(test, fuzzing))]
 pub(crate) fn fuzz_rewrite(text: String) {
     let file = Path::new("fuzz.yaml");
-    let Ok(doc) = yaml::parse(text) else {
+    // The recipe parse, as `inject` loads it: duplicate keys (a duplicated line) are accepted
+    // unless they make the edit ambiguous.
+    let Ok(doc) = yaml::parse_recipe(text) else {
         return;
     };
     let al = |k: u32| 1.0 + f64::from(k) / 2.0;
@@ -280,6 +378,9 @@ pub(crate) fn fuzz_rewrite(text: String) {
         let Ok(entries) = find_entries(backend, &doc, file) else {
             continue;
         };
+        if judge_duplicates(backend, &doc, &entries, file).is_err() {
+            continue;
+        }
         let plan: Vec<(&Entry<'_>, f64)> = entries.iter().map(|e| (e, al(e.k))).collect();
         let (new_text, changes) = match rewrite(backend, &doc, &plan, file) {
             Err(InjectError::Internal { what, .. }) => {
@@ -289,7 +390,7 @@ pub(crate) fn fuzz_rewrite(text: String) {
             Ok(r) => r,
         };
         check_untouched(doc.src.text(), &new_text, &changes);
-        let again = yaml::parse(new_text.clone()).expect("a verified rewrite parses");
+        let again = yaml::parse_recipe(new_text.clone()).expect("a verified rewrite parses");
         let entries = find_entries(backend, &again, file).expect("a verified rewrite has entries");
         let plan: Vec<(&Entry<'_>, f64)> = entries.iter().map(|e| (e, al(e.k))).collect();
         match rewrite(backend, &again, &plan, file) {
@@ -372,7 +473,7 @@ fn verify(
         file: file.to_owned(),
         what,
     };
-    let doc = yaml::parse(text.to_owned())
+    let doc = yaml::parse_recipe(text.to_owned())
         .map_err(|e| internal(format!("rewritten YAML does not parse: {e}")))?;
     let after = find_entries(backend, &doc, file)?;
     if after.len() != plan.len() {

@@ -55,6 +55,8 @@ pub struct InjectReport {
     pub changes: Vec<LineChange>,
     /// The file written, if any.
     pub written: Option<PathBuf>,
+    /// Things accepted but worth a look (duplicate keys), for stderr.
+    pub warnings: Vec<String>,
 }
 
 impl InjectReport {

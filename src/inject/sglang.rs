@@ -68,6 +68,22 @@ impl Backend for Sglang {
             recipe_types: &["sglang"],
             section: "sglang_config",
             keys: "speculative-algorithm / speculative-algo",
+            knobs: &[
+                ALGO[0],
+                ALGO[1],
+                ALGO[2],
+                ALGO[3],
+                STEPS[0],
+                STEPS[1],
+                DRAFT_TOKENS[0],
+                DRAFT_TOKENS[1],
+                DRAFT_MODEL[0],
+                DRAFT_MODEL[1],
+                LEN,
+                METHOD,
+                TOKEN_MODE,
+            ],
+            env: true,
         }
     }
 

@@ -24,6 +24,8 @@ impl Backend for Trtllm {
             recipe_types: &["trtllm", "trt", "tensorrt-llm", "tensorrt_llm"],
             section: "trtllm_config",
             keys: "speculative_config",
+            knobs: &[KEYS[0], KEYS[1], FORCE, "max_draft_len", "decoding_type"],
+            env: true,
         }
     }
 

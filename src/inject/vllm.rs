@@ -166,6 +166,14 @@ impl Backend for Vllm {
             recipe_types: &["vllm"],
             section: "vllm_config",
             keys: "speculative-config / speculative_config",
+            knobs: &[
+                KEYS[0],
+                KEYS[1],
+                METHOD_KEY,
+                AL_KEY,
+                "num_speculative_tokens",
+            ],
+            env: false,
         }
     }
 

@@ -955,3 +955,159 @@ fn aliased_role_is_injected_once() {
         )],
     );
 }
+
+/// Issue 19 item 20: an entry that was partly synthetic before the run (a broken state that
+/// `--check` reports with exit 1) is repaired by the rewrite, and the rewrite exits 0: the
+/// lint's exit code must not leak into the path the launcher runs as `inject ... || exit 1`.
+#[test]
+fn partly_synthetic_entry_is_repaired_and_the_rewrite_exits_0() {
+    // vLLM: the AL is there, the synthetic method is not.
+    let text = vllm_recipe(
+        "      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":3,\"synthetic_acceptance_length\":1.5}'\n",
+    );
+    let (o, after) = run_text(&text, &[]);
+    assert_eq!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("BROKEN"), "{}", o.stdout);
+    assert!(o.stdout.contains("wrote"), "{}", o.stdout);
+    assert_ne!(after, text);
+    let (o, again) = run_text(&after, &[]);
+    assert_eq!((o.code, again), (0, after));
+
+    // SGLang: the simulation variables in the prefill environment only, without the method.
+    let text = "backend:\n  type: sglang\n  prefill_environment:\n    SGLANG_SIMULATE_ACC_LEN: \"1.5\"\n  decode_environment:\n    A: \"1\"\n  sglang_config:\n    prefill:\n      speculative-algorithm: EAGLE\n      speculative-num-steps: 2\n      speculative-num-draft-tokens: 3\n    decode:\n      speculative-algorithm: EAGLE\n      speculative-num-steps: 2\n      speculative-num-draft-tokens: 3\n";
+    let (o, after) = run_text(text, &[]);
+    assert_eq!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("BROKEN"), "{}", o.stdout);
+    assert!(!o.stderr.contains("ERROR"), "{}", o.stderr);
+    let (o, again) = run_text(&after, &[]);
+    assert_eq!((o.code, again), (0, after));
+}
+
+/// Issue 19 item 21: an anchor or a tag before a quoted scalar, anywhere in the recipe or on the
+/// speculative config itself, is valid YAML; the recipe is rewritten and the anchor kept.
+#[test]
+fn quoted_scalar_with_an_anchor_or_tag_is_located() {
+    let text = format!(
+        "other: &a 'x'\nmore: !!str \"y\"\n{}",
+        vllm_recipe(
+            "      speculative-config: &spec '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'\n"
+        )
+    );
+    rewrites_then_reruns_clean(
+        &text,
+        &[Change::Replace(
+            9,
+            "      speculative-config: &spec '{\"method\":\"mtp\",\"num_speculative_tokens\":2,\"rejection_sample_method\":\"synthetic\",\"synthetic_acceptance_length\":2.27}'".into(),
+        )],
+    );
+}
+
+/// Issue 19 item 23: a `base:` + `zip_override_*` sweep file configures speculative decoding
+/// under `base:`; the error says that form is not supported instead of asking whether
+/// speculative decoding is configured.
+#[test]
+fn base_and_zip_override_form_is_refused_as_unsupported() {
+    let text = "base:\n  backend:\n    type: vllm\n    vllm_config:\n      decode:\n        speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'\nzip_override_conc:\n  benchmark:\n    concurrency: [1, 2]\n";
+    for env in [&[][..], &[("FRAMEWORK", "vllm")][..]] {
+        let (o, after) = run_text(text, env);
+        assert_eq!((o.code, after.as_str()), (1, text), "{}", o.stderr);
+        assert!(o.stderr.contains("not supported"), "{}", o.stderr);
+        assert!(o.stderr.contains("base:"), "{}", o.stderr);
+        assert!(o.stderr.contains("zip_override_conc"), "{}", o.stderr);
+        assert!(
+            !o.stderr.contains("is speculative decoding configured"),
+            "{}",
+            o.stderr
+        );
+    }
+}
+
+/// Issue 19 item 23: one explicit AL for roles with different k (prefill k=1, decode k=3) is
+/// refused naming the role it does not fit and pointing at the per-role golden lookup.
+#[test]
+fn explicit_al_outside_one_roles_range_names_the_role() {
+    let text = "backend:\n  type: vllm\n  vllm_config:\n    prefill:\n      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":1}'\n    decode:\n      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":3}'\n";
+    let (o, after) = run_text(
+        text,
+        &[("SYNTHETIC_ACCEPTANCE_LENGTH", "3.0"), ("MODEL_PREFIX", "")],
+    );
+    assert_eq!((o.code, after.as_str()), (1, text), "{}", o.stderr);
+    for want in [
+        "prefill role",
+        "r.yaml:5",
+        "[1, 2]",
+        "unset SYNTHETIC_ACCEPTANCE_LENGTH",
+        "golden",
+    ] {
+        assert!(o.stderr.contains(want), "{want}: {}", o.stderr);
+    }
+}
+
+/// Issue 19 item 22: srt-slurm loads recipes with PyYAML, where the last of two equal keys
+/// wins, and InferenceX commits such files (an environment variable repeated). A duplicate
+/// outside what the rewrite reads or edits is accepted with a warning naming the key and both
+/// lines; one that makes the edit ambiguous is refused and the recipe left untouched.
+#[test]
+fn duplicate_keys_warn_unless_they_make_the_edit_ambiguous() {
+    let sglang = |env: &str| {
+        format!("backend:\n  type: sglang\n  decode_environment:\n{env}  sglang_config:\n    decode:\n      speculative-algorithm: EAGLE\n      speculative-num-steps: 2\n      speculative-num-draft-tokens: 3\n")
+    };
+    // An environment variable repeated with the same value in the block being edited.
+    let text = sglang("    A: \"1\"\n    B: \"2\"\n    A: \"1\"\n");
+    let (o, after) = run_text(&text, &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("warning"), "{}", o.stderr);
+    assert!(o.stderr.contains("A"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("line 4") && o.stderr.contains(":6"),
+        "{}",
+        o.stderr
+    );
+    assert_changed(&text, &after, &[Change::Insert(3, sglang_lines("2.27"))]);
+    let (o, again) = run_text(&after, &[]);
+    assert_eq!((o.code, again), (0, after));
+
+    // A duplicate elsewhere in a vLLM recipe.
+    let text = format!(
+        "name: a\nname: b\n{}",
+        vllm_recipe(
+            "      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'\n"
+        )
+    );
+    let (o, _) = run_text(&text, &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("name"), "{}", o.stderr);
+
+    // Two speculative configs in one role: which one the engine reads decides the edit.
+    let text = vllm_recipe("      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'\n      speculative-config: '{\"method\":\"mtp\",\"num_speculative_tokens\":3}'\n");
+    fails_untouched(&text, "duplicate key");
+    fails_untouched(&text, "speculative-config");
+    fails_untouched(&text, "ambiguous");
+
+    // Two SIMULATE_ACC keys in one block, even when the last one is already right.
+    let text = sglang("    SGLANG_SIMULATE_ACC_LEN: \"1.5\"\n    SGLANG_SIMULATE_ACC_LEN: \"2.27\"\n    SGLANG_SIMULATE_ACC_METHOD: \"match-expected\"\n    SGLANG_SIMULATE_ACC_TOKEN_MODE: \"real-draft-token\"\n");
+    fails_untouched(&text, "SGLANG_SIMULATE_ACC_LEN");
+    fails_untouched(&text, "ambiguous");
+
+    // An environment block the rewrite writes into, given twice.
+    let text = sglang("    A: \"1\"\n").replace(
+        "  sglang_config:",
+        "  decode_environment:\n    B: \"2\"\n  sglang_config:",
+    );
+    fails_untouched(&text, "backend.decode_environment");
+    fails_untouched(&text, "ambiguous");
+}
+
+/// Issue 19 item 21, the plain-scalar side: a value the rewrite replaces that carries an anchor
+/// (`SGLANG_SIMULATE_ACC_LEN: &len 1.5`, aliased elsewhere) keeps it, so the alias still resolves.
+#[test]
+fn anchored_plain_value_is_replaced_and_keeps_its_anchor() {
+    let text = "backend:\n  type: sglang\n  decode_environment:\n    SGLANG_SIMULATE_ACC_LEN: &len 1.5\n    SGLANG_SIMULATE_ACC_METHOD: \"match-expected\"\n    SGLANG_SIMULATE_ACC_TOKEN_MODE: \"real-draft-token\"\n  sglang_config:\n    decode:\n      speculative-algorithm: EAGLE\n      speculative-num-steps: 2\n      speculative-num-draft-tokens: 3\nother: *len\n";
+    rewrites_then_reruns_clean(
+        text,
+        &[Change::Replace(
+            4,
+            "    SGLANG_SIMULATE_ACC_LEN: &len \"2.27\"".into(),
+        )],
+    );
+}

@@ -24,3 +24,14 @@ fn dsv4_vectors_all_pass() {
 fn dsv41_vectors_all_pass() {
     run("dsv41.jsonl", 198);
 }
+
+/// Issue 19 item 19: every place where the DeepSeek reference encoders treat a missing key and a
+/// present-but-null key differently (user `content`, a text block's or a tool-result part's
+/// `text`, a tool call's `name` and `arguments`, a tool message's `content`), in both versions.
+/// The expected values were derived by reading the reference (`msg.get("content", "")`,
+/// `block.get("text", "")`, `tool_call["function"]["name"]`, `str.format` of `None`), not by
+/// running it, so they live here and not among the shared vectors.
+#[test]
+fn missing_vs_null_vectors_all_pass() {
+    run("missing-vs-null.jsonl", 28);
+}

@@ -112,7 +112,8 @@ impl<'a> Role<'a> {
 /// One piece of a merged user turn.
 #[derive(Clone, Debug)]
 enum Block<'a> {
-    /// User text: must be a string when rendered (`None` = the key is missing).
+    /// User text (`None` = the key is missing, which the reference reads as empty through
+    /// `get("content", "")`; a present null or any non-string is refused when rendered).
     Text(Option<&'a Value>),
     /// A tool message's result.
     ToolResult {
@@ -514,10 +515,9 @@ impl Renderer<'_, '_> {
             }
             match b {
                 Block::Text(Some(Value::String(s))) => out.push_str(s),
-                Block::Text(other) => {
-                    return Err(EncodeError::UserContentNotString(
-                        other.map_or("NoneType", type_name),
-                    ))
+                Block::Text(None) => {}
+                Block::Text(Some(other)) => {
+                    return Err(EncodeError::UserContentNotString(type_name(other)))
                 }
                 Block::ToolResult { content, .. } => {
                     out.push_str("<tool_result>");
@@ -529,9 +529,17 @@ impl Renderer<'_, '_> {
                                     out.push_str("\n\n");
                                 }
                                 match p.get("type").and_then(Value::as_str) {
-                                    Some("text") => out.push_str(
-                                        p.get("text").and_then(Value::as_str).unwrap_or(""),
-                                    ),
+                                    // `b.get("text", "")`: missing is empty, null is refused
+                                    // (the reference's join fails on it).
+                                    Some("text") => match p.get("text") {
+                                        None => {}
+                                        Some(Value::String(t)) => out.push_str(t),
+                                        Some(other) => {
+                                            return Err(EncodeError::UserContentNotString(
+                                                type_name(other),
+                                            ))
+                                        }
+                                    },
                                     t => {
                                         out.push_str("[Unsupported ");
                                         out.push_str(t.unwrap_or("None"));
@@ -595,14 +603,16 @@ impl Renderer<'_, '_> {
         let mut invokes = Vec::with_capacity(calls.len());
         for call in calls {
             let function = call.get("function");
+            // `tool_call["function"]["name"]`: a missing name fails, a present one is printed
+            // through `str.format` (null as `None`).
             let name = function
                 .and_then(|f| f.get("name"))
-                .and_then(Value::as_str)
                 .ok_or(EncodeError::Malformed {
                     index: m.index,
                     field: "tool_calls[].function.name",
-                    expected: "a string",
-                })?;
+                    expected: "present",
+                })
+                .and_then(py_str)?;
             let arguments =
                 function
                     .and_then(|f| f.get("arguments"))
