@@ -48,7 +48,11 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         osl: cfg.osl,
         cli_command: cfg.cli_command.clone(),
         streaming: cfg.streaming,
-        concurrency: cfg.concurrency,
+        // What was used: an open loop or trace is capped only by --concurrency.
+        concurrency: match plan.tickets.mode() {
+            crate::schedule::LoadMode::Closed => Some(cfg.concurrency),
+            _ => cfg.load.cap,
+        },
         request_count: plan.len().unwrap_or(0),
         samples: samples.len(),
         dataset_reused: m.dispatch.issued > samples.len() as u64,

@@ -33,8 +33,9 @@ pub struct RunMeta {
     pub cli_command: Option<String>,
     /// Streaming on.
     pub streaming: bool,
-    /// Closed-loop concurrency.
-    pub concurrency: usize,
+    /// Requests in flight: the closed loop's concurrency, or the open loop's / trace's cap
+    /// (`None`: an open loop or trace without `--concurrency`, which has no cap).
+    pub concurrency: Option<usize>,
     /// Requests planned.
     pub request_count: u64,
     /// Samples in the collection.

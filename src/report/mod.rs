@@ -49,7 +49,13 @@ pub fn console_table(s: &Summary) -> String {
     let _ = writeln!(
         o,
         "specperf {} | {} | model {} | {} | concurrency {} | streaming {}",
-        s.specperf_version, m.url, m.model, m.endpoint, m.concurrency, m.streaming
+        s.specperf_version,
+        m.url,
+        m.model,
+        m.endpoint,
+        m.concurrency
+            .map_or_else(|| "uncapped".to_owned(), |c| c.to_string()),
+        m.streaming
     );
     let _ = writeln!(
         o,
