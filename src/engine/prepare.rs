@@ -392,7 +392,31 @@ async fn discover_model(
     wait: Duration,
     stop: &Stopper,
 ) -> Result<String, EngineError> {
-    let Fetched { status, body, .. } = probe(client, base, wait, stop).await?;
+    let Fetched {
+        status,
+        body,
+        content_type,
+    } = probe(client, base, wait, stop).await?;
+    // A 404 or a web page means the URL is not an OpenAI server's base URL: say so, rather than
+    // asking for a --model that would fail the same way.
+    let html = content_type.as_deref().is_some_and(|c| c.contains("html"))
+        || body.trim_ascii_start().starts_with(b"<");
+    if status == 404 || html {
+        let what = if html {
+            format!("an HTML page (HTTP {status})")
+        } else {
+            "HTTP 404".to_owned()
+        };
+        let v1 = crate::report::v1_suffix_hint(base).unwrap_or_else(|| {
+            "check --url: the OpenAI-compatible server's base URL, e.g. http://host:8000, \
+             without /v1"
+                .to_owned()
+        });
+        return Err(EngineError::Url {
+            url: base.to_owned(),
+            reason: format!("GET {base}/v1/models answered {what}; {v1}"),
+        });
+    }
     if status != 200 {
         return Err(EngineError::NoModel(format!(
             "GET {base}/v1/models answered HTTP {status}"

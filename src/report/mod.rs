@@ -7,6 +7,7 @@
 //! artifact directory.
 
 pub(crate) mod aiperf;
+mod diagnose;
 pub(crate) mod inferencex;
 mod json;
 pub(crate) mod plot;
@@ -25,6 +26,9 @@ use crate::metrics::{Histograms, MetricKey, Summary};
 use crate::progress::Progress;
 use crate::scrape::acceptance::AcceptanceStatus;
 use crate::scrape::ScrapeReport;
+
+pub use diagnose::failure_report;
+pub(crate) use diagnose::v1_suffix_hint;
 
 /// Rows of the console table, in order (labels from [`MetricKey::console_label`]).
 const ROWS: [MetricKey; 12] = [

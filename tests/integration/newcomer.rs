@@ -51,3 +51,88 @@ async fn a_capped_open_loop_reports_its_cap() {
     let raw = read_json(&dir.path().join("raw.json"));
     assert_eq!(raw["max_concurrency"], 3);
 }
+
+const BIN: &str = env!("CARGO_BIN_EXE_specperf");
+
+/// Runs the binary's `replay` with `args` (artifacts in a fresh directory), bounded at 60 s;
+/// returns (exit code, stdout, stderr).
+fn replay_bin(args: &[&str]) -> (Option<i32>, String, String) {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .arg("replay")
+        .args(["--progress-interval", "0", "--metrics-settle-seconds", "0"])
+        .arg("--artifact-dir")
+        .arg(dir.path().join("a"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let o = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let e = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = crate::common::wait_exit(&mut child, std::time::Duration::from_secs(60));
+    (status.code(), o.join().unwrap(), e.join().unwrap())
+}
+
+/// Item 8: a run whose every request fails says why on stderr: the kind, the count, the
+/// server's own message and a hint.
+#[test]
+fn a_failed_run_names_the_server_message_and_a_hint() {
+    let s = sim(fast());
+    let (code, _, err) = replay_bin(&[
+        "--url",
+        &s.url(),
+        "--model",
+        "other",
+        "--request-count",
+        "3",
+        "--concurrency",
+        "1",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("http_status") && err.contains("3"), "{err}");
+    assert!(err.contains("The model `other` does not exist"), "{err}");
+    assert!(err.contains("hint:") && err.contains("--model"), "{err}");
+}
+
+/// Item 8: a `--url` ending in `/v1` is named before the run and in the failure hint.
+#[test]
+fn a_url_with_a_v1_suffix_is_named() {
+    let s = sim(fast());
+    let url = format!("{}/v1", s.url());
+    let (code, _, err) = replay_bin(&[
+        "--url",
+        &url,
+        "--model",
+        "specperf-sim",
+        "--request-count",
+        "2",
+        "--concurrency",
+        "1",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("ends in /v1"), "{err}");
+    assert!(err.contains("hint:"), "{err}");
+}
+
+/// Item 8: a 404 from `/v1/models` points at the URL, not at --model.
+#[test]
+fn a_404_from_the_model_list_points_at_the_url() {
+    let s = sim(fast());
+    let url = format!("{}/v1", s.url());
+    let (code, _, err) = replay_bin(&["--url", &url, "--request-count", "1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--url"), "{err}");
+    assert!(!err.contains("pass --model"), "{err}");
+}
