@@ -348,7 +348,9 @@ pub struct ReplayArgs {
     pub per_chunk_usage: bool,
 
     /// Extra body fields, `key:value` (value parsed as JSON when it parses, else a string), or one
-    /// JSON object. Repeatable; merged into every request body, overriding.
+    /// JSON object. Repeatable; merged into every request body, overriding. Fields specperf owns
+    /// are refused: `stream` (--streaming), `stream_options` (--per-chunk-usage), `model`
+    /// (--model), `messages` and `prompt` (--input-file).
     #[arg(long, num_args = 1.., action = clap::ArgAction::Append)]
     pub extra_inputs: Vec<String>,
 

@@ -136,3 +136,47 @@ fn a_404_from_the_model_list_points_at_the_url() {
     assert!(err.contains("--url"), "{err}");
     assert!(!err.contains("pass --model"), "{err}");
 }
+
+/// `specperf replay <args>` as the config error it gives (fails the test when it is valid).
+fn config_error(args: &[&str]) -> String {
+    use clap::Parser;
+    let mut argv = vec!["specperf", "replay"];
+    argv.extend_from_slice(args);
+    let cli = specperf::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("flags parse: {e}"));
+    let specperf::Command::Replay(a) = cli.command else {
+        panic!("not replay")
+    };
+    match specperf::RunConfig::from_args(&a) {
+        Ok(_) => panic!("{args:?} accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Item 9: body fields the tool owns cannot be overridden by --extra-inputs (they made every
+/// request fail); the error names the flag to use instead.
+#[test]
+fn extra_inputs_cannot_take_fields_the_tool_owns() {
+    for (item, flag) in [
+        ("stream:false", "--streaming"),
+        ("model:other", "--model"),
+        (
+            r#"{"stream_options": {"include_usage": false}}"#,
+            "--per-chunk-usage",
+        ),
+        ("messages:[]", "--input-file"),
+        ("prompt:x", "--input-file"),
+    ] {
+        let e = config_error(&["--extra-inputs", item]);
+        assert!(
+            e.contains("--extra-inputs") && e.contains(flag),
+            "{item}: {e}"
+        );
+    }
+    // Everything else still goes through.
+    crate::common::config(&[
+        "--extra-inputs",
+        "ignore_eos:true",
+        "--extra-inputs",
+        "max_tokens:9",
+    ]);
+}
