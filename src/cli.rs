@@ -437,7 +437,8 @@ pub struct ReplayArgs {
     #[arg(long, env = "RESULT_FILENAME", value_name = "NAME")]
     pub result_filename: Option<String>,
 
-    /// Directory for `<RESULT_FILENAME>.json` (default: the artifact directory).
+    /// Directory for `<RESULT_FILENAME>.json` (default: the artifact directory). Created and
+    /// checked writable before the first request, as --artifact-dir is (exit 2 if not).
     #[arg(long, env = "RESULT_DIR")]
     pub result_dir: Option<PathBuf>,
 

@@ -51,7 +51,7 @@ pub fn exit_code(outcome: &RunOutcome, failed_threshold: f64) -> i32 {
 
 impl ExitStatus for EngineError {
     /// 3 when the server never answered; 2 when the inputs are wrong (collection, load, model,
-    /// open-file limit, URL); 1 otherwise.
+    /// open-file limit, URL, an unwritable output directory); 1 otherwise.
     fn exit_code(&self) -> i32 {
         match self {
             EngineError::NotReady { .. } => NOT_READY,
@@ -59,6 +59,7 @@ impl ExitStatus for EngineError {
             | EngineError::Load(_)
             | EngineError::NoModel(_)
             | EngineError::OpenFiles(_)
+            | EngineError::OutputDir { .. }
             | EngineError::Url { .. } => USAGE,
             _ => FAILED,
         }

@@ -63,6 +63,7 @@ pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Fi
         (s as u64).max(warmup)
     });
     crate::fdlimit::ensure(in_flight, if cfg.target.is_embedded() { 2 } else { 1 })?;
+    check_output_dirs(&cfg)?;
     let (sim, base_url): (Option<SimHandle>, String) = match &cfg.target {
         Target::Url(u) => (None, u.clone()),
         Target::Embedded(sc) => {
@@ -146,6 +147,26 @@ pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Fi
         dir,
     };
     Ok((ready, files))
+}
+
+/// Every output location named on the command line must be writable before the first request
+/// (the default artifact directory, named from the model, is created just after discovery).
+fn check_output_dirs(cfg: &RunConfig) -> Result<(), EngineError> {
+    let result_dir = cfg.result_file.as_ref().and_then(|(d, _)| d.as_deref());
+    let dirs = [
+        ("--artifact-dir", cfg.artifact_dir.as_deref()),
+        ("--result-dir / RESULT_DIR", result_dir),
+    ];
+    for (flag, dir) in dirs {
+        if let Some(d) = dir {
+            crate::fsutil::ensure_writable_dir(d).map_err(|source| EngineError::OutputDir {
+                flag,
+                path: d.display().to_string(),
+                source,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// The profiling phase's tickets: closed loop, open-loop arrivals computed up front, or a trace.

@@ -180,3 +180,36 @@ fn extra_inputs_cannot_take_fields_the_tool_owns() {
         "max_tokens:9",
     ]);
 }
+
+/// Item 10: an unusable --result-dir stops the run before its first request, naming the flag.
+#[tokio::test]
+async fn an_unwritable_result_dir_stops_the_run_before_it_starts() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let result_dir = blocker.join("results");
+    let artifacts = dir.path().join("art");
+    let cfg = crate::common::config(&[
+        "--url",
+        &s.url(),
+        "--model",
+        "specperf-sim",
+        "--request-count",
+        "2",
+        "--artifact-dir",
+        artifacts.to_str().unwrap(),
+        "--result-filename",
+        "raw",
+        "--result-dir",
+        result_dir.to_str().unwrap(),
+    ]);
+    let e = crate::common::replay_err(cfg, "result dir")
+        .await
+        .to_string();
+    assert!(e.contains("--result-dir") && e.contains("results"), "{e}");
+    assert!(
+        !artifacts.join("records.jsonl").exists(),
+        "no request was sent before the check"
+    );
+}
