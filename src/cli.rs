@@ -229,7 +229,7 @@ pub struct ReplayArgs {
 
     /// Requests kept in flight (closed loop; default 64). With --request-rate: a cap on requests
     /// in flight (arrivals wait for a free slot, which shows as schedule lag).
-    #[arg(long)]
+    #[arg(long, visible_alias = "max-concurrency", allow_negative_numbers = true)]
     pub concurrency: Option<usize>,
 
     /// Load shape: open loop, duration, warmup, ramp-up, shards.
@@ -238,16 +238,16 @@ pub struct ReplayArgs {
 
     /// Requests to send. Default: each sample of the collection once. More than the collection
     /// cycles through it again (reported as dataset reuse).
-    #[arg(long, visible_alias = "num-requests")]
+    #[arg(long, visible_aliases = ["num-requests", "num-prompts"], allow_negative_numbers = true)]
     pub request_count: Option<u64>,
 
     /// Prompt collection file. Default: the bundled SPEED-Bench-format collection.
     #[arg(long)]
     pub input_file: Option<PathBuf>,
 
-    /// Format of --input-file.
-    #[arg(long, value_enum, default_value_t = DatasetKind::SpeedBench)]
-    pub custom_dataset_type: DatasetKind,
+    /// Format of --input-file (default speed_bench; needs --input-file).
+    #[arg(long, value_enum)]
+    pub custom_dataset_type: Option<DatasetKind>,
 
     /// SPEED-Bench: keep only rows of this category (exact, case-sensitive), e.g. `coding`.
     #[arg(long)]
@@ -263,7 +263,11 @@ pub struct ReplayArgs {
 
     /// Output tokens per request (`max_completion_tokens` for chat, `max_tokens` for completions).
     /// Default: unset (server decides), except against the embedded simulator (256).
-    #[arg(long, visible_alias = "output-tokens-mean")]
+    #[arg(
+        long,
+        visible_alias = "output-tokens-mean",
+        allow_negative_numbers = true
+    )]
     pub osl: Option<u32>,
 
     /// Client-side renderer for `/v1/completions` prompts: `dsv4`, `dsv41` (DeepSeek-V4/V4.1
@@ -377,37 +381,37 @@ pub struct ReplayArgs {
     pub http: HttpVersion,
 
     /// Limit on TCP connect plus TLS handshake, seconds.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
     pub connect_timeout_seconds: f64,
 
     /// Limit from sending a request to its first content or reasoning token, seconds.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, default_value_t = 600.0, allow_negative_numbers = true)]
     pub ttft_timeout_seconds: f64,
 
     /// Limit on silence between SSE events once tokens flow, seconds.
-    #[arg(long, default_value_t = 120.0)]
+    #[arg(long, default_value_t = 120.0, allow_negative_numbers = true)]
     pub idle_timeout_seconds: f64,
 
     /// Limit on one whole request, seconds (AIPerf's default).
-    #[arg(long, default_value_t = 21600.0)]
+    #[arg(long, default_value_t = 21600.0, allow_negative_numbers = true)]
     pub request_timeout_seconds: f64,
 
     /// Deadline for the whole run, seconds; in-flight requests are then cancelled, artifacts are
     /// written and the exit code is 124.
-    #[arg(long, default_value_t = 86400.0)]
+    #[arg(long, default_value_t = 86400.0, allow_negative_numbers = true)]
     pub timeout_seconds: f64,
 
     /// Stop the run (exit 1) when no request finishes for this long, seconds.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, default_value_t = 300.0, allow_negative_numbers = true)]
     pub stall_timeout_seconds: f64,
 
     /// Wait up to this long for the server to answer GET /v1/models before starting, seconds
     /// (0: one attempt).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub wait_for_model_timeout: f64,
 
     /// Exit 1 when more than this fraction of requests fail.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
     pub failed_request_threshold: f64,
 
     /// Largest SSE event (or non-streaming body) accepted, bytes.
@@ -433,7 +437,7 @@ pub struct ReplayArgs {
     pub goodput: Vec<String>,
 
     /// InferenceX: also write the benchmark_serving-style raw throughput JSON `<NAME>.json`
-    /// (a file name, not a path).
+    /// (a file name, not a path; a trailing `.json` is not doubled).
     #[arg(long, env = "RESULT_FILENAME", value_name = "NAME")]
     pub result_filename: Option<String>,
 
@@ -449,7 +453,7 @@ pub struct ReplayArgs {
     pub ui: Ui,
 
     /// Seconds between plain progress lines when stderr is not a terminal (0: none).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub progress_interval: f64,
 
     /// Settings of the embedded simulator (used only without --url).
@@ -471,8 +475,9 @@ pub enum Ui {
 #[derive(Debug, Args, Clone)]
 pub struct LoadArgs {
     /// Open loop: requests per second, released at precomputed arrival times whatever the server
-    /// does (latency is also reported from the intended time).
-    #[arg(long)]
+    /// does (latency is also reported from the intended time). `inf`: every request at once
+    /// (vLLM's default), capped by --concurrency when given.
+    #[arg(long, allow_negative_numbers = true)]
     pub request_rate: Option<f64>,
 
     /// Open loop: inter-arrival distribution.
@@ -489,38 +494,38 @@ pub struct LoadArgs {
     pub random_seed: u64,
 
     /// Stop issuing requests after this many seconds (then --benchmark-grace-period).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub benchmark_duration: Option<f64>,
 
     /// After --benchmark-duration, wait this long for requests in flight, then cancel them and
     /// count them as failed (`grace_period_expired`). `inf` waits for every request.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
     pub benchmark_grace_period: f64,
 
     /// Warmup requests before profiling (excluded from every statistic and from the AL window).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub warmup_request_count: Option<u64>,
 
     /// Warmup for this many seconds before profiling.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub warmup_duration: Option<f64>,
 
     /// Concurrency of the warmup phase (default: --concurrency).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub warmup_concurrency: Option<usize>,
 
     /// Closed loop: grow the requests in flight linearly from 1 to --concurrency over this many
     /// seconds.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub concurrency_ramp_duration: Option<f64>,
 
     /// Open loop: grow the arrival rate linearly from 0 to --request-rate over this many seconds.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub request_rate_ramp_duration: Option<f64>,
 
     /// Open loop: an arrival released more than this many ms after its intended time counts as
     /// late.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
     pub schedule_lag_tolerance_ms: f64,
 
     /// Replay the input file's `timestamp`s (ms). On by default when every row has one and no
@@ -541,7 +546,7 @@ pub struct LoadArgs {
     pub fixed_schedule_end_offset: Option<f64>,
 
     /// Trace replay: play the trace this many times faster (2 = half the gaps).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub trace_speedup: f64,
 
     /// Run shard `i/N` of a sharded run (0-based). Default: from SLURM_PROCID/SLURM_NTASKS, or
@@ -575,7 +580,7 @@ pub struct ScrapeArgs {
     pub no_server_metrics: bool,
 
     /// Seconds between scrapes during the run (live AL; TensorRT-LLM JSON poll period).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub metrics_interval_seconds: f64,
 
     /// Per-scrape timeout, seconds.
@@ -584,7 +589,7 @@ pub struct ScrapeArgs {
 
     /// Wait after the last response before the final scrape (engines export counters
     /// asynchronously). Default 10 s against a server, 0 against the embedded simulator.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub metrics_settle_seconds: Option<f64>,
 
     /// Engine whose speculative-decoding counters to read (auto: detect from the page).
@@ -593,7 +598,7 @@ pub struct ScrapeArgs {
 
     /// Draft tokens per step (k), for validation and the fixed-k fallbacks. Default: inferred
     /// from the per-position counters where the engine has them.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub num_spec_tokens: Option<u32>,
 }
 

@@ -46,8 +46,16 @@ impl DatasetSource {
         if let Some(p) = &a.input_file {
             return Ok(DatasetSource::File {
                 path: p.clone(),
-                kind: a.custom_dataset_type,
+                kind: a.custom_dataset_type.unwrap_or(DatasetKind::SpeedBench),
             });
+        }
+        if let Some(kind) = a.custom_dataset_type {
+            return err(format!(
+                "--custom-dataset-type {} says the format of --input-file, which is not given: \
+                 add --input-file PATH (or drop --custom-dataset-type for the bundled collection)",
+                clap::ValueEnum::to_possible_value(&kind)
+                    .map_or_else(String::new, |v| v.get_name().to_owned())
+            ));
         }
         if !a.synthetic {
             return Ok(DatasetSource::Bundled);

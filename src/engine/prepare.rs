@@ -191,6 +191,8 @@ fn profiling_plan(cfg: &RunConfig, samples: &[Sample]) -> Result<Plan, EngineErr
         ),
         (None, Some((rate, pattern, shape))) => {
             let arrivals = match (cfg.request_count, l.duration) {
+                // `--request-rate inf`: every arrival at once (config refused a duration).
+                (c, _) if rate.is_infinite() => vec![Duration::ZERO; c.unwrap_or(n) as usize],
                 (Some(c), _) => arrivals(rate, pattern, shape, c as usize, l.seed, l.ramp),
                 (None, Some(d)) => {
                     // Arrivals are prefix-stable in the count: grow until past the duration.

@@ -226,7 +226,7 @@ impl Plan {
             .map_err(|e| error(Reason::ConfigInvalid, format!("replay flags: {e}")))?;
         r.url = Some(url);
         r.input_file = Some(prompts);
-        r.custom_dataset_type = DatasetKind::SpeedBench;
+        r.custom_dataset_type = Some(DatasetKind::SpeedBench);
         r.category = Some(c.category.clone());
         r.seed = c.seed.unwrap_or(0);
         r.endpoint_type = endpoint;

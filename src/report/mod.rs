@@ -84,10 +84,15 @@ pub fn console_table(s: &Summary) -> String {
         }
     }
     let c = &s.counts;
+    // A run bounded by --benchmark-duration has no planned count.
+    let planned = match m.load.benchmark_duration_s {
+        Some(d) if m.request_count == 0 => format!("for {d} s"),
+        _ => format!("planned {}", m.request_count),
+    };
     let _ = writeln!(
         o,
-        "Requests: {} ok, {} failed, {} cancelled, {} total (planned {})",
-        c.success, c.failed, c.cancelled, c.total, m.request_count
+        "Requests: {} ok, {} failed, {} cancelled, {} total ({planned})",
+        c.success, c.failed, c.cancelled, c.total
     );
     if !c.failed_by_kind.is_empty() {
         let kinds: Vec<String> = c

@@ -213,3 +213,78 @@ async fn an_unwritable_result_dir_stops_the_run_before_it_starts() {
         "no request was sent before the check"
     );
 }
+
+/// Item 14: the small ones.
+#[test]
+fn vllm_aliases_negative_numbers_and_json_suffixes_are_understood() {
+    use clap::Parser;
+    let parse = |args: &[&str]| {
+        let mut argv = vec!["specperf", "replay"];
+        argv.extend_from_slice(args);
+        specperf::Cli::try_parse_from(argv)
+    };
+    // vLLM's names for the request count and the concurrency.
+    assert!(parse(&["--num-prompts", "5", "--max-concurrency", "2"]).is_ok());
+    // A negative number is a bad value of the flag, not an unknown argument.
+    for flag in ["--concurrency", "--request-count", "--osl"] {
+        let e = parse(&[flag, "-1"]).unwrap_err().to_string();
+        assert!(
+            e.contains(flag) && !e.contains("unexpected argument"),
+            "{e}"
+        );
+    }
+    for flag in [
+        "--request-rate",
+        "--benchmark-duration",
+        "--timeout-seconds",
+    ] {
+        let e = config_error(&[flag, "-1"]);
+        assert!(e.contains(flag), "{e}");
+    }
+    // `foo.json` names foo.json, not foo.json.json.
+    let dir = tempfile::tempdir().unwrap();
+    let s = sim(fast());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        "--request-count 2 --osl 4 --result-filename foo.json",
+    ));
+    assert!(dir.path().join("foo.json").exists());
+    assert!(!dir.path().join("foo.json.json").exists());
+    // --custom-dataset-type needs a file to apply to.
+    let e = config_error(&["--custom-dataset-type", "single_turn"]);
+    assert!(e.contains("--input-file"), "{e}");
+}
+
+/// Item 14: `--request-rate inf` (vLLM's default, and what our raw JSON writes) sends every
+/// request at once.
+#[tokio::test]
+async fn request_rate_inf_sends_every_request_at_once() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        "--request-rate inf --request-count 6 --osl 4 --result-filename raw",
+    )
+    .await;
+    assert_eq!(out.summary.counts.success, 6);
+    let raw = read_json(&dir.path().join("raw.json"));
+    assert_eq!(raw["request_rate"], "inf");
+}
+
+/// Item 14: a duration-bounded run does not claim it planned 0 requests.
+#[tokio::test]
+async fn a_duration_bounded_run_does_not_say_planned_0() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        "--benchmark-duration 0.3 --concurrency 2 --osl 4",
+    )
+    .await;
+    let table = specperf::console_table(&out.summary);
+    assert!(!table.contains("(planned 0)"), "{table}");
+}
