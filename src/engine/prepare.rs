@@ -40,6 +40,8 @@ pub(super) struct Ready {
     pub(super) uri: Uri,
     /// The artifact directory (created).
     pub(super) dir: PathBuf,
+    /// What preparing did that the reader should know (an earlier run moved aside).
+    pub(super) notes: Vec<String>,
 }
 
 /// The JSONL files the aggregator appends to, opened before the first request so that an
@@ -111,6 +113,7 @@ pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Fi
         .artifact_dir
         .clone()
         .unwrap_or_else(|| default_artifact_dir(&model, &cfg));
+    let notes: Vec<String> = move_earlier_run_aside(&dir)?.into_iter().collect();
     std::fs::create_dir_all(&dir).map_err(|source| EngineError::Artifacts {
         path: dir.display().to_string(),
         source,
@@ -145,8 +148,62 @@ pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Fi
         client_isl,
         uri,
         dir,
+        notes,
     };
     Ok((ready, files))
+}
+
+/// A directory that holds an earlier run (its `records.jsonl` or `summary.json`) is renamed to
+/// `<dir>.prev-<unix seconds>` so the new run starts clean and no stale file (raw JSON,
+/// `server_metrics/`, plots) sits beside the new ones; returns the sentence saying so. The
+/// current directory (or a root) is never renamed: that is refused.
+fn move_earlier_run_aside(dir: &Path) -> Result<Option<String>, EngineError> {
+    let earlier = ["records.jsonl", "summary.json"]
+        .iter()
+        .any(|f| dir.join(f).exists());
+    if !earlier {
+        return Ok(None);
+    }
+    let refuse = |reason: String| EngineError::OutputDir {
+        flag: "--artifact-dir",
+        path: dir.display().to_string(),
+        source: std::io::Error::other(reason),
+    };
+    let real = dir
+        .canonicalize()
+        .map_err(|e| refuse(format!("cannot resolve it: {e}")))?;
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|c| c.canonicalize().ok());
+    let (Some(parent), Some(name)) = (real.parent(), real.file_name()) else {
+        return Err(refuse(
+            "it holds an earlier run; pass a new directory".into(),
+        ));
+    };
+    if cwd.as_deref() == Some(real.as_path()) {
+        return Err(refuse(
+            "it is the current directory and holds an earlier run (records.jsonl or \
+             summary.json); pass a new --artifact-dir"
+                .into(),
+        ));
+    }
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let base = format!("{}.prev-{stamp}", name.to_string_lossy());
+    let mut aside = parent.join(&base);
+    let mut n = 1;
+    while aside.exists() {
+        aside = parent.join(format!("{base}-{n}"));
+        n += 1;
+    }
+    std::fs::rename(&real, &aside)
+        .map_err(|e| refuse(format!("cannot move the earlier run aside: {e}")))?;
+    Ok(Some(format!(
+        "the artifact directory {} held an earlier run; it was moved to {}",
+        dir.display(),
+        aside.display()
+    )))
 }
 
 /// Every output location named on the command line must be writable before the first request

@@ -288,3 +288,39 @@ async fn a_duration_bounded_run_does_not_say_planned_0() {
     let table = specperf::console_table(&out.summary);
     assert!(!table.contains("(planned 0)"), "{table}");
 }
+
+/// Item 13: a reused --artifact-dir starts clean: the earlier run is moved aside, and the
+/// summary says where.
+#[tokio::test]
+async fn a_reused_artifact_dir_moves_the_earlier_run_aside() {
+    let s = sim(fast());
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("a");
+    let d = dir.to_str().unwrap();
+    replay_at(&s.url(), d, "--request-count 2 --osl 4").await;
+    std::fs::create_dir_all(dir.join("server_metrics")).unwrap();
+    std::fs::write(dir.join("server_metrics/endpoint0_before.txt"), "stale").unwrap();
+    std::fs::write(dir.join("old_raw.json"), "{}").unwrap();
+    let out = replay_at(&s.url(), d, "--request-count 2 --osl 4").await;
+    assert!(
+        !dir.join("old_raw.json").exists(),
+        "stale file left beside the new run"
+    );
+    let page = std::fs::read_to_string(dir.join("server_metrics/endpoint0_before.txt"));
+    assert!(
+        page.map_or(true, |p| p != "stale"),
+        "stale metrics page kept"
+    );
+    assert!(dir.join("summary.json").exists());
+    let moved: Vec<_> = std::fs::read_dir(root.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("a.prev-"))
+        .collect();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    let aside = root.path().join(&moved[0]);
+    assert!(aside.join("old_raw.json").exists() && aside.join("records.jsonl").exists());
+    let said = out.summary.warnings.join("\n");
+    assert!(said.contains(&moved[0]), "{said}");
+}
