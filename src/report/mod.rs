@@ -370,6 +370,15 @@ pub fn progress_line(p: &Progress, now: Instant, bar: bool, width: usize) -> Str
         Some(n) => format!("{}/{}", p.done, n),
         None => p.done.to_string(),
     };
+    if let Some(until) = p.settling_until {
+        // Every request is done; a bar frozen at 100% would look like a hang.
+        let left = until.saturating_duration_since(now).as_secs_f64().ceil();
+        return format!(
+            "[{t:7.1}s] done {done} (ok {}, failed {}, cancelled {}) | waiting {left:.0} s for \
+             the metrics to settle before the final scrape{al}",
+            p.ok, p.failed, p.cancelled
+        );
+    }
     let text = format!(
         "{done} req | {rps:.1} req/s | {tps:.0} tok/s | {errors} err{al}{eta} | {}",
         clock(t)

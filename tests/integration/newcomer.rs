@@ -324,3 +324,26 @@ async fn a_reused_artifact_dir_moves_the_earlier_run_aside() {
     let said = out.summary.warnings.join("\n");
     assert!(said.contains(&moved[0]), "{said}");
 }
+
+/// Item 12: during the settle wait the live line says what it waits for, instead of a bar
+/// frozen at 100%.
+#[test]
+fn the_settle_wait_is_said_on_the_progress_line() {
+    use std::time::{Duration, Instant};
+    let now = Instant::now();
+    let p = specperf::Progress {
+        done: 8,
+        ok: 8,
+        planned: Some(8),
+        profiling_started: Some(now - Duration::from_secs(3)),
+        settling_until: Some(now + Duration::from_millis(6500)),
+        ..Default::default()
+    };
+    for bar in [true, false] {
+        let line = specperf::progress_line(&p, now, bar, 120);
+        assert!(
+            line.contains("waiting 7 s for the metrics to settle") && !line.contains("100%"),
+            "{line}"
+        );
+    }
+}
