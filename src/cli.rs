@@ -28,7 +28,7 @@ pub struct Cli {
 const EXIT_CODES: &str =
     "Exit codes: 0 run complete (failed fraction within --failed-request-threshold); \
 1 run failed (threshold exceeded, no successful request, stalled, artifacts not written); \
-2 usage or configuration error; 3 server not ready; 124 --timeout-seconds expired; \
+2 usage or configuration error; 3 server not ready (or the --url host does not resolve); 124 --timeout-seconds expired; \
 130/143 interrupted by SIGINT/SIGTERM (partial artifacts written).";
 
 /// Subcommands.

@@ -54,6 +54,19 @@ pub enum EngineError {
         /// Last probe error.
         reason: String,
     },
+    /// The host of `--url` does not resolve (checked once, before any request).
+    #[error(
+        "cannot resolve host {host} of --url {url}: {reason} (check the host name, or the \
+             DNS of this machine)"
+    )]
+    Resolve {
+        /// The URL.
+        url: String,
+        /// Its host.
+        host: String,
+        /// The resolver's answer.
+        reason: String,
+    },
     /// No `--model` and none could be discovered.
     #[error("no model name: {0}; pass --model")]
     NoModel(String),

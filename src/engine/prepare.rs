@@ -81,6 +81,9 @@ pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Fi
         .ok()
         .map(|u| crate::client::origin_of(&u));
     let client = Client::new(client_opts)?;
+    if !cfg.target.is_embedded() {
+        resolve_once(&base_url, cfg.client.timeouts.connect).await?;
+    }
     let scrape_settings = scrape_settings(&cfg, sim.as_ref(), &base_url);
     // Like AIPerf, a given model and no --wait-for-model-timeout means no readiness wait: an
     // unreachable server then shows up as failed records. Without a model, one is discovered.
@@ -92,13 +95,12 @@ pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Fi
         }
         None => discover_model(&client, &base_url, cfg.wait_for_model, stop).await?,
     };
-    warm_pool(
-        &client,
-        &base_url,
-        cfg.concurrency,
-        cfg.client.timeouts.connect,
-    )
-    .await;
+    // No more connections than requests: a 4-request run against a server that accepts slowly
+    // opened 64 and waited on all of them.
+    let pool = plan
+        .len()
+        .map_or(cfg.concurrency, |n| cfg.concurrency.min(n as usize));
+    warm_pool(&client, &base_url, pool, cfg.client.timeouts.connect).await;
 
     let render = Arc::new(cfg.render_options(model.clone(), collection.encoder.clone()));
     let (bodies, client_isl) = render_bodies(&samples, &render, collection.tokenizer.as_ref())?;
@@ -508,6 +510,43 @@ async fn discover_model(
         .and_then(|x| x.as_str())
         .map(str::to_owned)
         .ok_or_else(|| EngineError::NoModel(format!("GET {base}/v1/models lists no model")))
+}
+
+/// Resolves the target's host once before anything else, so an unresolvable name fails the run
+/// at once with its own error instead of every request (and every retry) looking it up again.
+async fn resolve_once(base: &str, limit: Duration) -> Result<(), EngineError> {
+    let uri: Uri = base
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| EngineError::Url {
+            url: base.to_owned(),
+            reason: e.to_string(),
+        })?;
+    let Some(host) = uri.host() else {
+        return Ok(());
+    };
+    let https = uri.scheme_str() == Some("https");
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let fail = |reason: String| EngineError::Resolve {
+        url: base.to_owned(),
+        host: host.clone(),
+        reason,
+    };
+    let lookup = tokio::time::timeout(limit, tokio::net::lookup_host((host.clone(), port))).await;
+    match lookup {
+        Ok(Ok(mut addrs)) => match addrs.next() {
+            Some(_) => Ok(()),
+            None => Err(fail("no address".into())),
+        },
+        Ok(Err(e)) => Err(fail(e.to_string())),
+        Err(_) => Err(fail(format!(
+            "no answer within {} s (--connect-timeout-seconds)",
+            limit.as_secs_f64()
+        ))),
+    }
 }
 
 /// Opens up to `n` keep-alive connections before the clock starts, so the first requests do not

@@ -119,6 +119,9 @@ fn hint(kind: FailureKind, first: Option<&FirstFailure>, url: &str) -> Option<St
                 .into(),
             _ => "the server answered with an error status: see its message and its logs".into(),
         },
+        FailureKind::Connect if msg.contains("dns error") => {
+            format!("the host of --url {url} does not resolve: check the host name")
+        }
         FailureKind::Connect if about_tls => format!(
             "TLS failed: check http:// versus https:// in --url {url}, trust the server's CA \
              with --ca-file (or --insecure for a test server)"

@@ -347,3 +347,30 @@ fn the_settle_wait_is_said_on_the_progress_line() {
         );
     }
 }
+
+/// Item 11: an unresolvable host fails fast, once, naming the host, instead of every request
+/// looking it up again.
+#[test]
+fn an_unresolvable_host_fails_fast_with_a_clear_error() {
+    let started = std::time::Instant::now();
+    let (code, _, err) = replay_bin(&[
+        "--url",
+        "http://no-such-host.invalid:8000",
+        "--model",
+        "m",
+        "--request-count",
+        "4",
+        "--connect-timeout-seconds",
+        "5",
+    ]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        err.contains("cannot resolve") && err.contains("no-such-host.invalid"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+}
