@@ -374,3 +374,38 @@ fn an_unresolvable_host_fails_fast_with_a_clear_error() {
         started.elapsed()
     );
 }
+
+/// Item 14: a --category that matches nothing lists the categories present, and a file of
+/// another format suggests --custom-dataset-type.
+#[tokio::test]
+async fn collection_errors_list_categories_and_suggest_the_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let speed = dir.path().join("speed.jsonl");
+    let row = |id: &str, cat: &str| {
+        format!(
+            r#"{{"question_id":"{id}","category":"{cat}","messages":[{{"role":"user","content":"hi"}}]}}"#
+        )
+    };
+    std::fs::write(
+        &speed,
+        format!("{}\n{}\n", row("a", "coding"), row("b", "math")),
+    )
+    .unwrap();
+    let cfg = crate::common::config(&[
+        "--input-file",
+        speed.to_str().unwrap(),
+        "--category",
+        "Coding",
+    ]);
+    let e = crate::common::replay_err(cfg, "no row matches")
+        .await
+        .to_string();
+    assert!(e.contains("coding, math"), "{e}");
+    let single = dir.path().join("single.jsonl");
+    std::fs::write(&single, "{\"text\": \"hello\"}\n").unwrap();
+    let cfg = crate::common::config(&["--input-file", single.to_str().unwrap()]);
+    let e = crate::common::replay_err(cfg, "not SPEED-Bench")
+        .await
+        .to_string();
+    assert!(e.contains("--custom-dataset-type single_turn"), "{e}");
+}
