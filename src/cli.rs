@@ -52,6 +52,7 @@ pub enum Command {
     Plot(Box<PlotArgs>),
     /// Print the request bodies a replay would send (to diff against a server's own template), or
     /// check an encoder vector file.
+    #[command(mut_args(render_arg))]
     Render(Box<RenderArgs>),
 }
 
@@ -141,6 +142,73 @@ pub struct GateSummaryArgs {
     /// Also write the JSON roll-up here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+/// Replay flags that change nothing `render` prints (load shape, timeouts, transport, metrics,
+/// outputs, the simulator): accepted, so a replay command line can be reused, but hidden from
+/// `render --help`.
+const NOT_FOR_RENDER: [&str; 52] = [
+    "url",
+    "api_key",
+    "headers",
+    "ca_file",
+    "insecure",
+    "http",
+    "connect_timeout_seconds",
+    "ttft_timeout_seconds",
+    "idle_timeout_seconds",
+    "request_timeout_seconds",
+    "timeout_seconds",
+    "stall_timeout_seconds",
+    "wait_for_model_timeout",
+    "failed_request_threshold",
+    "max_event_bytes",
+    "concurrency",
+    "request_rate",
+    "arrival_pattern",
+    "arrival_smoothness",
+    "benchmark_duration",
+    "benchmark_grace_period",
+    "warmup_request_count",
+    "warmup_duration",
+    "warmup_concurrency",
+    "concurrency_ramp_duration",
+    "request_rate_ramp_duration",
+    "schedule_lag_tolerance_ms",
+    "shard",
+    "shard_count",
+    "metrics_shard",
+    "server_metrics",
+    "no_server_metrics",
+    "metrics_interval_seconds",
+    "metrics_timeout_seconds",
+    "metrics_settle_seconds",
+    "spec_engine",
+    "num_spec_tokens",
+    "artifact_dir",
+    "goodput",
+    "result_filename",
+    "result_dir",
+    "ui",
+    "progress_interval",
+    "ttft_ms",
+    "itl_ms",
+    "k",
+    "acceptance_prob",
+    "fixed_schedule",
+    "fixed_schedule_auto_offset",
+    "fixed_schedule_start_offset",
+    "fixed_schedule_end_offset",
+    "trace_speedup",
+];
+
+fn render_arg(a: clap::Arg) -> clap::Arg {
+    match a.get_id().as_str() {
+        id if NOT_FOR_RENDER.contains(&id) => a.hide(true),
+        // render asks no server: the name is written as given.
+        "model" => a.help("Model name written into the bodies (default: \"<model>\")"),
+        _ => a,
+    }
 }
 
 /// `specperf render`.

@@ -409,3 +409,43 @@ async fn collection_errors_list_categories_and_suggest_the_format() {
         .to_string();
     assert!(e.contains("--custom-dataset-type single_turn"), "{e}");
 }
+
+/// Item 14: `render --help` shows what changes the bodies, not every load flag.
+#[test]
+fn render_help_leaves_out_the_load_flags() {
+    let out = std::process::Command::new(BIN)
+        .args(["render", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("--input-file") && help.contains("--count"),
+        "{help}"
+    );
+    for flag in [
+        "--request-rate",
+        "--url",
+        "--benchmark-duration",
+        "--server-metrics",
+    ] {
+        assert!(!help.contains(flag), "{flag} in render --help");
+    }
+    // Still accepted, so a replay command line can be reused.
+    let out = std::process::Command::new(BIN)
+        .args([
+            "render",
+            "--count",
+            "1",
+            "--url",
+            "http://h:1",
+            "--request-rate",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
