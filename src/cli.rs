@@ -492,7 +492,8 @@ pub struct ReplayArgs {
 
     /// Artifact directory: records.jsonl, summary.json, console.txt, AIPerf's profile_export.jsonl,
     /// profile_export_aiperf.{json,csv}, server_metrics_export.json and inputs.json. Default:
-    /// `artifacts/<model>-<endpoint>-concurrency<N>`. An earlier run found there is moved aside to
+    /// `artifacts/<model>-<endpoint>-concurrency<N>` (open loop: `-rate<R>[-concurrency<N>]`).
+    /// An earlier run found there is moved aside to
     /// `<dir>.prev-<unix seconds>` (said in the warnings).
     #[arg(long, visible_alias = "output-artifact-dir")]
     pub artifact_dir: Option<PathBuf>,

@@ -569,7 +569,8 @@ async fn warm_pool(client: &Client, base: &str, n: usize, limit: Duration) {
     while set.join_next().await.is_some() {}
 }
 
-/// `artifacts/<model>-<endpoint>-concurrency<N>`. The model name may come from the server
+/// `artifacts/<model>-<endpoint>-concurrency<N>` (open loop: `-rate<R>[-concurrency<N>]`). The
+/// model name may come from the server
 /// (`/v1/models`), so it is reduced to one short path component: `/`, `\` and everything else
 /// outside `[A-Za-z0-9._-]` become `_`, and it is cut to 100 characters (file names stop at
 /// 255 bytes). The suffix keeps it from ever being `.` or `..`.
@@ -589,7 +590,13 @@ pub(super) fn default_artifact_dir(model: &str, cfg: &RunConfig) -> PathBuf {
         render::EndpointType::Chat => "chat",
         render::EndpointType::Completions => "completions",
     };
-    Path::new("artifacts").join(format!("{safe}-{kind}-concurrency{}", cfg.concurrency))
+    // The load actually used: an open loop is named by its rate, plus its cap when it has one.
+    let load = match (cfg.load.rate, cfg.load.cap) {
+        (Some((r, ..)), None) => format!("rate{r}"),
+        (Some((r, ..)), Some(c)) => format!("rate{r}-concurrency{c}"),
+        (None, _) => format!("concurrency{}", cfg.concurrency),
+    };
+    Path::new("artifacts").join(format!("{safe}-{kind}-{load}"))
 }
 
 /// Trace rows to replay: `(sample, offset)` inside the window, shifted and sped up; `None` when
