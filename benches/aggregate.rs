@@ -66,7 +66,7 @@ fn meta() -> RunMeta {
         osl: Some(256),
         cli_command: None,
         streaming: true,
-        concurrency: 64,
+        concurrency: Some(64),
         request_count: 0,
         samples: 88,
         dataset_reused: true,

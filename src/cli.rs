@@ -28,7 +28,7 @@ pub struct Cli {
 const EXIT_CODES: &str =
     "Exit codes: 0 run complete (failed fraction within --failed-request-threshold); \
 1 run failed (threshold exceeded, no successful request, stalled, artifacts not written); \
-2 usage or configuration error; 3 server not ready; 124 --timeout-seconds expired; \
+2 usage or configuration error; 3 server not ready (or the --url host does not resolve); 124 --timeout-seconds expired; \
 130/143 interrupted by SIGINT/SIGTERM (partial artifacts written).";
 
 /// Subcommands.
@@ -52,6 +52,7 @@ pub enum Command {
     Plot(Box<PlotArgs>),
     /// Print the request bodies a replay would send (to diff against a server's own template), or
     /// check an encoder vector file.
+    #[command(mut_args(render_arg))]
     Render(Box<RenderArgs>),
 }
 
@@ -148,6 +149,73 @@ pub struct GateSummaryArgs {
     pub strict: bool,
 }
 
+/// Replay flags that change nothing `render` prints (load shape, timeouts, transport, metrics,
+/// outputs, the simulator): accepted, so a replay command line can be reused, but hidden from
+/// `render --help`.
+const NOT_FOR_RENDER: [&str; 52] = [
+    "url",
+    "api_key",
+    "headers",
+    "ca_file",
+    "insecure",
+    "http",
+    "connect_timeout_seconds",
+    "ttft_timeout_seconds",
+    "idle_timeout_seconds",
+    "request_timeout_seconds",
+    "timeout_seconds",
+    "stall_timeout_seconds",
+    "wait_for_model_timeout",
+    "failed_request_threshold",
+    "max_event_bytes",
+    "concurrency",
+    "request_rate",
+    "arrival_pattern",
+    "arrival_smoothness",
+    "benchmark_duration",
+    "benchmark_grace_period",
+    "warmup_request_count",
+    "warmup_duration",
+    "warmup_concurrency",
+    "concurrency_ramp_duration",
+    "request_rate_ramp_duration",
+    "schedule_lag_tolerance_ms",
+    "shard",
+    "shard_count",
+    "metrics_shard",
+    "server_metrics",
+    "no_server_metrics",
+    "metrics_interval_seconds",
+    "metrics_timeout_seconds",
+    "metrics_settle_seconds",
+    "spec_engine",
+    "num_spec_tokens",
+    "artifact_dir",
+    "goodput",
+    "result_filename",
+    "result_dir",
+    "ui",
+    "progress_interval",
+    "ttft_ms",
+    "itl_ms",
+    "k",
+    "acceptance_prob",
+    "fixed_schedule",
+    "fixed_schedule_auto_offset",
+    "fixed_schedule_start_offset",
+    "fixed_schedule_end_offset",
+    "trace_speedup",
+];
+
+fn render_arg(a: clap::Arg) -> clap::Arg {
+    match a.get_id().as_str() {
+        id if NOT_FOR_RENDER.contains(&id) => a.hide(true),
+        // render asks no server: the name is written as given.
+        "model" => a.help("Model name written into the bodies (default: \"<model>\")"),
+        _ => a,
+    }
+}
+
 /// `specperf render`.
 #[derive(Debug, Args)]
 pub struct RenderArgs {
@@ -235,7 +303,7 @@ pub struct ReplayArgs {
 
     /// Requests kept in flight (closed loop; default 64). With --request-rate: a cap on requests
     /// in flight (arrivals wait for a free slot, which shows as schedule lag).
-    #[arg(long)]
+    #[arg(long, visible_alias = "max-concurrency", allow_negative_numbers = true)]
     pub concurrency: Option<usize>,
 
     /// Load shape: open loop, duration, warmup, ramp-up, shards.
@@ -244,16 +312,16 @@ pub struct ReplayArgs {
 
     /// Requests to send. Default: each sample of the collection once. More than the collection
     /// cycles through it again (reported as dataset reuse).
-    #[arg(long, visible_alias = "num-requests")]
+    #[arg(long, visible_aliases = ["num-requests", "num-prompts"], allow_negative_numbers = true)]
     pub request_count: Option<u64>,
 
     /// Prompt collection file. Default: the bundled SPEED-Bench-format collection.
     #[arg(long)]
     pub input_file: Option<PathBuf>,
 
-    /// Format of --input-file.
-    #[arg(long, value_enum, default_value_t = DatasetKind::SpeedBench)]
-    pub custom_dataset_type: DatasetKind,
+    /// Format of --input-file (default speed_bench; needs --input-file).
+    #[arg(long, value_enum)]
+    pub custom_dataset_type: Option<DatasetKind>,
 
     /// SPEED-Bench: keep only rows of this category (exact, case-sensitive), e.g. `coding`.
     #[arg(long)]
@@ -269,7 +337,11 @@ pub struct ReplayArgs {
 
     /// Output tokens per request (`max_completion_tokens` for chat, `max_tokens` for completions).
     /// Default: unset (server decides), except against the embedded simulator (256).
-    #[arg(long, visible_alias = "output-tokens-mean")]
+    #[arg(
+        long,
+        visible_alias = "output-tokens-mean",
+        allow_negative_numbers = true
+    )]
     pub osl: Option<u32>,
 
     /// Client-side renderer for `/v1/completions` prompts: `dsv4`, `dsv41` (DeepSeek-V4/V4.1
@@ -354,7 +426,9 @@ pub struct ReplayArgs {
     pub per_chunk_usage: bool,
 
     /// Extra body fields, `key:value` (value parsed as JSON when it parses, else a string), or one
-    /// JSON object. Repeatable; merged into every request body, overriding.
+    /// JSON object. Repeatable; merged into every request body, overriding. Fields specperf owns
+    /// are refused: `stream` (--streaming), `stream_options` (--per-chunk-usage), `model`
+    /// (--model), `messages` and `prompt` (--input-file).
     #[arg(long, num_args = 1.., action = clap::ArgAction::Append)]
     pub extra_inputs: Vec<String>,
 
@@ -381,37 +455,37 @@ pub struct ReplayArgs {
     pub http: HttpVersion,
 
     /// Limit on TCP connect plus TLS handshake, seconds.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
     pub connect_timeout_seconds: f64,
 
     /// Limit from sending a request to its first content or reasoning token, seconds.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, default_value_t = 600.0, allow_negative_numbers = true)]
     pub ttft_timeout_seconds: f64,
 
     /// Limit on silence between SSE events once tokens flow, seconds.
-    #[arg(long, default_value_t = 120.0)]
+    #[arg(long, default_value_t = 120.0, allow_negative_numbers = true)]
     pub idle_timeout_seconds: f64,
 
     /// Limit on one whole request, seconds (AIPerf's default).
-    #[arg(long, default_value_t = 21600.0)]
+    #[arg(long, default_value_t = 21600.0, allow_negative_numbers = true)]
     pub request_timeout_seconds: f64,
 
     /// Deadline for the whole run, seconds; in-flight requests are then cancelled, artifacts are
     /// written and the exit code is 124.
-    #[arg(long, default_value_t = 86400.0)]
+    #[arg(long, default_value_t = 86400.0, allow_negative_numbers = true)]
     pub timeout_seconds: f64,
 
     /// Stop the run (exit 1) when no request finishes for this long, seconds.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, default_value_t = 300.0, allow_negative_numbers = true)]
     pub stall_timeout_seconds: f64,
 
     /// Wait up to this long for the server to answer GET /v1/models before starting, seconds
     /// (0: one attempt).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub wait_for_model_timeout: f64,
 
     /// Exit 1 when more than this fraction of requests fail.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
     pub failed_request_threshold: f64,
 
     /// Largest SSE event (or non-streaming body) accepted, bytes.
@@ -424,7 +498,9 @@ pub struct ReplayArgs {
 
     /// Artifact directory: records.jsonl, summary.json, console.txt, AIPerf's profile_export.jsonl,
     /// profile_export_aiperf.{json,csv}, server_metrics_export.json and inputs.json. Default:
-    /// `artifacts/<model>-<endpoint>-concurrency<N>`.
+    /// `artifacts/<model>-<endpoint>-concurrency<N>` (open loop: `-rate<R>[-concurrency<N>]`).
+    /// An earlier run found there is moved aside to
+    /// `<dir>.prev-<unix seconds>` (said in the warnings).
     #[arg(long, visible_alias = "output-artifact-dir")]
     pub artifact_dir: Option<PathBuf>,
 
@@ -437,11 +513,12 @@ pub struct ReplayArgs {
     pub goodput: Vec<String>,
 
     /// InferenceX: also write the benchmark_serving-style raw throughput JSON `<NAME>.json`
-    /// (a file name, not a path).
+    /// (a file name, not a path; a trailing `.json` is not doubled).
     #[arg(long, env = "RESULT_FILENAME", value_name = "NAME")]
     pub result_filename: Option<String>,
 
-    /// Directory for `<RESULT_FILENAME>.json` (default: the artifact directory).
+    /// Directory for `<RESULT_FILENAME>.json` (default: the artifact directory). Created and
+    /// checked writable before the first request, as --artifact-dir is (exit 2 if not).
     #[arg(long, env = "RESULT_DIR")]
     pub result_dir: Option<PathBuf>,
 
@@ -452,7 +529,7 @@ pub struct ReplayArgs {
     pub ui: Ui,
 
     /// Seconds between plain progress lines when stderr is not a terminal (0: none).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub progress_interval: f64,
 
     /// Settings of the embedded simulator (used only without --url).
@@ -474,8 +551,9 @@ pub enum Ui {
 #[derive(Debug, Args, Clone)]
 pub struct LoadArgs {
     /// Open loop: requests per second, released at precomputed arrival times whatever the server
-    /// does (latency is also reported from the intended time).
-    #[arg(long)]
+    /// does (latency is also reported from the intended time). `inf`: every request at once
+    /// (vLLM's default), capped by --concurrency when given.
+    #[arg(long, allow_negative_numbers = true)]
     pub request_rate: Option<f64>,
 
     /// Open loop: inter-arrival distribution.
@@ -492,38 +570,38 @@ pub struct LoadArgs {
     pub random_seed: u64,
 
     /// Stop issuing requests after this many seconds (then --benchmark-grace-period).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub benchmark_duration: Option<f64>,
 
     /// After --benchmark-duration, wait this long for requests in flight, then cancel them and
     /// count them as failed (`grace_period_expired`). `inf` waits for every request.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
     pub benchmark_grace_period: f64,
 
     /// Warmup requests before profiling (excluded from every statistic and from the AL window).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub warmup_request_count: Option<u64>,
 
     /// Warmup for this many seconds before profiling.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub warmup_duration: Option<f64>,
 
     /// Concurrency of the warmup phase (default: --concurrency).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub warmup_concurrency: Option<usize>,
 
     /// Closed loop: grow the requests in flight linearly from 1 to --concurrency over this many
     /// seconds.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub concurrency_ramp_duration: Option<f64>,
 
     /// Open loop: grow the arrival rate linearly from 0 to --request-rate over this many seconds.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub request_rate_ramp_duration: Option<f64>,
 
     /// Open loop: an arrival released more than this many ms after its intended time counts as
     /// late.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
     pub schedule_lag_tolerance_ms: f64,
 
     /// Replay the input file's `timestamp`s (ms). On by default when every row has one and no
@@ -544,7 +622,7 @@ pub struct LoadArgs {
     pub fixed_schedule_end_offset: Option<f64>,
 
     /// Trace replay: play the trace this many times faster (2 = half the gaps).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub trace_speedup: f64,
 
     /// Run shard `i/N` of a sharded run (0-based). Default: from SLURM_PROCID/SLURM_NTASKS, or
@@ -578,7 +656,7 @@ pub struct ScrapeArgs {
     pub no_server_metrics: bool,
 
     /// Seconds between scrapes during the run (live AL; TensorRT-LLM JSON poll period).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub metrics_interval_seconds: f64,
 
     /// Per-scrape timeout, seconds. The baseline, before the first request, waits at most 3 s;
@@ -588,7 +666,7 @@ pub struct ScrapeArgs {
 
     /// Wait after the last response before the final scrape (engines export counters
     /// asynchronously). Default 10 s against a server, 0 against the embedded simulator.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub metrics_settle_seconds: Option<f64>,
 
     /// Engine whose speculative-decoding counters to read (auto: detect from the page).
@@ -597,7 +675,7 @@ pub struct ScrapeArgs {
 
     /// Draft tokens per step (k), for validation and the fixed-k fallbacks. Default: inferred
     /// from the per-position counters where the engine has them.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub num_spec_tokens: Option<u32>,
 }
 

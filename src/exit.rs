@@ -50,15 +50,16 @@ pub fn exit_code(outcome: &RunOutcome, failed_threshold: f64) -> i32 {
 }
 
 impl ExitStatus for EngineError {
-    /// 3 when the server never answered; 2 when the inputs are wrong (collection, load, model,
-    /// open-file limit, URL); 1 otherwise.
+    /// 3 when the server never answered or its host does not resolve; 2 when the inputs are wrong (collection, load, model,
+    /// open-file limit, URL, an unwritable output directory); 1 otherwise.
     fn exit_code(&self) -> i32 {
         match self {
-            EngineError::NotReady { .. } => NOT_READY,
+            EngineError::NotReady { .. } | EngineError::Resolve { .. } => NOT_READY,
             EngineError::Dataset(_)
             | EngineError::Load(_)
             | EngineError::NoModel(_)
             | EngineError::OpenFiles(_)
+            | EngineError::OutputDir { .. }
             | EngineError::Url { .. } => USAGE,
             _ => FAILED,
         }

@@ -6,6 +6,19 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// Creates `dir` (and its parents) and checks a file can be created in it, so a run finds an
+/// unusable output location before its first request, not after hours of load.
+pub(crate) fn ensure_writable_dir(dir: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(dir)?;
+    let probe = dir.join(format!(".specperf-write-check.{}", std::process::id()));
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)?;
+    fs::remove_file(&probe)
+}
+
 /// Writes `bytes` to `target` through a temporary file in the same directory, synced to disk,
 /// then renamed over the target: a reader (or a run killed mid-write) sees the old file or the
 /// new one, never part of one. An existing target keeps its permissions; the temporary file is

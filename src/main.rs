@@ -77,6 +77,9 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
             if let Some(e) = &outcome.artifact_error {
                 eprintln!("error: artifacts incomplete: {e}");
             }
+            if let Some(why) = specperf::failure_report(&outcome.summary) {
+                eprint!("{why}");
+            }
             specperf::exit_code(&outcome, threshold)
         }
         Err(e) => {

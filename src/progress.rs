@@ -25,4 +25,7 @@ pub struct Progress {
     pub duration_s: Option<f64>,
     /// When the profiling phase began (after warmup), for rates and ETA.
     pub profiling_started: Option<std::time::Instant>,
+    /// Set once the last response is in and the final scrape waits for the engines' counters
+    /// to settle: when that wait ends.
+    pub settling_until: Option<std::time::Instant>,
 }

@@ -46,8 +46,16 @@ impl DatasetSource {
         if let Some(p) = &a.input_file {
             return Ok(DatasetSource::File {
                 path: p.clone(),
-                kind: a.custom_dataset_type,
+                kind: a.custom_dataset_type.unwrap_or(DatasetKind::SpeedBench),
             });
+        }
+        if let Some(kind) = a.custom_dataset_type {
+            return err(format!(
+                "--custom-dataset-type {} says the format of --input-file, which is not given: \
+                 add --input-file PATH (or drop --custom-dataset-type for the bundled collection)",
+                clap::ValueEnum::to_possible_value(&kind)
+                    .map_or_else(String::new, |v| v.get_name().to_owned())
+            ));
         }
         if !a.synthetic {
             return Ok(DatasetSource::Bundled);
@@ -165,6 +173,35 @@ pub(super) fn tokenizer(path: Option<&PathBuf>) -> Result<Option<PathBuf>, Confi
 
 /// Parses `--extra-inputs`: `key:value` pairs (JSON value when it parses) or JSON objects.
 pub(crate) fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, ConfigError> {
+    let map = parse_extra_input_items(items)?;
+    for key in map.keys() {
+        if let Some((_, instead)) = OWNED_FIELDS.iter().find(|(k, _)| k == key) {
+            return err(format!(
+                "--extra-inputs cannot set {key:?}: specperf sets it on every request and reads \
+                 the answer accordingly; {instead}"
+            ));
+        }
+    }
+    Ok(map)
+}
+
+/// Body fields the tool sets and depends on (overriding them made every request fail), with
+/// the flag that controls each.
+const OWNED_FIELDS: [(&str, &str); 5] = [
+    ("stream", "use --streaming true|false"),
+    (
+        "stream_options",
+        "usage is always asked for; use --per-chunk-usage for continuous_usage_stats",
+    ),
+    ("model", "use --model"),
+    ("messages", "the prompts come from --input-file"),
+    (
+        "prompt",
+        "the prompts come from --input-file (and --encoder)",
+    ),
+];
+
+fn parse_extra_input_items(items: &[String]) -> Result<Map<String, Value>, ConfigError> {
     let mut map = Map::new();
     for item in items {
         let t = item.trim();

@@ -144,8 +144,13 @@ fn opt_secs(flag: &str, v: Option<f64>) -> Result<Option<Duration>, ConfigError>
 fn rate(l: &LoadArgs) -> Result<Option<Rate>, ConfigError> {
     match l.request_rate {
         None => Ok(None),
-        Some(r) if !(r.is_finite() && r > 0.0) => err(format!(
-            "--request-rate {r} must be a positive number of requests per second"
+        // `inf` (vLLM's default): every request at once, capped by --concurrency when given.
+        Some(r) if r == f64::INFINITY && l.benchmark_duration.is_some() => err(
+            "--request-rate inf sends every request at once, so it needs a count, not \
+             --benchmark-duration: give --request-count (or a finite --request-rate)",
+        ),
+        Some(r) if r.is_nan() || r <= 0.0 => err(format!(
+            "--request-rate {r} must be a positive number of requests per second, or inf"
         )),
         Some(r) => {
             if !(l.arrival_smoothness.is_finite() && l.arrival_smoothness > 0.0) {

@@ -66,7 +66,11 @@ pub(super) fn result_file(
     a: &ReplayArgs,
 ) -> Result<Option<(Option<PathBuf>, String)>, ConfigError> {
     match a.result_filename.as_deref().filter(|n| !n.is_empty()) {
-        Some(n) => Ok(Some((a.result_dir.clone(), result_file_name(n)?))),
+        // `.json` is appended when writing: `foo.json` names foo.json, not foo.json.json.
+        Some(n) => Ok(Some((
+            a.result_dir.clone(),
+            result_file_name(n.strip_suffix(".json").unwrap_or(n))?,
+        ))),
         None => Ok(None),
     }
 }

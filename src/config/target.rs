@@ -93,11 +93,16 @@ pub(super) fn client_options(a: &ReplayArgs) -> Result<ClientOptions, ConfigErro
 
 /// The run's warnings: settings that weaken it, said before the run and kept in the summary.
 pub(super) fn warnings(a: &ReplayArgs) -> Vec<String> {
+    let mut w = Vec::new();
     if a.insecure {
-        vec![INSECURE_WARNING.to_owned()]
-    } else {
-        Vec::new()
+        w.push(INSECURE_WARNING.to_owned());
     }
+    // A common slip: the OpenAI client's base_url carries /v1, ours must not.
+    let url = a.url.as_deref().map(normalize_url).and_then(Result::ok);
+    if let Some(h) = url.as_deref().and_then(crate::report::v1_suffix_hint) {
+        w.push(h);
+    }
+    w
 }
 
 /// True when the URL carries `user:password@`.

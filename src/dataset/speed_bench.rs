@@ -21,6 +21,8 @@ struct SpeedRow {
 pub(super) fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<Sample>, Invalid> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    // Categories of the rows --category left out, to list when it matched nothing.
+    let mut categories = std::collections::BTreeSet::new();
     for (n, line) in lines(text) {
         let row: SpeedRow = serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
         let id = match row.question_id {
@@ -28,7 +30,9 @@ pub(super) fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<S
             Some(Value::Number(x)) => x.to_string(),
             _ => {
                 return invalid(format!(
-                    "line {n}: missing `question_id` (is this a prepared SPEED-Bench file?)"
+                    "line {n}: missing `question_id` (is this a prepared SPEED-Bench file? For \
+                     an AIPerf file pass --custom-dataset-type single_turn, multi_turn or \
+                     mooncake_trace; for ShareGPT, sharegpt)"
                 ))
             }
         };
@@ -36,6 +40,7 @@ pub(super) fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<S
             .category
             .ok_or_else(|| format!("line {n}: row {id} has no `category`"))?;
         if select.category.as_deref().is_some_and(|c| c != category) {
+            categories.insert(category);
             continue;
         }
         let messages = row
@@ -90,6 +95,17 @@ pub(super) fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<S
     }
     if let Some(seed) = select.shuffle_seed {
         python_shuffle(&mut out, seed);
+    }
+    if let (true, Some(c)) = (out.is_empty(), select.category.as_deref()) {
+        let listed: Vec<&str> = categories.iter().map(String::as_str).collect();
+        return invalid(format!(
+            "--category {c:?} matched no row (exact, case-sensitive); categories in this file: {}",
+            if listed.is_empty() {
+                "none".to_owned()
+            } else {
+                listed.join(", ")
+            }
+        ));
     }
     Ok(out)
 }

@@ -22,6 +22,7 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         base_url,
         model,
         dir,
+        notes,
         ..
     } = ready;
     drop(sim);
@@ -48,7 +49,11 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         osl: cfg.osl,
         cli_command: cfg.cli_command.clone(),
         streaming: cfg.streaming,
-        concurrency: cfg.concurrency,
+        // What was used: an open loop or trace is capped only by --concurrency.
+        concurrency: match plan.tickets.mode() {
+            crate::schedule::LoadMode::Closed => Some(cfg.concurrency),
+            _ => cfg.load.cap,
+        },
         request_count: plan.len().unwrap_or(0),
         samples: samples.len(),
         dataset_reused: m.dispatch.issued > samples.len() as u64,
@@ -60,7 +65,9 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
     };
     let mut summary = m.agg.summary(meta);
     summary.acceptance = m.acceptance;
-    summary.warnings.splice(0..0, cfg.warnings.iter().cloned());
+    summary
+        .warnings
+        .splice(0..0, cfg.warnings.iter().cloned().chain(notes));
     let mut artifact_error = m.agg.write_error.clone();
     // Before summary.json, whose presence tells `specperf merge` the shard finished.
     if let Err(e) = crate::report::write_histograms(&dir, &m.agg.histograms()) {

@@ -54,6 +54,19 @@ pub enum EngineError {
         /// Last probe error.
         reason: String,
     },
+    /// The host of `--url` does not resolve (checked once, before any request).
+    #[error(
+        "cannot resolve host {host} of --url {url}: {reason} (check the host name, or the \
+             DNS of this machine)"
+    )]
+    Resolve {
+        /// The URL.
+        url: String,
+        /// Its host.
+        host: String,
+        /// The resolver's answer.
+        reason: String,
+    },
     /// No `--model` and none could be discovered.
     #[error("no model name: {0}; pass --model")]
     NoModel(String),
@@ -82,6 +95,16 @@ pub enum EngineError {
     /// The open-file limit is too low for the requests in flight.
     #[error(transparent)]
     OpenFiles(#[from] crate::fdlimit::FdLimitError),
+    /// An output directory given on the command line is not usable (checked before the run).
+    #[error("cannot write in {path} (given as {flag}): {source}; pass a writable directory")]
+    OutputDir {
+        /// The flag (and variable) that named it.
+        flag: &'static str,
+        /// The path.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// The artifact directory or a file in it could not be created.
     #[error("cannot write artifacts in {path}: {source} (pass a writable --artifact-dir)")]
     Artifacts {

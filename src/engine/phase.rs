@@ -134,7 +134,13 @@ pub(super) async fn run(
         .await
         .unwrap_or_else(|_| Aggregate::with_goodput(cfg.goodput.clone()));
     let acceptance = match scraper {
-        Some(task) => task.finish(Instant::now()).await,
+        Some(task) => {
+            let settle = ready.scrape_settings.as_ref().map(|s| s.settle);
+            if let Some(settle) = settle.filter(|s| !s.is_zero() && !stop.token().is_cancelled()) {
+                progress.send_modify(|p| p.settling_until = Some(Instant::now() + settle));
+            }
+            task.finish(Instant::now()).await
+        }
         None => None,
     };
     Measured {

@@ -40,6 +40,8 @@ pub(super) struct Ready {
     pub(super) uri: Uri,
     /// The artifact directory (created).
     pub(super) dir: PathBuf,
+    /// What preparing did that the reader should know (an earlier run moved aside).
+    pub(super) notes: Vec<String>,
 }
 
 /// The JSONL files the aggregator appends to, opened before the first request so that an
@@ -63,6 +65,7 @@ pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Fi
         (s as u64).max(warmup)
     });
     crate::fdlimit::ensure(in_flight, if cfg.target.is_embedded() { 2 } else { 1 })?;
+    check_output_dirs(&cfg)?;
     let (sim, base_url): (Option<SimHandle>, String) = match &cfg.target {
         Target::Url(u) => (None, u.clone()),
         Target::Embedded(sc) => {
@@ -78,6 +81,9 @@ pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Fi
         .ok()
         .map(|u| crate::client::origin_of(&u));
     let client = Client::new(client_opts)?;
+    if !cfg.target.is_embedded() {
+        resolve_once(&base_url, cfg.client.timeouts.connect).await?;
+    }
     let scrape_settings = scrape_settings(&cfg, sim.as_ref(), &base_url);
     // Like AIPerf, a given model and no --wait-for-model-timeout means no readiness wait: an
     // unreachable server then shows up as failed records. Without a model, one is discovered.
@@ -89,13 +95,12 @@ pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Fi
         }
         None => discover_model(&client, &base_url, cfg.wait_for_model, stop).await?,
     };
-    warm_pool(
-        &client,
-        &base_url,
-        cfg.concurrency,
-        cfg.client.timeouts.connect,
-    )
-    .await;
+    // No more connections than requests: a 4-request run against a server that accepts slowly
+    // opened 64 and waited on all of them.
+    let pool = plan
+        .len()
+        .map_or(cfg.concurrency, |n| cfg.concurrency.min(n as usize));
+    warm_pool(&client, &base_url, pool, cfg.client.timeouts.connect).await;
 
     let render = Arc::new(cfg.render_options(model.clone(), collection.encoder.clone()));
     let (bodies, client_isl) = render_bodies(&samples, &render, collection.tokenizer.as_ref())?;
@@ -110,6 +115,7 @@ pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Fi
         .artifact_dir
         .clone()
         .unwrap_or_else(|| default_artifact_dir(&model, &cfg));
+    let notes: Vec<String> = move_earlier_run_aside(&dir)?.into_iter().collect();
     std::fs::create_dir_all(&dir).map_err(|source| EngineError::Artifacts {
         path: dir.display().to_string(),
         source,
@@ -144,8 +150,82 @@ pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Fi
         client_isl,
         uri,
         dir,
+        notes,
     };
     Ok((ready, files))
+}
+
+/// A directory that holds an earlier run (its `records.jsonl` or `summary.json`) is renamed to
+/// `<dir>.prev-<unix seconds>` so the new run starts clean and no stale file (raw JSON,
+/// `server_metrics/`, plots) sits beside the new ones; returns the sentence saying so. The
+/// current directory (or a root) is never renamed: that is refused.
+fn move_earlier_run_aside(dir: &Path) -> Result<Option<String>, EngineError> {
+    let earlier = ["records.jsonl", "summary.json"]
+        .iter()
+        .any(|f| dir.join(f).exists());
+    if !earlier {
+        return Ok(None);
+    }
+    let refuse = |reason: String| EngineError::OutputDir {
+        flag: "--artifact-dir",
+        path: dir.display().to_string(),
+        source: std::io::Error::other(reason),
+    };
+    let real = dir
+        .canonicalize()
+        .map_err(|e| refuse(format!("cannot resolve it: {e}")))?;
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|c| c.canonicalize().ok());
+    let (Some(parent), Some(name)) = (real.parent(), real.file_name()) else {
+        return Err(refuse(
+            "it holds an earlier run; pass a new directory".into(),
+        ));
+    };
+    if cwd.as_deref() == Some(real.as_path()) {
+        return Err(refuse(
+            "it is the current directory and holds an earlier run (records.jsonl or \
+             summary.json); pass a new --artifact-dir"
+                .into(),
+        ));
+    }
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let base = format!("{}.prev-{stamp}", name.to_string_lossy());
+    let mut aside = parent.join(&base);
+    let mut n = 1;
+    while aside.exists() {
+        aside = parent.join(format!("{base}-{n}"));
+        n += 1;
+    }
+    std::fs::rename(&real, &aside)
+        .map_err(|e| refuse(format!("cannot move the earlier run aside: {e}")))?;
+    Ok(Some(format!(
+        "the artifact directory {} held an earlier run; it was moved to {}",
+        dir.display(),
+        aside.display()
+    )))
+}
+
+/// Every output location named on the command line must be writable before the first request
+/// (the default artifact directory, named from the model, is created just after discovery).
+fn check_output_dirs(cfg: &RunConfig) -> Result<(), EngineError> {
+    let result_dir = cfg.result_file.as_ref().and_then(|(d, _)| d.as_deref());
+    let dirs = [
+        ("--artifact-dir", cfg.artifact_dir.as_deref()),
+        ("--result-dir / RESULT_DIR", result_dir),
+    ];
+    for (flag, dir) in dirs {
+        if let Some(d) = dir {
+            crate::fsutil::ensure_writable_dir(d).map_err(|source| EngineError::OutputDir {
+                flag,
+                path: d.display().to_string(),
+                source,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// The profiling phase's tickets: closed loop, open-loop arrivals computed up front, or a trace.
@@ -170,6 +250,8 @@ fn profiling_plan(cfg: &RunConfig, samples: &[Sample]) -> Result<Plan, EngineErr
         ),
         (None, Some((rate, pattern, shape))) => {
             let arrivals = match (cfg.request_count, l.duration) {
+                // `--request-rate inf`: every arrival at once (config refused a duration).
+                (c, _) if rate.is_infinite() => vec![Duration::ZERO; c.unwrap_or(n) as usize],
                 (Some(c), _) => arrivals(rate, pattern, shape, c as usize, l.seed, l.ramp),
                 (None, Some(d)) => {
                     // Arrivals are prefix-stable in the count: grow until past the duration.
@@ -392,7 +474,31 @@ async fn discover_model(
     wait: Duration,
     stop: &Stopper,
 ) -> Result<String, EngineError> {
-    let Fetched { status, body, .. } = probe(client, base, wait, stop).await?;
+    let Fetched {
+        status,
+        body,
+        content_type,
+    } = probe(client, base, wait, stop).await?;
+    // A 404 or a web page means the URL is not an OpenAI server's base URL: say so, rather than
+    // asking for a --model that would fail the same way.
+    let html = content_type.as_deref().is_some_and(|c| c.contains("html"))
+        || body.trim_ascii_start().starts_with(b"<");
+    if status == 404 || html {
+        let what = if html {
+            format!("an HTML page (HTTP {status})")
+        } else {
+            "HTTP 404".to_owned()
+        };
+        let v1 = crate::report::v1_suffix_hint(base).unwrap_or_else(|| {
+            "check --url: the OpenAI-compatible server's base URL, e.g. http://host:8000, \
+             without /v1"
+                .to_owned()
+        });
+        return Err(EngineError::Url {
+            url: base.to_owned(),
+            reason: format!("GET {base}/v1/models answered {what}; {v1}"),
+        });
+    }
     if status != 200 {
         return Err(EngineError::NoModel(format!(
             "GET {base}/v1/models answered HTTP {status}"
@@ -404,6 +510,43 @@ async fn discover_model(
         .and_then(|x| x.as_str())
         .map(str::to_owned)
         .ok_or_else(|| EngineError::NoModel(format!("GET {base}/v1/models lists no model")))
+}
+
+/// Resolves the target's host once before anything else, so an unresolvable name fails the run
+/// at once with its own error instead of every request (and every retry) looking it up again.
+async fn resolve_once(base: &str, limit: Duration) -> Result<(), EngineError> {
+    let uri: Uri = base
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| EngineError::Url {
+            url: base.to_owned(),
+            reason: e.to_string(),
+        })?;
+    let Some(host) = uri.host() else {
+        return Ok(());
+    };
+    let https = uri.scheme_str() == Some("https");
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let fail = |reason: String| EngineError::Resolve {
+        url: base.to_owned(),
+        host: host.clone(),
+        reason,
+    };
+    let lookup = tokio::time::timeout(limit, tokio::net::lookup_host((host.clone(), port))).await;
+    match lookup {
+        Ok(Ok(mut addrs)) => match addrs.next() {
+            Some(_) => Ok(()),
+            None => Err(fail("no address".into())),
+        },
+        Ok(Err(e)) => Err(fail(e.to_string())),
+        Err(_) => Err(fail(format!(
+            "no answer within {} s (--connect-timeout-seconds)",
+            limit.as_secs_f64()
+        ))),
+    }
 }
 
 /// Opens up to `n` keep-alive connections before the clock starts, so the first requests do not
@@ -432,7 +575,8 @@ async fn warm_pool(client: &Client, base: &str, n: usize, limit: Duration) {
 /// The most the connection warm-up waits for `/health` answers before the clock starts.
 const WARM_POOL_LIMIT: Duration = Duration::from_secs(3);
 
-/// `artifacts/<model>-<endpoint>-concurrency<N>`. The model name may come from the server
+/// `artifacts/<model>-<endpoint>-concurrency<N>` (open loop: `-rate<R>[-concurrency<N>]`). The
+/// model name may come from the server
 /// (`/v1/models`), so it is reduced to one short path component: `/`, `\` and everything else
 /// outside `[A-Za-z0-9._-]` become `_`, and it is cut to 100 characters (file names stop at
 /// 255 bytes). The suffix keeps it from ever being `.` or `..`.
@@ -452,7 +596,13 @@ pub(super) fn default_artifact_dir(model: &str, cfg: &RunConfig) -> PathBuf {
         render::EndpointType::Chat => "chat",
         render::EndpointType::Completions => "completions",
     };
-    Path::new("artifacts").join(format!("{safe}-{kind}-concurrency{}", cfg.concurrency))
+    // The load actually used: an open loop is named by its rate, plus its cap when it has one.
+    let load = match (cfg.load.rate, cfg.load.cap) {
+        (Some((r, ..)), None) => format!("rate{r}"),
+        (Some((r, ..)), Some(c)) => format!("rate{r}-concurrency{c}"),
+        (None, _) => format!("concurrency{}", cfg.concurrency),
+    };
+    Path::new("artifacts").join(format!("{safe}-{kind}-{load}"))
 }
 
 /// Trace rows to replay: `(sample, offset)` inside the window, shifted and sped up; `None` when

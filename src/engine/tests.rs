@@ -52,3 +52,23 @@ fn hostile_model_names_stay_one_short_component_under_artifacts() {
         assert!(name.ends_with("-chat-concurrency64"), "{name}");
     }
 }
+
+#[test]
+fn an_uncapped_open_loop_is_not_named_concurrency64() {
+    use clap::Parser;
+    let cfg = |args: &[&str]| {
+        let mut argv = vec!["specperf", "replay"];
+        argv.extend_from_slice(args);
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Replay(a) = cli.command else {
+            panic!("not replay")
+        };
+        RunConfig::from_args(&a).unwrap()
+    };
+    let name = |args: &[&str]| default_artifact_dir("m", &cfg(args)).display().to_string();
+    assert!(name(&["--request-rate", "2.5"]).ends_with("m-chat-rate2.5"));
+    assert!(name(&["--request-rate", "inf"]).ends_with("m-chat-rateinf"));
+    let capped = name(&["--request-rate", "2.5", "--concurrency", "8"]);
+    assert!(capped.ends_with("m-chat-rate2.5-concurrency8"), "{capped}");
+    assert!(name(&[]).ends_with("m-chat-concurrency64"));
+}

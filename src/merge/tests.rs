@@ -15,7 +15,7 @@ fn meta(index: u32, count: u32, start_unix_s: f64) -> RunMeta {
         osl: Some(8),
         cli_command: None,
         streaming: true,
-        concurrency: 4,
+        concurrency: Some(4),
         request_count: 2,
         samples: 10,
         dataset_reused: false,

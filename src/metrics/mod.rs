@@ -75,6 +75,17 @@ pub struct Aggregate {
     pub(crate) write_error: Option<String>,
     /// Client-side input token counts per sample (`--tokenizer`), for first turns.
     pub(crate) client_isl: Option<Arc<[u64]>>,
+    /// The first failure of each kind, to explain a failed run.
+    first_failures: BTreeMap<FailureKind, FirstFailure>,
+}
+
+/// The first failed request of one kind: what the server (or the transport) said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FirstFailure {
+    /// HTTP status, when headers arrived.
+    pub(crate) http_status: Option<u16>,
+    /// The error text of the record (already redacted by the client).
+    pub(crate) message: String,
 }
 
 // Per-chunk histograms: 1 ns to 1 hour at 3 significant digits; longer gaps saturate at the top
@@ -158,6 +169,7 @@ impl Aggregate {
             good: 0,
             write_error: None,
             client_isl: None,
+            first_failures: BTreeMap::new(),
         }
     }
 
@@ -235,6 +247,12 @@ impl Aggregate {
                 return;
             }
             Outcome::Failed(kind) => {
+                self.first_failures
+                    .entry(kind)
+                    .or_insert_with(|| FirstFailure {
+                        http_status: r.http_status,
+                        message: r.error.clone().unwrap_or_default(),
+                    });
                 c.failed += 1;
                 *c.failed_by_kind.entry(kind.as_str()).or_default() += 1;
                 if kind == FailureKind::HttpStatus {
@@ -386,6 +404,7 @@ impl Aggregate {
             metrics,
             warnings,
             acceptance: None,
+            first_failures: self.first_failures.clone(),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Counts, Goodput, MetricKey, Stat};
-use crate::record::TokenSource;
+use crate::record::{FailureKind, TokenSource};
 use crate::render::EndpointType;
 use crate::schedule::{ArrivalPattern, DispatchStats, LoadMode, Shard};
 use crate::scrape::ScrapeReport;
@@ -33,8 +33,9 @@ pub struct RunMeta {
     pub cli_command: Option<String>,
     /// Streaming on.
     pub streaming: bool,
-    /// Closed-loop concurrency.
-    pub concurrency: usize,
+    /// Requests in flight: the closed loop's concurrency, or the open loop's / trace's cap
+    /// (`None`: an open loop or trace without `--concurrency`, which has no cap).
+    pub concurrency: Option<usize>,
     /// Requests planned.
     pub request_count: u64,
     /// Samples in the collection.
@@ -177,6 +178,10 @@ pub struct Summary {
     /// Per-request token counts for the InferenceX raw JSON (not in `summary.json`).
     #[serde(skip)]
     pub(crate) per_request: PerRequest,
+    /// The first failure of each kind (not in `summary.json`; `records.jsonl` has them all),
+    /// for the explanation printed after a run with failures.
+    #[serde(skip)]
+    pub(crate) first_failures: BTreeMap<FailureKind, super::FirstFailure>,
 }
 
 impl Summary {

@@ -61,13 +61,14 @@ pub(crate) fn raw_result(s: &Summary) -> Result<J, (String, f64)> {
         .put("best_of", 1u64)
         .put("num_prompts", m.request_count);
     match l.request_rate {
-        Some(r) => o.put("request_rate", r),
-        None => o.put("request_rate", "inf"),
+        Some(r) if r.is_finite() => o.put("request_rate", r),
+        _ => o.put("request_rate", "inf"),
     };
     o.put("burstiness", l.arrival_smoothness.unwrap_or(1.0))
+        // vLLM writes null when nothing capped the requests in flight.
         .put(
             "max_concurrency",
-            l.concurrency_cap.unwrap_or(m.concurrency) as u64,
+            l.concurrency_cap.or(m.concurrency).map(|c| c as u64),
         )
         .put("duration", s.duration_s)
         .put("benchmark_start_time_unix", s.benchmark_start_unix_s)

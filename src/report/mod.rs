@@ -7,6 +7,7 @@
 //! artifact directory.
 
 pub(crate) mod aiperf;
+mod diagnose;
 pub(crate) mod inferencex;
 mod json;
 pub(crate) mod plot;
@@ -25,6 +26,9 @@ use crate::metrics::{Histograms, MetricKey, Summary};
 use crate::progress::Progress;
 use crate::scrape::acceptance::AcceptanceStatus;
 use crate::scrape::ScrapeReport;
+
+pub use diagnose::failure_report;
+pub(crate) use diagnose::v1_suffix_hint;
 
 /// Rows of the console table, in order (labels from [`MetricKey::console_label`]).
 const ROWS: [MetricKey; 12] = [
@@ -49,7 +53,13 @@ pub fn console_table(s: &Summary) -> String {
     let _ = writeln!(
         o,
         "specperf {} | {} | model {} | {} | concurrency {} | streaming {}",
-        s.specperf_version, m.url, m.model, m.endpoint, m.concurrency, m.streaming
+        s.specperf_version,
+        m.url,
+        m.model,
+        m.endpoint,
+        m.concurrency
+            .map_or_else(|| "uncapped".to_owned(), |c| c.to_string()),
+        m.streaming
     );
     let _ = writeln!(
         o,
@@ -74,10 +84,15 @@ pub fn console_table(s: &Summary) -> String {
         }
     }
     let c = &s.counts;
+    // A run bounded by --benchmark-duration has no planned count.
+    let planned = match m.load.benchmark_duration_s {
+        Some(d) if m.request_count == 0 => format!("for {d} s"),
+        _ => format!("planned {}", m.request_count),
+    };
     let _ = writeln!(
         o,
-        "Requests: {} ok, {} failed, {} cancelled, {} total (planned {})",
-        c.success, c.failed, c.cancelled, c.total, m.request_count
+        "Requests: {} ok, {} failed, {} cancelled, {} total ({planned})",
+        c.success, c.failed, c.cancelled, c.total
     );
     if !c.failed_by_kind.is_empty() {
         let kinds: Vec<String> = c
@@ -355,6 +370,15 @@ pub fn progress_line(p: &Progress, now: Instant, bar: bool, width: usize) -> Str
         Some(n) => format!("{}/{}", p.done, n),
         None => p.done.to_string(),
     };
+    if let Some(until) = p.settling_until {
+        // Every request is done; a bar frozen at 100% would look like a hang.
+        let left = until.saturating_duration_since(now).as_secs_f64().ceil();
+        return format!(
+            "[{t:7.1}s] done {done} (ok {}, failed {}, cancelled {}) | waiting {left:.0} s for \
+             the metrics to settle before the final scrape{al}",
+            p.ok, p.failed, p.cancelled
+        );
+    }
     let text = format!(
         "{done} req | {rps:.1} req/s | {tps:.0} tok/s | {errors} err{al}{eta} | {}",
         clock(t)

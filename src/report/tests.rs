@@ -95,7 +95,7 @@ fn meta() -> RunMeta {
         osl: Some(256),
         cli_command: Some("specperf replay --url http://127.0.0.1:8000 --concurrency 4".into()),
         streaming: true,
-        concurrency: 4,
+        concurrency: Some(4),
         request_count: 7,
         samples: 3,
         dataset_reused: true,

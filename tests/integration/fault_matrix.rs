@@ -326,27 +326,26 @@ async fn nothing_listening_and_a_name_that_does_not_resolve_are_connect_records(
     assert_eq!(out.summary.counts.failed_by_kind["connect"], 5);
     assert!(t.elapsed() < Duration::from_secs(5));
 
-    // `.invalid` never resolves (RFC 2606). Offline resolvers answer at once; a slow one is
-    // bounded by the connect timeout, which also covers name resolution. One connection at a
-    // time: a burst of lookups can make a real resolver drop some, and a lookup thread that is
-    // still waiting would hold up this test's runtime at shutdown (the binary does not wait).
+    // `.invalid` never resolves (RFC 2606). The host is looked up once before anything else
+    // (issue 19 item 11), so the run fails at once with that error instead of leaving a
+    // connect record per request; a slow resolver is bounded by the connect timeout.
     let t = Instant::now();
-    let out = replay_at(
+    let cfg = crate::common::config(&[
+        "--url",
         "http://specperf-fault-matrix.invalid:8000",
+        "--artifact-dir",
         d,
-        "--model m --concurrency 1 --request-count 3 --connect-timeout-seconds 2",
-    )
-    .await;
-    let c = &out.summary.counts;
-    let resolved_or_timed_out = c.failed_by_kind.get("connect").copied().unwrap_or(0)
-        + c.failed_by_kind
-            .get("connect_timeout")
-            .copied()
-            .unwrap_or(0);
-    assert_eq!(resolved_or_timed_out, 3, "{c:?}");
-    assert!(records(dir.path())
-        .iter()
-        .all(|r| r["error"].as_str().is_some_and(|e| !e.is_empty())));
+        "--model",
+        "m",
+        "--concurrency",
+        "1",
+        "--request-count",
+        "3",
+        "--connect-timeout-seconds",
+        "2",
+    ]);
+    let e = crate::common::replay_err(cfg, "an unresolvable host stops the run").await;
+    assert!(matches!(e, specperf::EngineError::Resolve { .. }), "{e}");
     assert!(t.elapsed() < Duration::from_secs(10));
 }
 

@@ -12,6 +12,7 @@ mod gate;
 mod golden;
 mod inject;
 mod layout;
+mod newcomer;
 mod process;
 mod render;
 mod reports;

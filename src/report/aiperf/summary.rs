@@ -198,7 +198,7 @@ pub(crate) fn summary_json(s: &Summary) -> J {
     }
     let l = &m.load;
     let loadgen = Obj::new()
-        .with("concurrency", m.concurrency as u64)
+        .with("concurrency", m.concurrency.map(|c| c as u64))
         .with("request_count", m.request_count)
         .with("request_rate", l.request_rate)
         .with(

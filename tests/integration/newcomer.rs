@@ -1,0 +1,451 @@
+//! What a newcomer trips over in `replay` (issue 19, items 7 to 14): what the reports say about
+//! the load, failures explained, flags the tool owns, output locations checked up front.
+
+use crate::common::{fast, read_json, replay_at, sim};
+
+/// Item 7: an open loop without --concurrency has no cap; every report says so instead of 64.
+#[tokio::test]
+async fn an_uncapped_open_loop_reports_no_concurrency_cap() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = replay_at(
+        &s.url(),
+        d,
+        "--request-rate 200 --request-count 8 --osl 4 --result-filename raw",
+    )
+    .await;
+    let header = specperf::console_table(&out.summary);
+    let first = header.lines().next().unwrap();
+    assert!(first.contains("concurrency uncapped"), "{first}");
+    let summary = read_json(&dir.path().join("summary.json"));
+    assert!(
+        summary["meta"]["concurrency"].is_null(),
+        "{}",
+        summary["meta"]
+    );
+    let aiperf = read_json(&dir.path().join("profile_export_aiperf.json"));
+    assert!(
+        aiperf["input_config"]["loadgen"]["concurrency"].is_null(),
+        "{}",
+        aiperf["input_config"]
+    );
+    let raw = read_json(&dir.path().join("raw.json"));
+    assert!(raw["max_concurrency"].is_null(), "{raw}");
+}
+
+/// Item 7: a capped open loop and a closed loop still report their number.
+#[tokio::test]
+async fn a_capped_open_loop_reports_its_cap() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    replay_at(
+        &s.url(),
+        d,
+        "--request-rate 200 --concurrency 3 --request-count 6 --osl 4 --result-filename raw",
+    )
+    .await;
+    let summary = read_json(&dir.path().join("summary.json"));
+    assert_eq!(summary["meta"]["concurrency"], 3);
+    let raw = read_json(&dir.path().join("raw.json"));
+    assert_eq!(raw["max_concurrency"], 3);
+}
+
+const BIN: &str = env!("CARGO_BIN_EXE_specperf");
+
+/// Runs the binary's `replay` with `args` (artifacts in a fresh directory), bounded at 60 s;
+/// returns (exit code, stdout, stderr).
+fn replay_bin(args: &[&str]) -> (Option<i32>, String, String) {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .arg("replay")
+        .args(["--progress-interval", "0", "--metrics-settle-seconds", "0"])
+        .arg("--artifact-dir")
+        .arg(dir.path().join("a"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let o = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let e = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = crate::common::wait_exit(&mut child, std::time::Duration::from_secs(60));
+    (status.code(), o.join().unwrap(), e.join().unwrap())
+}
+
+/// Item 8: a run whose every request fails says why on stderr: the kind, the count, the
+/// server's own message and a hint.
+#[test]
+fn a_failed_run_names_the_server_message_and_a_hint() {
+    let s = sim(fast());
+    let (code, _, err) = replay_bin(&[
+        "--url",
+        &s.url(),
+        "--model",
+        "other",
+        "--request-count",
+        "3",
+        "--concurrency",
+        "1",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("http_status") && err.contains("3"), "{err}");
+    assert!(err.contains("The model `other` does not exist"), "{err}");
+    assert!(err.contains("hint:") && err.contains("--model"), "{err}");
+}
+
+/// Item 8: a `--url` ending in `/v1` is named before the run and in the failure hint.
+#[test]
+fn a_url_with_a_v1_suffix_is_named() {
+    let s = sim(fast());
+    let url = format!("{}/v1", s.url());
+    let (code, _, err) = replay_bin(&[
+        "--url",
+        &url,
+        "--model",
+        "specperf-sim",
+        "--request-count",
+        "2",
+        "--concurrency",
+        "1",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("ends in /v1"), "{err}");
+    assert!(err.contains("hint:"), "{err}");
+}
+
+/// Item 8: a 404 from `/v1/models` points at the URL, not at --model.
+#[test]
+fn a_404_from_the_model_list_points_at_the_url() {
+    let s = sim(fast());
+    let url = format!("{}/v1", s.url());
+    let (code, _, err) = replay_bin(&["--url", &url, "--request-count", "1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--url"), "{err}");
+    assert!(!err.contains("pass --model"), "{err}");
+}
+
+/// `specperf replay <args>` as the config error it gives (fails the test when it is valid).
+fn config_error(args: &[&str]) -> String {
+    use clap::Parser;
+    let mut argv = vec!["specperf", "replay"];
+    argv.extend_from_slice(args);
+    let cli = specperf::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("flags parse: {e}"));
+    let specperf::Command::Replay(a) = cli.command else {
+        panic!("not replay")
+    };
+    match specperf::RunConfig::from_args(&a) {
+        Ok(_) => panic!("{args:?} accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Item 9: body fields the tool owns cannot be overridden by --extra-inputs (they made every
+/// request fail); the error names the flag to use instead.
+#[test]
+fn extra_inputs_cannot_take_fields_the_tool_owns() {
+    for (item, flag) in [
+        ("stream:false", "--streaming"),
+        ("model:other", "--model"),
+        (
+            r#"{"stream_options": {"include_usage": false}}"#,
+            "--per-chunk-usage",
+        ),
+        ("messages:[]", "--input-file"),
+        ("prompt:x", "--input-file"),
+    ] {
+        let e = config_error(&["--extra-inputs", item]);
+        assert!(
+            e.contains("--extra-inputs") && e.contains(flag),
+            "{item}: {e}"
+        );
+    }
+    // Everything else still goes through.
+    crate::common::config(&[
+        "--extra-inputs",
+        "ignore_eos:true",
+        "--extra-inputs",
+        "max_tokens:9",
+    ]);
+}
+
+/// Item 10: an unusable --result-dir stops the run before its first request, naming the flag.
+#[tokio::test]
+async fn an_unwritable_result_dir_stops_the_run_before_it_starts() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let result_dir = blocker.join("results");
+    let artifacts = dir.path().join("art");
+    let cfg = crate::common::config(&[
+        "--url",
+        &s.url(),
+        "--model",
+        "specperf-sim",
+        "--request-count",
+        "2",
+        "--artifact-dir",
+        artifacts.to_str().unwrap(),
+        "--result-filename",
+        "raw",
+        "--result-dir",
+        result_dir.to_str().unwrap(),
+    ]);
+    let e = crate::common::replay_err(cfg, "result dir")
+        .await
+        .to_string();
+    assert!(e.contains("--result-dir") && e.contains("results"), "{e}");
+    assert!(
+        !artifacts.join("records.jsonl").exists(),
+        "no request was sent before the check"
+    );
+}
+
+/// Item 14: the small ones.
+#[test]
+fn vllm_aliases_negative_numbers_and_json_suffixes_are_understood() {
+    use clap::Parser;
+    let parse = |args: &[&str]| {
+        let mut argv = vec!["specperf", "replay"];
+        argv.extend_from_slice(args);
+        specperf::Cli::try_parse_from(argv)
+    };
+    // vLLM's names for the request count and the concurrency.
+    assert!(parse(&["--num-prompts", "5", "--max-concurrency", "2"]).is_ok());
+    // A negative number is a bad value of the flag, not an unknown argument.
+    for flag in ["--concurrency", "--request-count", "--osl"] {
+        let e = parse(&[flag, "-1"]).unwrap_err().to_string();
+        assert!(
+            e.contains(flag) && !e.contains("unexpected argument"),
+            "{e}"
+        );
+    }
+    for flag in [
+        "--request-rate",
+        "--benchmark-duration",
+        "--timeout-seconds",
+    ] {
+        let e = config_error(&[flag, "-1"]);
+        assert!(e.contains(flag), "{e}");
+    }
+    // `foo.json` names foo.json, not foo.json.json.
+    let dir = tempfile::tempdir().unwrap();
+    let s = sim(fast());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        "--request-count 2 --osl 4 --result-filename foo.json",
+    ));
+    assert!(dir.path().join("foo.json").exists());
+    assert!(!dir.path().join("foo.json.json").exists());
+    // --custom-dataset-type needs a file to apply to.
+    let e = config_error(&["--custom-dataset-type", "single_turn"]);
+    assert!(e.contains("--input-file"), "{e}");
+}
+
+/// Item 14: `--request-rate inf` (vLLM's default, and what our raw JSON writes) sends every
+/// request at once.
+#[tokio::test]
+async fn request_rate_inf_sends_every_request_at_once() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        "--request-rate inf --request-count 6 --osl 4 --result-filename raw",
+    )
+    .await;
+    assert_eq!(out.summary.counts.success, 6);
+    let raw = read_json(&dir.path().join("raw.json"));
+    assert_eq!(raw["request_rate"], "inf");
+}
+
+/// Item 14: a duration-bounded run does not claim it planned 0 requests.
+#[tokio::test]
+async fn a_duration_bounded_run_does_not_say_planned_0() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        "--benchmark-duration 0.3 --concurrency 2 --osl 4",
+    )
+    .await;
+    let table = specperf::console_table(&out.summary);
+    assert!(!table.contains("(planned 0)"), "{table}");
+}
+
+/// Item 13: a reused --artifact-dir starts clean: the earlier run is moved aside, and the
+/// summary says where.
+#[tokio::test]
+async fn a_reused_artifact_dir_moves_the_earlier_run_aside() {
+    let s = sim(fast());
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("a");
+    let d = dir.to_str().unwrap();
+    replay_at(&s.url(), d, "--request-count 2 --osl 4").await;
+    std::fs::create_dir_all(dir.join("server_metrics")).unwrap();
+    std::fs::write(dir.join("server_metrics/endpoint0_before.txt"), "stale").unwrap();
+    std::fs::write(dir.join("old_raw.json"), "{}").unwrap();
+    let out = replay_at(&s.url(), d, "--request-count 2 --osl 4").await;
+    assert!(
+        !dir.join("old_raw.json").exists(),
+        "stale file left beside the new run"
+    );
+    let page = std::fs::read_to_string(dir.join("server_metrics/endpoint0_before.txt"));
+    assert!(
+        page.map_or(true, |p| p != "stale"),
+        "stale metrics page kept"
+    );
+    assert!(dir.join("summary.json").exists());
+    let moved: Vec<_> = std::fs::read_dir(root.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("a.prev-"))
+        .collect();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    let aside = root.path().join(&moved[0]);
+    assert!(aside.join("old_raw.json").exists() && aside.join("records.jsonl").exists());
+    let said = out.summary.warnings.join("\n");
+    assert!(said.contains(&moved[0]), "{said}");
+}
+
+/// Item 12: during the settle wait the live line says what it waits for, instead of a bar
+/// frozen at 100%.
+#[test]
+fn the_settle_wait_is_said_on_the_progress_line() {
+    use std::time::{Duration, Instant};
+    let now = Instant::now();
+    let p = specperf::Progress {
+        done: 8,
+        ok: 8,
+        planned: Some(8),
+        profiling_started: Some(now - Duration::from_secs(3)),
+        settling_until: Some(now + Duration::from_millis(6500)),
+        ..Default::default()
+    };
+    for bar in [true, false] {
+        let line = specperf::progress_line(&p, now, bar, 120);
+        assert!(
+            line.contains("waiting 7 s for the metrics to settle") && !line.contains("100%"),
+            "{line}"
+        );
+    }
+}
+
+/// Item 11: an unresolvable host fails fast, once, naming the host, instead of every request
+/// looking it up again.
+#[test]
+fn an_unresolvable_host_fails_fast_with_a_clear_error() {
+    let started = std::time::Instant::now();
+    let (code, _, err) = replay_bin(&[
+        "--url",
+        "http://no-such-host.invalid:8000",
+        "--model",
+        "m",
+        "--request-count",
+        "4",
+        "--connect-timeout-seconds",
+        "5",
+    ]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        err.contains("cannot resolve") && err.contains("no-such-host.invalid"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+/// Item 14: a --category that matches nothing lists the categories present, and a file of
+/// another format suggests --custom-dataset-type.
+#[tokio::test]
+async fn collection_errors_list_categories_and_suggest_the_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let speed = dir.path().join("speed.jsonl");
+    let row = |id: &str, cat: &str| {
+        format!(
+            r#"{{"question_id":"{id}","category":"{cat}","messages":[{{"role":"user","content":"hi"}}]}}"#
+        )
+    };
+    std::fs::write(
+        &speed,
+        format!("{}\n{}\n", row("a", "coding"), row("b", "math")),
+    )
+    .unwrap();
+    let cfg = crate::common::config(&[
+        "--input-file",
+        speed.to_str().unwrap(),
+        "--category",
+        "Coding",
+    ]);
+    let e = crate::common::replay_err(cfg, "no row matches")
+        .await
+        .to_string();
+    assert!(e.contains("coding, math"), "{e}");
+    let single = dir.path().join("single.jsonl");
+    std::fs::write(&single, "{\"text\": \"hello\"}\n").unwrap();
+    let cfg = crate::common::config(&["--input-file", single.to_str().unwrap()]);
+    let e = crate::common::replay_err(cfg, "not SPEED-Bench")
+        .await
+        .to_string();
+    assert!(e.contains("--custom-dataset-type single_turn"), "{e}");
+}
+
+/// Item 14: `render --help` shows what changes the bodies, not every load flag.
+#[test]
+fn render_help_leaves_out_the_load_flags() {
+    let out = std::process::Command::new(BIN)
+        .args(["render", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("--input-file") && help.contains("--count"),
+        "{help}"
+    );
+    for flag in [
+        "--request-rate",
+        "--url",
+        "--benchmark-duration",
+        "--server-metrics",
+    ] {
+        assert!(!help.contains(flag), "{flag} in render --help");
+    }
+    // Still accepted, so a replay command line can be reused.
+    let out = std::process::Command::new(BIN)
+        .args([
+            "render",
+            "--count",
+            "1",
+            "--url",
+            "http://h:1",
+            "--request-rate",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
