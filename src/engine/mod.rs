@@ -10,6 +10,7 @@
 //! summary and artifacts. A single [`Stopper`] (deadline, stall watchdog, Ctrl-C, SIGTERM) cancels
 //! everything; in-flight requests then end as `cancelled` records and the summary is still written.
 
+mod contact;
 mod finish;
 mod phase;
 mod prepare;

@@ -10,6 +10,7 @@ pub(crate) mod aiperf;
 mod diagnose;
 pub(crate) mod inferencex;
 mod json;
+mod page;
 pub(crate) mod plot;
 mod server_metrics;
 mod svg;

@@ -1,0 +1,160 @@
+//! The engine's contact with the server before the clock starts: the one up-front name lookup,
+//! the readiness probe or model discovery on `/v1/models`, and the bounded connection warm-up.
+
+use std::time::{Duration, Instant};
+
+use http::Uri;
+
+use super::EngineError;
+use crate::client::{BodyCap, Client, Fetched};
+use crate::stop::Stopper;
+
+pub(super) fn join(base: &str, path: &str) -> Result<Uri, EngineError> {
+    format!("{}{}", base.trim_end_matches('/'), path)
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| EngineError::Url {
+            url: base.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// Polls `GET /v1/models` until it answers (any HTTP status counts as alive) or `wait` passes.
+pub(super) async fn probe(
+    client: &Client,
+    base: &str,
+    wait: Duration,
+    stop: &Stopper,
+) -> Result<Fetched, EngineError> {
+    let uri = join(base, "/v1/models")?;
+    let until = Instant::now() + wait;
+    loop {
+        let attempt = client
+            .get(
+                uri.clone(),
+                Duration::from_secs(10),
+                "application/json",
+                BodyCap {
+                    bytes: 1 << 20,
+                    name: "model list size cap",
+                },
+            )
+            .await;
+        match attempt {
+            Ok(ok) => return Ok(ok),
+            Err(reason) if Instant::now() >= until || stop.token().is_cancelled() => {
+                return Err(EngineError::NotReady {
+                    url: base.to_owned(),
+                    reason: reason.to_string(),
+                })
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+pub(super) async fn discover_model(
+    client: &Client,
+    base: &str,
+    wait: Duration,
+    stop: &Stopper,
+) -> Result<String, EngineError> {
+    let Fetched {
+        status,
+        body,
+        content_type,
+    } = probe(client, base, wait, stop).await?;
+    // A 404 or a web page means the URL is not an OpenAI server's base URL: say so, rather than
+    // asking for a --model that would fail the same way.
+    let html = content_type.as_deref().is_some_and(|c| c.contains("html"))
+        || body.trim_ascii_start().starts_with(b"<");
+    if status == 404 || html {
+        let what = if html {
+            format!("an HTML page (HTTP {status})")
+        } else {
+            "HTTP 404".to_owned()
+        };
+        let v1 = crate::report::v1_suffix_hint(base).unwrap_or_else(|| {
+            "check --url: the OpenAI-compatible server's base URL, e.g. http://host:8000, \
+             without /v1"
+                .to_owned()
+        });
+        return Err(EngineError::Url {
+            url: base.to_owned(),
+            reason: format!("GET {base}/v1/models answered {what}; {v1}"),
+        });
+    }
+    if status != 200 {
+        return Err(EngineError::NoModel(format!(
+            "GET {base}/v1/models answered HTTP {status}"
+        )));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| EngineError::NoModel(format!("GET {base}/v1/models is not JSON: {e}")))?;
+    v.pointer("/data/0/id")
+        .and_then(|x| x.as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| EngineError::NoModel(format!("GET {base}/v1/models lists no model")))
+}
+
+/// Resolves the target's host once before anything else, so an unresolvable name fails the run
+/// at once with its own error instead of every request (and every retry) looking it up again.
+pub(super) async fn resolve_once(base: &str, limit: Duration) -> Result<(), EngineError> {
+    let uri: Uri = base
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| EngineError::Url {
+            url: base.to_owned(),
+            reason: e.to_string(),
+        })?;
+    let Some(host) = uri.host() else {
+        return Ok(());
+    };
+    let https = uri.scheme_str() == Some("https");
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let fail = |reason: String| EngineError::Resolve {
+        url: base.to_owned(),
+        host: host.clone(),
+        reason,
+    };
+    let lookup = tokio::time::timeout(limit, tokio::net::lookup_host((host.clone(), port))).await;
+    match lookup {
+        Ok(Ok(mut addrs)) => match addrs.next() {
+            Some(_) => Ok(()),
+            None => Err(fail("no address".into())),
+        },
+        Ok(Err(e)) => Err(fail(e.to_string())),
+        Err(_) => Err(fail(format!(
+            "no answer within {} s (--connect-timeout-seconds)",
+            limit.as_secs_f64()
+        ))),
+    }
+}
+
+/// Opens up to `n` keep-alive connections before the clock starts, so the first requests do not
+/// pay for TCP and TLS set-up inside their TTFT.
+pub(super) async fn warm_pool(client: &Client, base: &str, n: usize, limit: Duration) {
+    let Ok(uri) = join(base, "/health") else {
+        return;
+    };
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n.min(1024) {
+        let (c, u) = (client.clone(), uri.clone());
+        set.spawn(async move {
+            let cap = BodyCap {
+                bytes: 64 << 10,
+                name: "health body size cap",
+            };
+            let _ = c.get(u, limit, "*/*", cap).await;
+        });
+    }
+    // Best effort: a server that accepts and never answers must not hold the start for the
+    // connect timeout (dropping the set aborts the rest; those requests connect themselves).
+    let drain = async { while set.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(limit.min(WARM_POOL_LIMIT), drain).await;
+}
+
+/// The most the connection warm-up waits for `/health` answers before the clock starts.
+const WARM_POOL_LIMIT: Duration = Duration::from_secs(3);
