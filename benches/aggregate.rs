@@ -52,6 +52,8 @@ fn record(i: u64) -> RequestRecord {
         events: 104,
         first_chunk_tokens: Some(6),
         finish_reason: Some("length".into()),
+        empty_output: false,
+        retries: 0,
         chunk_gaps: gaps,
         response_text: None,
     }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::client::HttpVersion;
+use crate::client::{ConnectionReuse, HttpVersion};
 use crate::dataset::DatasetKind;
 use crate::render::EndpointType;
 use crate::schedule::ArrivalPattern;
@@ -453,6 +453,13 @@ pub struct ReplayArgs {
     /// HTTP version: auto (HTTP/1.1, ALPN on TLS), http1, http2 (h2c prior knowledge on http://).
     #[arg(long, value_enum, default_value_t = HttpVersion::Auto)]
     pub http: HttpVersion,
+
+    /// Connection reuse (AIPerf's flag): pooled keeps connections open across requests; never
+    /// opens a fresh one per request. Either way, a request whose reused connection closes before
+    /// any response byte (llama-server closes after a stream while advertising keep-alive) is
+    /// sent once more on a fresh connection, and counted as retried.
+    #[arg(long, value_enum, default_value_t = ConnectionReuse::Pooled)]
+    pub connection_reuse_strategy: ConnectionReuse,
 
     /// Limit on TCP connect plus TLS handshake, seconds.
     #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]

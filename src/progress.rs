@@ -17,6 +17,8 @@ pub struct Progress {
     pub output_tokens: u64,
     /// Live acceptance length (baseline scrape to the latest one), when known.
     pub acceptance_length: Option<f64>,
+    /// No AL yet because the engine counts drafts only when a request finishes (llama.cpp).
+    pub acceptance_waiting: bool,
     /// Warmup records received.
     pub warmup: u64,
     /// Profiling requests planned (`None` when the run is bounded by time instead).

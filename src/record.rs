@@ -32,7 +32,9 @@ pub enum FailureKind {
     ConnectionClosed,
     /// `usage` was requested but the server never sent it, so tokens cannot be counted.
     MissingUsage,
-    /// The request ended without producing any output token.
+    /// The request ended without producing any output token. Read from records of earlier
+    /// versions only: a well-formed response with usage and no text is now a success flagged
+    /// `empty_output`, and one without usage is `missing_usage`.
     NoOutput,
     /// Any other transport error (I/O, protocol violation).
     Transport,
@@ -187,6 +189,14 @@ pub struct RequestRecord {
     pub first_chunk_tokens: Option<u64>,
     /// `finish_reason` of the last choice that had one.
     pub finish_reason: Option<String>,
+    /// A success whose response carried usage but no text (an answer that ended at once, e.g.
+    /// `finish_reason: stop` with one completion token that decodes to nothing). Its tokens count.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub empty_output: bool,
+    /// Times the request was sent again on a fresh connection because a reused one closed before
+    /// any response byte (the server never saw it: nothing is counted twice).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
     /// Gaps between consecutive content events, with the tokens each later event carried
     /// (0 when per-chunk usage is unavailable). Not serialized: it feeds the histograms.
     #[serde(skip)]
@@ -233,6 +243,8 @@ impl RequestRecord {
             events: 0,
             first_chunk_tokens: None,
             finish_reason: None,
+            empty_output: false,
+            retries: 0,
             chunk_gaps: Vec::new(),
             response_text: None,
         }
@@ -249,4 +261,8 @@ impl RequestRecord {
             .unwrap_or(self.end_ns)
             .saturating_sub(self.sent_ns)
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -1,13 +1,17 @@
 //! The connection under the client: rustls with the web roots plus `--ca-file` (or no check at
-//! all under `--insecure`), and one time limit over TCP connect and TLS handshake together.
+//! all under `--insecure`), one time limit over TCP connect and TLS handshake together, and a
+//! flag per connection saying whether it has served a response (a failure on a reused
+//! connection is retried once, see `client::follow`).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::Uri;
+use hyper_util::client::legacy::connect::{Connected, Connection};
 
 use super::ClientError;
 
@@ -113,6 +117,74 @@ pub(super) struct TimeoutConnector<C> {
 
 pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Whether a connection has delivered a response head: set on the connection's metadata, so a
+/// request that fails can tell a reused connection from a fresh one.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Served(Arc<AtomicBool>);
+
+impl Served {
+    /// The flag of the connection `meta` describes, if it carries one.
+    pub(super) fn of(meta: &Connected) -> Option<Served> {
+        let mut ext = http::Extensions::new();
+        meta.get_extras(&mut ext);
+        ext.remove::<Served>()
+    }
+    pub(super) fn mark(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    pub(super) fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A connection with its [`Served`] flag; reads and writes go straight through.
+pub(super) struct Tracked<T> {
+    io: T,
+    served: Served,
+}
+
+impl<T: Connection> Connection for Tracked<T> {
+    fn connected(&self) -> Connected {
+        self.io.connected().extra(self.served.clone())
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for Tracked<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Tracked<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+}
+
 impl<C> tower_service::Service<Uri> for TimeoutConnector<C>
 where
     C: tower_service::Service<Uri> + Send,
@@ -120,9 +192,9 @@ where
     C::Error: Into<BoxError>,
     C::Response: Send + 'static,
 {
-    type Response = C::Response;
+    type Response = Tracked<C::Response>;
     type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -133,7 +205,12 @@ where
         let timeout = self.timeout;
         Box::pin(async move {
             match tokio::time::timeout(timeout, fut).await {
-                Ok(r) => r.map_err(Into::into),
+                Ok(r) => r
+                    .map(|io| Tracked {
+                        io,
+                        served: Served::default(),
+                    })
+                    .map_err(Into::into),
                 Err(_) => Err(Box::new(ConnectTimedOut(timeout)) as BoxError),
             }
         })

@@ -118,8 +118,7 @@ impl Client {
             .map_err(|e| FetchError::Request(e.to_string()))?;
         let fut = async {
             let resp = self
-                .inner
-                .request(req)
+                .send(req, false)
                 .await
                 .map_err(|e| FetchError::Transport(describe(&e)))?;
             let status = resp.status().as_u16();

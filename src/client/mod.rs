@@ -21,13 +21,13 @@ use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{capture_connection, HttpConnector};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
 use tokio_util::sync::CancellationToken;
 
 use crate::record::{FailureKind, RequestRecord};
-use connect::{tls_config, ConnectTimedOut, TimeoutConnector};
+use connect::{tls_config, ConnectTimedOut, Served, TimeoutConnector};
 use credentials::{redact, same_origin, secrets};
 use stream::{cancelled, fail, StreamState};
 
@@ -44,6 +44,17 @@ pub enum HttpVersion {
     Http1,
     /// HTTP/2 only: h2c with prior knowledge on `http://`, ALPN h2 on `https://`.
     Http2,
+}
+
+/// Connection reuse across requests (AIPerf's `--connection-reuse-strategy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnectionReuse {
+    /// Keep connections open and reuse them for later requests.
+    #[default]
+    Pooled,
+    /// A fresh connection for every request, closed after its response.
+    Never,
 }
 
 /// Per-request time limits. Each is documented with its flag in `cli.rs`.
@@ -63,6 +74,7 @@ pub struct Timeouts {
 #[derive(Clone, Debug)]
 pub(crate) struct ClientOptions {
     pub(crate) http: HttpVersion,
+    pub(crate) reuse: ConnectionReuse,
     pub(crate) timeouts: Timeouts,
     /// Custom headers and the bearer key; credentials among them are marked sensitive.
     pub(crate) headers: HeaderMap,
@@ -100,6 +112,9 @@ type Connector = TimeoutConnector<hyper_rustls::HttpsConnector<HttpConnector>>;
 #[derive(Clone)]
 pub(crate) struct Client {
     inner: HyperClient<Connector, Full<Bytes>>,
+    /// Same connector, no pool: the one retry after a reused connection closed goes out on a
+    /// connection of its own (any other idle one may be just as stale).
+    fresh: HyperClient<Connector, Full<Bytes>>,
     opts: Arc<ClientOptions>,
     /// Values of the sensitive headers, scrubbed from every error text the client hands out (a
     /// server that echoes the request's headers in its error body must not put the key in
@@ -156,14 +171,22 @@ impl Client {
             inner: https,
             timeout: opts.timeouts.connect,
         };
-        let mut b = HyperClient::builder(TokioExecutor::new());
-        b.pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(usize::MAX);
-        if opts.http == HttpVersion::Http2 {
-            b.http2_only(true);
-        }
+        let builder = |max_idle: usize| {
+            let mut b = HyperClient::builder(TokioExecutor::new());
+            b.pool_idle_timeout(Duration::from_secs(90))
+                .pool_max_idle_per_host(max_idle);
+            if opts.http == HttpVersion::Http2 {
+                b.http2_only(true);
+            }
+            b
+        };
+        let max_idle = match opts.reuse {
+            ConnectionReuse::Pooled => usize::MAX,
+            ConnectionReuse::Never => 0,
+        };
         Ok(Client {
-            inner: b.build(connector),
+            inner: builder(max_idle).build(connector.clone()),
+            fresh: builder(0).build(connector),
             opts: Arc::new(opts),
             secrets,
         })
@@ -198,18 +221,6 @@ impl Client {
         cancel: &CancellationToken,
     ) -> RequestRecord {
         let t = self.opts.timeouts;
-        let mut builder = Request::builder().method(Method::POST).uri(req.uri.clone());
-        for (k, v) in self.headers_for(&req.uri).into_iter().flatten() {
-            builder = builder.header(k, v);
-        }
-        builder = builder.header(CONTENT_TYPE, "application/json");
-        if req.streaming {
-            builder = builder.header(ACCEPT, "text/event-stream");
-        }
-        let http_req = match builder.body(Full::new(req.body.clone())) {
-            Ok(r) => r,
-            Err(e) => return fail(rec, clock, FailureKind::Transport, e.to_string()),
-        };
         let sent = Instant::now();
         rec.sent_ns = clock.ns(sent);
         let total_deadline = sent + t.total;
@@ -220,19 +231,27 @@ impl Client {
             FailureKind::TotalTimeout
         };
 
-        let resp = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return cancelled(rec, clock),
-            r = self.inner.request(http_req) => r,
-            _ = tokio::time::sleep_until(first_deadline.into()) => {
-                return fail(rec, clock, first_kind, format!("no response headers within {:?}", first_deadline - sent));
-            }
-        };
-        let resp = match resp {
-            Ok(r) => r,
-            Err(e) => {
-                let kind = classify_transport(&e);
-                return fail(rec, clock, kind, describe(&e));
+        // The times stay those of the first send: a retry is part of what the user waited for.
+        let resp = loop {
+            let http_req = match self.request(req) {
+                Ok(r) => r,
+                Err(e) => return fail(rec, clock, FailureKind::Transport, e.to_string()),
+            };
+            let resp = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return cancelled(rec, clock),
+                r = self.send(http_req, rec.retries > 0) => r,
+                _ = tokio::time::sleep_until(first_deadline.into()) => {
+                    return fail(rec, clock, first_kind, format!("no response headers within {:?}", first_deadline - sent));
+                }
+            };
+            match resp {
+                Ok(r) => break r,
+                Err(e) if rec.retries == 0 && closed_after_reuse(&e) => rec.retries += 1,
+                Err(e) => {
+                    let kind = classify_transport(&e);
+                    return fail(rec, clock, kind, describe(&e));
+                }
             }
         };
         rec.headers_ns = Some(clock.now_ns());
@@ -316,6 +335,74 @@ impl Client {
         }
         state.finish(rec, clock, req.streaming)
     }
+}
+
+impl Client {
+    /// Sends on a pooled connection (or a fresh one), and marks the connection as having served
+    /// a response once its head arrives.
+    async fn send(
+        &self,
+        mut req: Request<Full<Bytes>>,
+        fresh: bool,
+    ) -> Result<http::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
+        let captured = capture_connection(&mut req);
+        let client = if fresh { &self.fresh } else { &self.inner };
+        let resp = client.request(req).await?;
+        if let Some(served) = captured.connection_metadata().as_ref().and_then(Served::of) {
+            served.mark();
+        }
+        Ok(resp)
+    }
+
+    /// The HTTP request for one send of `req`.
+    fn request(&self, req: &Prepared) -> Result<Request<Full<Bytes>>, http::Error> {
+        let mut builder = Request::builder().method(Method::POST).uri(req.uri.clone());
+        for (k, v) in self.headers_for(&req.uri).into_iter().flatten() {
+            builder = builder.header(k, v);
+        }
+        builder = builder.header(CONTENT_TYPE, "application/json");
+        if req.streaming {
+            builder = builder.header(ACCEPT, "text/event-stream");
+        }
+        builder.body(Full::new(req.body.clone()))
+    }
+}
+
+/// True when a request failed on a connection that had already served a response, because that
+/// connection was closed or reset before any byte of this response: the server closed it between
+/// requests (llama-server does so after a stream while advertising keep-alive), so the request
+/// never reached the application and sending it again counts nothing twice. A parse error, a
+/// timeout or a failure on a fresh connection is not this.
+fn closed_after_reuse(e: &hyper_util::client::legacy::Error) -> bool {
+    if e.is_connect() {
+        return false;
+    }
+    let reused = e
+        .connect_info()
+        .and_then(Served::of)
+        .is_some_and(|s| s.get());
+    if !reused {
+        return false;
+    }
+    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = src {
+        if let Some(h) = c.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() || h.is_canceled() || h.is_closed() {
+                return true;
+            }
+        }
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+            ) {
+                return true;
+            }
+        }
+        src = c.source();
+    }
+    false
 }
 
 /// Connect failures split by whether our connect timeout fired.

@@ -81,6 +81,7 @@ pub(super) fn client_options(a: &ReplayArgs) -> Result<ClientOptions, ConfigErro
     }
     Ok(ClientOptions {
         http: a.http,
+        reuse: a.connection_reuse_strategy,
         timeouts,
         headers,
         origin: None,

@@ -105,6 +105,7 @@ pub(crate) fn classify_framework(
         Some(Framework::Sglang) => SpecEngine::Sglang,
         Some(Framework::Trtllm) => SpecEngine::Trtllm,
         Some(Framework::Atom) => SpecEngine::Atom,
+        Some(Framework::Llamacpp) => SpecEngine::Llamacpp,
         Some(Framework::Tilert) => {
             return Err(Stop::new(
                 Reason::Tilert,

@@ -15,6 +15,8 @@ pub(crate) enum Framework {
     Atom,
     /// TileRT: known, but with neither speculative counters nor a synthetic-acceptance knob.
     Tilert,
+    /// llama.cpp's llama-server: speculative counters, but no recipe format to inject into.
+    Llamacpp,
 }
 
 /// Every lower-case `FRAMEWORK` spelling, grouped by family in the order messages list them.
@@ -33,6 +35,9 @@ const FRAMEWORK_ALIASES: &[(&str, Framework)] = &[
     ("dynamo-tensorrt_llm", Framework::Trtllm),
     ("atom", Framework::Atom),
     ("tilert", Framework::Tilert),
+    ("llamacpp", Framework::Llamacpp),
+    ("llama.cpp", Framework::Llamacpp),
+    ("llama-cpp", Framework::Llamacpp),
 ];
 
 impl Framework {

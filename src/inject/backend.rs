@@ -227,8 +227,9 @@ pub(super) fn backend_for_framework(
     if let Some(b) = BACKENDS.iter().find(|b| Some(b.meta().family) == family) {
         return Ok(*b);
     }
-    if family == Some(Framework::Tilert) {
-        // Known to InferenceX, but without a synthetic-acceptance knob.
+    if family.is_some() {
+        // A known family without a recipe backend (TileRT has no synthetic-acceptance knob;
+        // llama.cpp's `--spec-synth-len` is a server flag, not a recipe entry).
         return Err(InjectError::NoBackend {
             name: name.to_owned(),
         });

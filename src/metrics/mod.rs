@@ -51,6 +51,17 @@ pub struct Counts {
     pub http_status: BTreeMap<u16, u64>,
     /// Warmup requests (any outcome; in no other count or statistic).
     pub warmup: u64,
+    /// Successes whose response had usage but no text (counted in the token totals).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub empty_output: u64,
+    /// Requests sent again on a fresh connection after a reused one closed before any response
+    /// byte (each counted once, whatever its outcome).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub retried: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The aggregator's state: feed it every record with [`Aggregate::add`], then build the
@@ -240,8 +251,12 @@ impl Aggregate {
         );
         let c = &mut self.counts;
         c.total += 1;
+        c.retried += u64::from(r.retries > 0);
         match r.outcome {
-            Outcome::Success => c.success += 1,
+            Outcome::Success => {
+                c.success += 1;
+                c.empty_output += u64::from(r.empty_output);
+            }
             Outcome::Cancelled => {
                 c.cancelled += 1;
                 return;

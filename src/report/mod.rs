@@ -103,6 +103,21 @@ pub fn console_table(s: &Summary) -> String {
             .collect();
         let _ = writeln!(o, "Failures: {}", kinds.join(", "));
     }
+    if c.empty_output > 0 {
+        let _ = writeln!(
+            o,
+            "Empty answers: {} of the ok requests had usage but no text (counted as successes)",
+            c.empty_output
+        );
+    }
+    if c.retried > 0 {
+        let _ = writeln!(
+            o,
+            "Retried: {} requests were sent again on a fresh connection after a reused one \
+             closed before any response byte (--connection-reuse-strategy never avoids reuse)",
+            c.retried
+        );
+    }
     let _ = writeln!(
         o,
         "Throughput: {:.2} req/s, {:.2} output tok/s, {:.2} total tok/s over {:.3} s",
@@ -351,10 +366,11 @@ pub fn progress_line(p: &Progress, now: Instant, bar: bool, width: usize) -> Str
         0.0
     };
     let errors = p.failed + p.cancelled;
-    let al = p
-        .acceptance_length
-        .map(|a| format!(" | AL {a:.3}"))
-        .unwrap_or_default();
+    let al = match p.acceptance_length {
+        Some(a) => format!(" | AL {a:.3}"),
+        None if p.acceptance_waiting => " | AL waiting for the first finished request".into(),
+        None => String::new(),
+    };
     let fraction = match (p.planned, p.duration_s) {
         (Some(n), _) if n > 0 => Some((p.done as f64 / n as f64).min(1.0)),
         (_, Some(d)) if d > 0.0 => Some((t / d).min(1.0)),

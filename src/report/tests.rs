@@ -340,6 +340,29 @@ fn progress_line_shows_counts_rates_al_and_eta() {
 }
 
 #[test]
+fn progress_line_says_the_al_waits_for_a_finished_request() {
+    let start = Instant::now();
+    let p = Progress {
+        done: 2,
+        planned: Some(10),
+        profiling_started: Some(start),
+        acceptance_waiting: true,
+        ..Progress::default()
+    };
+    let now = start + std::time::Duration::from_secs(1);
+    let plain = progress_line(&p, now, false, 0);
+    assert!(
+        plain.contains("AL waiting for the first finished request"),
+        "{plain}"
+    );
+    let known = Progress {
+        acceptance_length: Some(2.0),
+        ..p
+    };
+    assert!(!progress_line(&known, now, false, 0).contains("waiting"));
+}
+
+#[test]
 fn every_listed_metric_has_its_names_in_the_one_table() {
     for k in ROWS {
         assert!(k.console_label().is_some(), "{k:?} has no console label");

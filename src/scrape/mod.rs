@@ -236,6 +236,8 @@ pub(crate) struct Scraper {
     timeline: Vec<AlPoint>,
     last_texts: Vec<Option<String>>,
     unsettled: bool,
+    /// The live AL is absent only because no request has finished yet (llama.cpp).
+    live_waiting: bool,
 }
 
 /// Handle on the spawned task: [`ScrapeTask::finish`] says the last response is in.
@@ -279,6 +281,7 @@ impl Scraper {
             timeline: Vec::new(),
             last_texts: Vec::new(),
             unsettled: false,
+            live_waiting: false,
         };
         let stable = s.settings.require_stable;
         let timeout = s.settings.timeout.min(BASELINE_TIMEOUT);
@@ -319,7 +322,11 @@ impl Scraper {
                         self.live_scrape(&cancel).await;
                         if let Some(p) = &progress {
                             let al = self.timeline.last().and_then(|t| t.acceptance_length);
-                            p.send_modify(|p| p.acceptance_length = al);
+                            let waiting = self.live_waiting;
+                            p.send_modify(|p| {
+                                p.acceptance_length = al;
+                                p.acceptance_waiting = waiting;
+                            });
                         }
                     }
                 }
@@ -364,6 +371,9 @@ impl Scraper {
             }
         }
         let a = self.evaluate();
+        // llama.cpp adds to its counters only when a request finishes: no drafts yet is expected.
+        self.live_waiting =
+            a.status == AcceptanceStatus::NoData && a.engine == SpecEngine::Llamacpp;
         self.timeline.push(AlPoint {
             t_s: self.started.elapsed().as_secs_f64(),
             acceptance_length: a

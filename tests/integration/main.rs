@@ -16,6 +16,7 @@ mod newcomer;
 mod process;
 mod render;
 mod reports;
+mod reuse;
 mod security;
 mod shards;
 mod transport;

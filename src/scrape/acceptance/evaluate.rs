@@ -206,6 +206,7 @@ pub fn evaluate(windows: &[EndpointWindow], opts: AcceptanceOptions) -> Acceptan
     if out.num_speculative_tokens.is_none() {
         let inferred = match engine {
             SpecEngine::Vllm => total.positions(Metric::VllmAcceptedPerPos).len(),
+            SpecEngine::Llamacpp => total.positions(Metric::LlamaAcceptedPerPos).len(),
             SpecEngine::Trtllm => total.positions(Metric::TrtDraftedPerPos).len(),
             SpecEngine::Atom => total.positions(Metric::AtomSteps).len().saturating_sub(1),
             _ => 0,
@@ -316,7 +317,14 @@ fn validate(out: &mut Acceptance) {
     }
     if n.drafts <= 0.0 {
         out.status = AcceptanceStatus::NoData;
-        out.reason = Some("no drafts in the window: speculative decoding inactive".into());
+        out.reason = Some(if out.engine == SpecEngine::Llamacpp {
+            // llama-server adds to its speculative counters when a request finishes.
+            "no drafts in the window yet: llama.cpp counts drafts when a request finishes \
+             (waiting for the first finished request)"
+                .into()
+        } else {
+            "no drafts in the window: speculative decoding inactive".into()
+        });
         return;
     }
     if let Some(k) = out.num_speculative_tokens.map(f64::from) {

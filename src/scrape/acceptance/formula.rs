@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::names::{Metric, SpecEngine};
+use super::names::{vllm_shape, Metric, SpecEngine};
 use super::snapshot::SeriesKey;
 use super::trtllm_json::IterationTotals;
 use super::Numbers;
@@ -122,15 +122,15 @@ pub(crate) fn numbers(
         per_position_acceptance: per_pos.iter().filter_map(|p| ratio(*p, drafts)).collect(),
     };
     match engine {
-        SpecEngine::Vllm => {
-            let accepted = s.get(Metric::VllmAccepted);
-            let tokens = s
-                .has(Metric::VllmDraftTokens)
-                .then(|| s.get(Metric::VllmDraftTokens));
-            if s.has(Metric::VllmDrafts) {
-                let per_pos = s.positions(Metric::VllmAcceptedPerPos);
+        SpecEngine::Vllm | SpecEngine::Llamacpp => {
+            let [drafts, draft_tokens, accepted, per_pos] =
+                vllm_shape(engine).ok_or(FormulaError::Unresolved)?;
+            let accepted = s.get(accepted);
+            let tokens = s.has(draft_tokens).then(|| s.get(draft_tokens));
+            if s.has(drafts) {
+                let per_pos = s.positions(per_pos);
                 Ok((
-                    with(s.get(Metric::VllmDrafts), accepted, tokens, per_pos),
+                    with(s.get(drafts), accepted, tokens, per_pos),
                     Formula::Counters,
                 ))
             } else {

@@ -1,6 +1,6 @@
 //! Engine families and the metric names each one exports: which sample names carry the
-//! speculative-decoding counters, for vLLM, SGLang, TensorRT-LLM and ATOM (`speculative-metrics.md`
-//! §2), and what each counter means to the formulas.
+//! speculative-decoding counters, for vLLM, SGLang, TensorRT-LLM, ATOM (`speculative-metrics.md`
+//! §2) and llama.cpp's llama-server, and what each counter means to the formulas.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -34,6 +34,9 @@ pub enum SpecEngine {
     Trtllm,
     /// ATOM (ROCm).
     Atom,
+    /// llama.cpp's llama-server (`--metrics`): vLLM's counters under `llamacpp:`, added to only
+    /// when a request finishes.
+    Llamacpp,
 }
 
 impl SpecEngine {
@@ -44,6 +47,7 @@ impl SpecEngine {
             SpecEngine::Sglang => "sglang",
             SpecEngine::Trtllm => "trtllm",
             SpecEngine::Atom => "atom",
+            SpecEngine::Llamacpp => "llamacpp",
         }
     }
 }
@@ -67,6 +71,10 @@ pub(crate) enum Metric {
     AtomDraftTokens,
     AtomAccepted,
     AtomSteps,
+    LlamaDrafts,
+    LlamaDraftTokens,
+    LlamaAccepted,
+    LlamaAcceptedPerPos,
 }
 
 impl Metric {
@@ -79,6 +87,9 @@ impl Metric {
                 SpecEngine::Trtllm
             }
             AtomDraftTokens | AtomAccepted | AtomSteps => SpecEngine::Atom,
+            LlamaDrafts | LlamaDraftTokens | LlamaAccepted | LlamaAcceptedPerPos => {
+                SpecEngine::Llamacpp
+            }
         }
     }
 
@@ -95,7 +106,7 @@ impl Metric {
     /// The label that splits a counter by draft position, if any.
     pub(crate) fn position_label(self) -> Option<&'static str> {
         match self {
-            Metric::VllmAcceptedPerPos => Some("position"),
+            Metric::VllmAcceptedPerPos | Metric::LlamaAcceptedPerPos => Some("position"),
             Metric::TrtDraftedPerPos | Metric::TrtAcceptedPerPos => Some("token_position"),
             Metric::AtomSteps => Some("accepted_tokens"),
             _ => None,
@@ -168,7 +179,41 @@ const NAMES: &[(&str, Metric)] = &[
     ("atom:mtp_draft_tokens_total", Metric::AtomDraftTokens),
     ("atom:mtp_accepted_tokens_total", Metric::AtomAccepted),
     ("atom:mtp_decode_steps_total", Metric::AtomSteps),
+    ("llamacpp:spec_decode_num_drafts_total", Metric::LlamaDrafts),
+    (
+        "llamacpp:spec_decode_num_draft_tokens_total",
+        Metric::LlamaDraftTokens,
+    ),
+    (
+        "llamacpp:spec_decode_num_accepted_tokens_total",
+        Metric::LlamaAccepted,
+    ),
+    (
+        "llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
+        Metric::LlamaAcceptedPerPos,
+    ),
 ];
+
+/// The four counters of vLLM's shape (drafts, draft tokens, accepted, accepted per position), for
+/// the engines that export it.
+pub(crate) fn vllm_shape(engine: SpecEngine) -> Option<[Metric; 4]> {
+    use Metric::*;
+    match engine {
+        SpecEngine::Vllm => Some([
+            VllmDrafts,
+            VllmDraftTokens,
+            VllmAccepted,
+            VllmAcceptedPerPos,
+        ]),
+        SpecEngine::Llamacpp => Some([
+            LlamaDrafts,
+            LlamaDraftTokens,
+            LlamaAccepted,
+            LlamaAcceptedPerPos,
+        ]),
+        _ => None,
+    }
+}
 
 /// What a sample name means to us.
 #[derive(Clone, Copy)]

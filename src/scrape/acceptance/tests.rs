@@ -385,3 +385,74 @@ fn validation_rejects_impossible_deltas_and_idle_windows() {
     );
     assert!(mixed.reason.unwrap().contains("mix engines"));
 }
+
+fn llamacpp_page(drafts: u64, draft_tokens: u64, accepted: u64, per_pos: [u64; 3]) -> String {
+    // llama-server's `--metrics` page: vLLM's counter shape under `llamacpp:`, no labels but the
+    // position.
+    let mut t = format!(
+        "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n\
+         # TYPE llamacpp:prompt_tokens_total counter\n\
+         llamacpp:prompt_tokens_total 120\n\
+         # TYPE llamacpp:spec_decode_num_drafts_total counter\n\
+         llamacpp:spec_decode_num_drafts_total {drafts}\n\
+         # TYPE llamacpp:spec_decode_num_draft_tokens_total counter\n\
+         llamacpp:spec_decode_num_draft_tokens_total {draft_tokens}\n\
+         # TYPE llamacpp:spec_decode_num_accepted_tokens_total counter\n\
+         llamacpp:spec_decode_num_accepted_tokens_total {accepted}\n\
+         # TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter\n"
+    );
+    for (i, v) in per_pos.iter().enumerate() {
+        t.push_str(&format!(
+            "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position=\"{i}\"}} {v}\n"
+        ));
+    }
+    t
+}
+
+#[test]
+fn llamacpp_counters_are_read_like_vllms() {
+    let before = snap_text(&llamacpp_page(10, 30, 12, [7, 4, 1]));
+    let after = snap_text(&llamacpp_page(50, 150, 72, [37, 24, 11]));
+    let a = eval(
+        &[window("http://127.0.0.1:8080/metrics", before, after)],
+        None,
+    );
+    assert_eq!(a.status, AcceptanceStatus::Ok, "{:?}", a.reason);
+    assert_eq!(a.engine, SpecEngine::Llamacpp);
+    assert_eq!(a.metric_source, "llamacpp-prometheus-counters-endpoints1");
+    let n = &a.numbers;
+    assert_eq!(
+        (n.drafts, n.accepted_tokens, n.draft_tokens),
+        (40.0, 60.0, Some(120.0))
+    );
+    assert_eq!(n.acceptance_length, Some(2.5));
+    assert_eq!(n.acceptance_rate, Some(0.5));
+    assert_eq!(n.per_position_acceptance, vec![0.75, 0.5, 0.25]);
+    assert_eq!(a.num_speculative_tokens, Some(3));
+}
+
+#[test]
+fn llamacpp_before_any_finished_request_says_it_is_waiting() {
+    // llama-server adds to the counters when a request finishes: an unchanged page is expected.
+    let page = llamacpp_page(0, 0, 0, [0, 0, 0]);
+    let a = evaluate(
+        &[window(
+            "http://h/metrics",
+            snap_text(&page),
+            snap_text(&page),
+        )],
+        AcceptanceOptions {
+            engine: SpecEngine::Llamacpp,
+            num_spec_tokens: None,
+        },
+    );
+    assert_eq!(a.status, AcceptanceStatus::NoData);
+    assert!(
+        a.reason
+            .as_deref()
+            .unwrap()
+            .contains("waiting for the first finished request"),
+        "{:?}",
+        a.reason
+    );
+}
