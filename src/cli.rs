@@ -152,13 +152,14 @@ pub struct GateSummaryArgs {
 /// Replay flags that change nothing `render` prints (load shape, timeouts, transport, metrics,
 /// outputs, the simulator): accepted, so a replay command line can be reused, but hidden from
 /// `render --help`.
-const NOT_FOR_RENDER: [&str; 52] = [
+const NOT_FOR_RENDER: [&str; 53] = [
     "url",
     "api_key",
     "headers",
     "ca_file",
     "insecure",
     "http",
+    "connection_reuse_strategy",
     "connect_timeout_seconds",
     "ttft_timeout_seconds",
     "idle_timeout_seconds",

@@ -12,6 +12,7 @@ mod gate;
 mod golden;
 mod inject;
 mod layout;
+mod llamacpp;
 mod newcomer;
 mod process;
 mod render;

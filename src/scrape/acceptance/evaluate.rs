@@ -70,6 +70,7 @@ fn increases(
             continue;
         }
         let delta = match before.values.get(key) {
+            None if lazily_created(key) => new,
             None => {
                 note(key, ResetKind::Appeared);
                 new
@@ -101,6 +102,13 @@ fn increases(
         }
     }
     EndpointDeltas { deltas, gauges }
+}
+
+/// llama-server writes a per-position series only once a draft at that position was accepted:
+/// absent means 0, not a reset. Counted from 0 without a reset note; a restart still shows on the
+/// totals, which are on the page from the start.
+fn lazily_created(key: &SeriesKey) -> bool {
+    key.metric == Metric::LlamaAcceptedPerPos
 }
 
 /// Computes acceptance over a window from every endpoint's two snapshots.

