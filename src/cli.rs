@@ -752,7 +752,9 @@ pub struct SimArgs {
     pub reasoning_field: ReasoningField,
     /// Inject a fault at random: `NAME=RATE` (repeatable), e.g. `http500=0.01`. Per request, send
     /// header `x-specperf-fault: NAME`. Names: http429 http500 http503 close-mid-stream stall
-    /// stall-mid-stream slow-headers malformed-chunk error-mid-stream oversized-chunk.
+    /// stall-mid-stream slow-headers malformed-chunk error-mid-stream oversized-chunk
+    /// close-after-done (the response completes, then its kept-alive connection is closed when
+    /// the next request arrives on it, as llama-server does).
     #[arg(long = "fault", value_parser = parse_fault_rate)]
     pub faults: Vec<(Fault, f64)>,
     /// Faults by arrival order instead of at random: completion request n gets entry n mod len of

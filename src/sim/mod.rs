@@ -52,6 +52,11 @@ pub enum Fault {
     ErrorMidStream,
     /// Insert one event larger than the configured oversize.
     OversizedChunk,
+    /// End the response normally (`[DONE]`, terminal chunk, keep-alive still advertised: HTTP/1.1
+    /// without `Connection: close`), then close the connection when the next request arrives on
+    /// it, unanswered (or after 2 s idle). llama-server closes this way after a streamed response
+    /// (issue 14); a client reusing the connection sees it closed before any response byte.
+    CloseAfterDone,
 }
 
 impl Fault {
@@ -73,6 +78,7 @@ impl Fault {
             Fault::MalformedChunk => "malformed-chunk",
             Fault::ErrorMidStream => "error-mid-stream",
             Fault::OversizedChunk => "oversized-chunk",
+            Fault::CloseAfterDone => "close-after-done",
         }
     }
 

@@ -14,6 +14,7 @@ use http_body::Frame;
 use rand::rngs::SmallRng;
 use rand::Rng;
 
+use super::http::ConnState;
 use super::model::{Emission, Plan};
 use super::server::Shared;
 use super::{Fault, ReasoningField};
@@ -56,6 +57,8 @@ pub(super) struct SimStream {
     pub(super) emitted: u32,
     pub(super) fault_at: u32,
     pub(super) fault: Option<Fault>,
+    /// The connection to close after the last frame (`close-after-done`).
+    pub(super) close_after: Option<Arc<ConnState>>,
     pub(super) chat: bool,
     pub(super) id: u64,
     pub(super) created: u64,
@@ -131,6 +134,9 @@ impl SimStream {
                     .requests_success
                     .fetch_add(1, Relaxed);
                 self.state = StreamPhase::Done;
+                if let Some(conn) = &self.close_after {
+                    conn.doom();
+                }
             }
             if let Some(bytes) = out {
                 return Poll::Ready(Some(Ok(Frame::data(bytes))));

@@ -485,3 +485,46 @@ async fn metrics_endpoints_that_answer_garbage_hang_or_oversize_cannot_hold_up_t
         t.join().unwrap();
     }
 }
+
+/// Issue 14, defect 1: llama-server closes the socket right after the terminal chunk of a
+/// streamed response while advertising keep-alive, and the next request on the pooled connection
+/// failed with `connection closed before message completed` (1-5 of 20 against llama-server). The
+/// `close-after-done` fault on every response makes every reuse hit that close. Such a request
+/// never reached the server's application, so the client retries it once on a fresh connection:
+/// no request may fail, and the retries are reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the client retry (issue 14 defect 1)"]
+async fn a_server_closing_kept_alive_connections_after_done_loses_no_stream() {
+    let fault = Fault::from_name("close-after-done").expect("the close-after-done fault exists");
+    let s = sim(SimConfig {
+        fault_rates: vec![(fault, 1.0)],
+        ..fast()
+    });
+    for concurrency in [1, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = replay_at(
+            &s.url(),
+            dir.path().to_str().unwrap(),
+            &format!(
+                "--model {} --http http1 --streaming true --concurrency {concurrency} \
+                 --request-count 20 --osl {OSL}",
+                s.model()
+            ),
+        )
+        .await;
+        let c = &out.summary.counts;
+        let recs = records(dir.path());
+        assert_eq!(recs.len(), 20, "concurrency {concurrency}: one record each");
+        assert_eq!(
+            (c.total, c.success, c.failed),
+            (20, 20, 0),
+            "concurrency {concurrency}: no stream lost to a closed kept-alive connection: {:?}",
+            c.failed_by_kind
+        );
+        assert_eq!(out.summary.total_completion_tokens, 20 * OSL);
+        assert_eq!(specperf::exit_code(&out, 0.05), 0);
+        // lead: also assert retried_requests > 0 once the client fix lands (summary.json
+        // `requests.retried_requests`): with every response closing its connection, every reuse
+        // is retried.
+    }
+}
