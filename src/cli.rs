@@ -762,6 +762,11 @@ pub struct SimArgs {
     /// repeatable mixes for tests; excludes --fault.
     #[arg(long, value_delimiter = ',', value_parser = parse_fault_or_none)]
     pub fault_sequence: Vec<Option<Fault>>,
+    /// Admission limit, as a rate-limited gateway: a token bucket of BURST requests (default: one
+    /// second's worth) refilled at RPS requests per second, over all servers. Completion requests
+    /// finding it empty get HTTP 429 with Retry-After (seconds) and an OpenAI error body.
+    #[arg(long, value_name = "RPS[,BURST]", allow_hyphen_values = true)]
+    pub rate_limit: Option<String>,
     /// Delay of the slow-headers fault, ms.
     #[arg(long, default_value_t = 2000.0)]
     pub slow_headers_ms: f64,

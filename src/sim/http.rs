@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use governor::clock::{Clock, DefaultClock};
 use http::{Method, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics_page::metrics_page;
 use super::model::{plan, request_rng, PlanParams};
-use super::server::ServerCtx;
+use super::server::{ServerCtx, Shared};
 use super::stream::{SimBody, SimStream, StreamPhase};
 use super::{Fault, FAULT_HEADER};
 
@@ -160,6 +161,30 @@ async fn handle(
     Ok(resp)
 }
 
+/// The admission limit: `None` admits the request, else its 429 answer. Refused requests come
+/// before everything else (a gateway's refusal): no arrival number, no fault, no engine.
+fn admit(shared: &Shared) -> Option<Response<SimBody>> {
+    let limiter = shared.limiter.as_ref()?;
+    let not_until = limiter.check().err()?;
+    shared.rate_limited.fetch_add(1, Relaxed);
+    let wait = not_until.wait_time_from(DefaultClock::default().now());
+    // Whole seconds, rounded up: a client waiting that long finds a request's worth in the bucket.
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let secs = secs.max(1);
+    let limit = shared.cfg.rate_limit?;
+    let mut r = error_response(
+        StatusCode::TOO_MANY_REQUESTS,
+        "RateLimitError",
+        &format!(
+            "rate limit reached: {} requests per second, bursts of {}; retry after {secs} s",
+            limit.per_second, limit.burst
+        ),
+    );
+    r.headers_mut()
+        .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+    Some(r)
+}
+
 /// What the request asked for.
 struct Ask {
     stream: bool,
@@ -245,6 +270,9 @@ async fn completion(
     let cfg = &shared.cfg;
     if req.version() == http::Version::HTTP_2 {
         shared.http2_requests.fetch_add(1, Relaxed);
+    }
+    if let Some(refused) = admit(&shared) {
+        return refused;
     }
     let header_fault = match req.headers().get(FAULT_HEADER).map(|v| v.to_str().unwrap_or("")) {
         None => None,

@@ -10,7 +10,8 @@
 //!
 //! `server` binds and runs it (in-process or on its own thread), `http` accepts connections and
 //! routes requests, `stream` is the timed response body with its mid-stream faults, and
-//! `metrics_page` writes the counters.
+//! `metrics_page` writes the counters. An optional admission limit (a token bucket) answers 429
+//! as a rate-limited gateway would.
 
 mod http;
 mod metrics_page;
@@ -103,6 +104,23 @@ pub enum ReasoningField {
     Reasoning,
 }
 
+/// The simulator's admission limit, as a rate-limited gateway in front of every server together:
+/// a token bucket holding `burst` requests, refilled at `per_second`. A completion request that
+/// finds it empty is answered 429 with `Retry-After` (whole seconds until a request would be
+/// admitted) and an OpenAI error body, and never reaches an engine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateLimit {
+    /// Sustained admissions per second (at most [`RateLimit::MAX_PER_SECOND`]).
+    pub per_second: f64,
+    /// Admissions at once from a full bucket (at least 1).
+    pub burst: u32,
+}
+
+impl RateLimit {
+    /// The highest rate: one admission per microsecond.
+    pub const MAX_PER_SECOND: f64 = 1e6;
+}
+
 /// Certificate and key (PEM) for serving HTTPS.
 #[derive(Clone, Debug)]
 pub struct TlsFiles {
@@ -160,6 +178,8 @@ pub struct SimConfig {
     pub stall_limit: Duration,
     /// Size of the `oversized-chunk` event in bytes.
     pub oversized_bytes: usize,
+    /// Admission limit on completion requests; `None` admits everything.
+    pub rate_limit: Option<RateLimit>,
     /// Serve HTTPS (ALPN h2 and http/1.1) with these files.
     pub tls: Option<TlsFiles>,
     /// Keep the first this many request bodies ([`SimHandle::requests`]); 0 keeps none.
@@ -190,6 +210,7 @@ impl Default for SimConfig {
             slow_headers: Duration::from_secs(2),
             stall_limit: Duration::from_secs(600),
             oversized_bytes: 8 << 20,
+            rate_limit: None,
             tls: None,
             record_requests: 0,
         }
@@ -250,6 +271,15 @@ impl SimConfig {
         }
         if self.fault_rates.iter().map(|(_, r)| r).sum::<f64>() > 1.0 {
             return bad("fault rates add up to more than 1".into());
+        }
+        if let Some(RateLimit { per_second, burst }) = self.rate_limit {
+            if !(per_second > 0.0 && per_second <= RateLimit::MAX_PER_SECOND) || burst == 0 {
+                return bad(format!(
+                    "--rate-limit {per_second},{burst}: the rate must be within (0, {}] \
+                     requests per second and the burst at least 1",
+                    RateLimit::MAX_PER_SECOND
+                ));
+            }
         }
         if !self.fault_rates.is_empty() && !self.fault_sequence.is_empty() {
             return bad(
