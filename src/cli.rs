@@ -14,7 +14,7 @@ use crate::dataset::DatasetKind;
 use crate::render::EndpointType;
 use crate::schedule::ArrivalPattern;
 use crate::scrape::acceptance::SpecEngine;
-use crate::sim::{Fault, ReasoningField};
+use crate::sim::{Fault, MetricsFlavor, ReasoningField};
 
 /// specperf: a load generator for OpenAI-compatible LLM servers that measures speculative decoding.
 #[derive(Debug, Parser)]
@@ -762,6 +762,10 @@ pub struct SimArgs {
     /// repeatable mixes for tests; excludes --fault.
     #[arg(long, value_delimiter = ',', value_parser = parse_fault_or_none)]
     pub fault_sequence: Vec<Option<Fault>>,
+    /// Which server's /metrics page to imitate: vllm (`vllm:` counters per engine, moving every
+    /// step) or llamacpp (llama-server's `llamacpp:` counters, moving when a request ends).
+    #[arg(long, value_enum, default_value_t = MetricsFlavor::Vllm)]
+    pub metrics_flavor: MetricsFlavor,
     /// Admission limit, as a rate-limited gateway: a token bucket of BURST requests (default: one
     /// second's worth) refilled at RPS requests per second, over all servers. Completion requests
     /// finding it empty get HTTP 429 with Retry-After (seconds) and an OpenAI error body.

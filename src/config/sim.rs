@@ -37,6 +37,7 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
         slow_headers: ms("slow-headers-ms", a.slow_headers_ms)?,
         stall_limit: Duration::from_secs(600),
         oversized_bytes: a.oversized_bytes,
+        metrics_flavor: a.metrics_flavor,
         rate_limit: a.rate_limit.as_deref().map(rate_limit).transpose()?,
         tls: match (&a.tls_cert, &a.tls_key) {
             (Some(cert), Some(key)) => Some(TlsFiles {

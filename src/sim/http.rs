@@ -426,6 +426,8 @@ async fn completion(
         plan,
         rng,
         state: StreamPhase::Emitting,
+        counted: 0,
+        finished: false,
     };
     let mut r = Response::new(SimBody::Stream(Box::new(stream)));
     let ct = if ask.stream {

@@ -10,7 +10,7 @@
 //!
 //! `server` binds and runs it (in-process or on its own thread), `http` accepts connections and
 //! routes requests, `stream` is the timed response body with its mid-stream faults, and
-//! `metrics_page` writes the counters. An optional admission limit (a token bucket) answers 429
+//! `metrics_page` writes the counters (vLLM's page, or llama.cpp's with its end-of-request timing). An optional admission limit (a token bucket) answers 429
 //! as a rate-limited gateway would.
 
 mod http;
@@ -93,6 +93,18 @@ impl Fault {
                 | Fault::OversizedChunk
         )
     }
+}
+
+/// Which server's `/metrics` page the simulator serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum MetricsFlavor {
+    /// vLLM's: `vllm:` counters per engine (`engine` label), moving every decode step.
+    #[default]
+    Vllm,
+    /// llama.cpp's `llama-server --metrics`: `llamacpp:` counters without labels (summed over
+    /// the server's engines); tokens predicted and the speculative counters move only when a
+    /// request ends.
+    Llamacpp,
 }
 
 /// Which delta field carries reasoning text.
@@ -178,6 +190,8 @@ pub struct SimConfig {
     pub stall_limit: Duration,
     /// Size of the `oversized-chunk` event in bytes.
     pub oversized_bytes: usize,
+    /// Which server's `/metrics` page to serve.
+    pub metrics_flavor: MetricsFlavor,
     /// Admission limit on completion requests; `None` admits everything.
     pub rate_limit: Option<RateLimit>,
     /// Serve HTTPS (ALPN h2 and http/1.1) with these files.
@@ -210,6 +224,7 @@ impl Default for SimConfig {
             slow_headers: Duration::from_secs(2),
             stall_limit: Duration::from_secs(600),
             oversized_bytes: 8 << 20,
+            metrics_flavor: MetricsFlavor::Vllm,
             rate_limit: None,
             tls: None,
             record_requests: 0,

@@ -149,6 +149,16 @@ impl Simulator {
         })
     }
 
+    /// Server `i`'s context, as its connections see it (tests of the pages).
+    #[cfg(test)]
+    pub(super) fn server_ctx(&self, i: usize) -> ServerCtx {
+        ServerCtx {
+            shared: self.shared.clone(),
+            engines: self.listeners[i].1.clone(),
+            rr: AtomicU64::new(0),
+        }
+    }
+
     /// The bound addresses, one per server.
     pub fn addrs(&self) -> Vec<SocketAddr> {
         self.listeners
