@@ -537,11 +537,11 @@ async fn a_server_closing_kept_alive_connections_after_done_loses_no_stream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limited_gateway_admits_its_burst_and_answers_the_rest_429_with_retry_after() {
     use specperf::sim::RateLimit;
-    // One request per 20 s after a burst of 3: the whole run fits well inside the first refill,
-    // so exactly the burst is admitted however slow the machine.
+    // One request per 100 s after a burst of 3: both runs fit well inside the first refill, so
+    // exactly the burst is admitted however slow the machine (qemu included).
     let s = sim(SimConfig {
         rate_limit: Some(RateLimit {
-            per_second: 0.05,
+            per_second: 0.01,
             burst: 3,
         }),
         ..fast()
@@ -589,7 +589,7 @@ async fn a_rate_limited_gateway_admits_its_burst_and_answers_the_rest_429_with_r
                 .and_then(|n| n.parse().ok())
                 .unwrap_or_else(|| panic!("{label}: the record names the Retry-After: {e}"));
             assert!(
-                (1..=20).contains(&secs),
+                (1..=100).contains(&secs),
                 "{label}: Retry-After {secs} s: {e}"
             );
             assert!(
