@@ -14,7 +14,7 @@ use crate::dataset::DatasetKind;
 use crate::render::EndpointType;
 use crate::schedule::ArrivalPattern;
 use crate::scrape::acceptance::SpecEngine;
-use crate::sim::{Fault, ReasoningField};
+use crate::sim::{Fault, MetricsFlavor, ReasoningField};
 
 /// specperf: a load generator for OpenAI-compatible LLM servers that measures speculative decoding.
 #[derive(Debug, Parser)]
@@ -760,7 +760,9 @@ pub struct SimArgs {
     pub reasoning_field: ReasoningField,
     /// Inject a fault at random: `NAME=RATE` (repeatable), e.g. `http500=0.01`. Per request, send
     /// header `x-specperf-fault: NAME`. Names: http429 http500 http503 close-mid-stream stall
-    /// stall-mid-stream slow-headers malformed-chunk error-mid-stream oversized-chunk.
+    /// stall-mid-stream slow-headers malformed-chunk error-mid-stream oversized-chunk
+    /// close-after-done (the response completes, then its kept-alive connection is closed when
+    /// the next request arrives on it, as llama-server does).
     #[arg(long = "fault", value_parser = parse_fault_rate)]
     pub faults: Vec<(Fault, f64)>,
     /// Faults by arrival order instead of at random: completion request n gets entry n mod len of
@@ -768,6 +770,15 @@ pub struct SimArgs {
     /// repeatable mixes for tests; excludes --fault.
     #[arg(long, value_delimiter = ',', value_parser = parse_fault_or_none)]
     pub fault_sequence: Vec<Option<Fault>>,
+    /// Which server's /metrics page to imitate: vllm (`vllm:` counters per engine, moving every
+    /// step) or llamacpp (llama-server's `llamacpp:` counters, moving when a request ends).
+    #[arg(long, value_enum, default_value_t = MetricsFlavor::Vllm)]
+    pub metrics_flavor: MetricsFlavor,
+    /// Admission limit, as a rate-limited gateway: a token bucket of BURST requests (default: one
+    /// second's worth) refilled at RPS requests per second, over all servers. Completion requests
+    /// finding it empty get HTTP 429 with Retry-After (seconds) and an OpenAI error body.
+    #[arg(long, value_name = "RPS[,BURST]", allow_hyphen_values = true)]
+    pub rate_limit: Option<String>,
     /// Delay of the slow-headers fault, ms.
     #[arg(long, default_value_t = 2000.0)]
     pub slow_headers_ms: f64,

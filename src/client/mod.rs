@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE};
+use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::{capture_connection, HttpConnector};
@@ -257,6 +257,13 @@ impl Client {
         rec.headers_ns = Some(clock.now_ns());
         let status = resp.status();
         rec.http_status = Some(status.as_u16());
+        // Kept for the failure message: a rate limiter's 429 says when to come back.
+        let retry_after = resp
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| format!(" (Retry-After: {v})"))
+            .unwrap_or_default();
         let mut body = resp.into_body();
 
         let mut state = StreamState::new(
@@ -327,7 +334,7 @@ impl Client {
         }
         if !status.is_success() {
             let msg = format!(
-                "HTTP {}: {}",
+                "HTTP {}{retry_after}: {}",
                 status.as_u16(),
                 sse::error_message(&String::from_utf8_lossy(&state.body))
             );

@@ -359,6 +359,28 @@ mod tests {
     }
 
     #[test]
+    fn sim_rate_limit_parses_rate_and_burst_and_bad_values_name_the_flag() {
+        use crate::sim::RateLimit;
+        assert_eq!(sim_args(&[]).unwrap().rate_limit, None, "off by default");
+        let limit = |v: &str| sim_args(&["--rate-limit", v]).map(|c| c.rate_limit);
+        // The burst defaults to one second's worth of requests, at least one.
+        let want = |per_second, burst| Ok(Some(RateLimit { per_second, burst }));
+        assert_eq!(limit("5"), want(5.0, 5));
+        assert_eq!(limit("2.5"), want(2.5, 3));
+        assert_eq!(limit("0.1"), want(0.1, 1));
+        assert_eq!(limit("0.5,4"), want(0.5, 4));
+        assert_eq!(limit(" 20 , 1 "), want(20.0, 1));
+        for bad in [
+            "", "0", "-1", "fast", "inf", "NaN", "1e10", "5,0", "5,-2", "5,x", "5,", "5,4,3",
+            "5,1.5",
+        ] {
+            let e = limit(bad).unwrap_err();
+            assert!(e.contains("--rate-limit"), "{bad:?} names the flag: {e}");
+            assert!(e.contains("RPS[,BURST]"), "{bad:?} says the form: {e}");
+        }
+    }
+
+    #[test]
     fn the_simulator_binds_loopback_unless_told_otherwise() {
         // `specperf sim` without --host, the library default, and the embedded target of a
         // replay without --url: none of them may listen beyond this machine.

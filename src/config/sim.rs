@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::ConfigError;
 use crate::cli::SimArgs;
-use crate::sim::{Acceptance, SimConfig, TlsFiles};
+use crate::sim::{Acceptance, RateLimit, SimConfig, TlsFiles};
 
 /// Validates `sim` flags.
 pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
@@ -37,6 +37,8 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
         slow_headers: ms("slow-headers-ms", a.slow_headers_ms)?,
         stall_limit: Duration::from_secs(600),
         oversized_bytes: a.oversized_bytes,
+        metrics_flavor: a.metrics_flavor,
+        rate_limit: a.rate_limit.as_deref().map(rate_limit).transpose()?,
         tls: match (&a.tls_cert, &a.tls_key) {
             (Some(cert), Some(key)) => Some(TlsFiles {
                 cert: cert.clone(),
@@ -48,4 +50,40 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
     };
     cfg.validate().map_err(|e| ConfigError(e.to_string()))?;
     Ok(cfg)
+}
+
+/// Parses `--rate-limit RPS[,BURST]`; the burst defaults to one second's worth, at least 1.
+fn rate_limit(v: &str) -> Result<RateLimit, ConfigError> {
+    let bad = |why: &str| {
+        ConfigError(format!(
+            "--rate-limit {v:?}: {why}; expected RPS[,BURST], e.g. `--rate-limit 10` or \
+             `--rate-limit 0.5,4` (requests per second, then how many may arrive at once)"
+        ))
+    };
+    let (rps, burst) = match v.split_once(',') {
+        Some((rps, burst)) => (rps, Some(burst)),
+        None => (v, None),
+    };
+    let per_second: f64 = rps
+        .trim()
+        .parse()
+        .map_err(|_| bad("the rate is not a number"))?;
+    if !(per_second > 0.0 && per_second <= RateLimit::MAX_PER_SECOND) {
+        return Err(bad(&format!(
+            "the rate must be above 0 and at most {} requests per second",
+            RateLimit::MAX_PER_SECOND
+        )));
+    }
+    let burst = match burst {
+        None => (per_second.ceil() as u32).max(1),
+        Some(b) => match b.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return Err(bad(
+                    "the burst must be a whole number of requests, at least 1",
+                ))
+            }
+        },
+    };
+    Ok(RateLimit { per_second, burst })
 }

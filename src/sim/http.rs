@@ -3,11 +3,12 @@
 //! planned stream to the body.
 
 use std::convert::Infallible;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use governor::clock::{Clock, DefaultClock};
 use http::{Method, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -15,11 +16,12 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rand::Rng;
 use serde_json::Value;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics_page::metrics_page;
 use super::model::{plan, request_rng, PlanParams};
-use super::server::ServerCtx;
+use super::server::{ServerCtx, Shared};
 use super::stream::{SimBody, SimStream, StreamPhase};
 use super::{Fault, FAULT_HEADER};
 
@@ -46,23 +48,66 @@ pub(super) async fn accept_loop(
         let ctx = ctx.clone();
         let tls = tls.clone();
         conns.spawn(async move {
-            let svc = hyper::service::service_fn(move |req| handle(ctx.clone(), req));
+            let conn = Arc::new(ConnState::default());
+            let state = conn.clone();
+            let svc =
+                hyper::service::service_fn(move |req| handle(ctx.clone(), state.clone(), req));
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             match tls {
-                None => {
-                    let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
-                }
+                None => serve(builder.serve_connection(TokioIo::new(stream), svc), &conn).await,
                 Some(acceptor) => {
                     if let Ok(Ok(s)) =
                         tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await
                     {
-                        let _ = builder.serve_connection(TokioIo::new(s), svc).await;
+                        serve(builder.serve_connection(TokioIo::new(s), svc), &conn).await;
                     }
                 }
             }
         });
     }
     conns.shutdown().await;
+}
+
+/// How long a connection doomed by `close-after-done` waits for the next request before closing.
+const CLOSE_AFTER_DONE_LINGER: Duration = Duration::from_secs(2);
+
+/// One connection's state, shared by the requests on it: whether a `close-after-done` response
+/// has doomed it.
+#[derive(Default)]
+pub(super) struct ConnState {
+    doomed: AtomicBool,
+    /// Notified once when the connection is doomed.
+    doomed_now: Notify,
+    /// Notified when a request arrives on a doomed connection.
+    next_request: Notify,
+}
+
+impl ConnState {
+    /// Called by a `close-after-done` response as its last frame goes out.
+    pub(super) fn doom(&self) {
+        if !self.doomed.swap(true, Relaxed) {
+            self.doomed_now.notify_one();
+        }
+    }
+}
+
+/// Serves one connection until it ends, or, once a `close-after-done` response doomed it, until
+/// the next request arrives on it (or the linger passes): dropping it then closes the socket
+/// without a byte of answer, while hyper had kept the connection alive (llama-server's close).
+async fn serve<C: std::future::Future>(conn: C, state: &ConnState) {
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = &mut conn => return,
+        () = state.doomed_now.notified() => {}
+    }
+    // The doomed response's last bytes (`[DONE]`, the terminal chunk) still need polling out.
+    let _ = tokio::time::timeout(CLOSE_AFTER_DONE_LINGER, async {
+        tokio::select! {
+            _ = &mut conn => {}
+            () = state.next_request.notified() => {}
+        }
+    })
+    .await;
 }
 
 fn json_response(status: StatusCode, body: String) -> Response<SimBody> {
@@ -82,8 +127,14 @@ fn error_response(status: StatusCode, kind: &str, message: &str) -> Response<Sim
 
 async fn handle(
     ctx: Arc<ServerCtx>,
+    conn: Arc<ConnState>,
     req: http::Request<Incoming>,
 ) -> Result<Response<SimBody>, Infallible> {
+    if conn.doomed.load(Relaxed) {
+        // Never answered and never counted: the connection closes under it.
+        conn.next_request.notify_one();
+        return std::future::pending().await;
+    }
     let path = req.uri().path().to_owned();
     let resp = match (req.method().clone(), path.as_str()) {
         (Method::GET, "/health") => Response::new(SimBody::Full(None)),
@@ -99,8 +150,8 @@ async fn handle(
             );
             r
         }
-        (Method::POST, "/v1/chat/completions") => completion(ctx, req, true).await,
-        (Method::POST, "/v1/completions") => completion(ctx, req, false).await,
+        (Method::POST, "/v1/chat/completions") => completion(ctx, conn, req, true).await,
+        (Method::POST, "/v1/completions") => completion(ctx, conn, req, false).await,
         (_, p) => error_response(
             StatusCode::NOT_FOUND,
             "NotFoundError",
@@ -108,6 +159,30 @@ async fn handle(
         ),
     };
     Ok(resp)
+}
+
+/// The admission limit: `None` admits the request, else its 429 answer. Refused requests come
+/// before everything else (a gateway's refusal): no arrival number, no fault, no engine.
+fn admit(shared: &Shared) -> Option<Response<SimBody>> {
+    let limiter = shared.limiter.as_ref()?;
+    let not_until = limiter.check().err()?;
+    shared.rate_limited.fetch_add(1, Relaxed);
+    let wait = not_until.wait_time_from(DefaultClock::default().now());
+    // Whole seconds, rounded up: a client waiting that long finds a request's worth in the bucket.
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let secs = secs.max(1);
+    let limit = shared.cfg.rate_limit?;
+    let mut r = error_response(
+        StatusCode::TOO_MANY_REQUESTS,
+        "RateLimitError",
+        &format!(
+            "rate limit reached: {} requests per second, bursts of {}; retry after {secs} s",
+            limit.per_second, limit.burst
+        ),
+    );
+    r.headers_mut()
+        .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+    Some(r)
 }
 
 /// What the request asked for.
@@ -187,6 +262,7 @@ fn text_len(v: &Value) -> usize {
 
 async fn completion(
     ctx: Arc<ServerCtx>,
+    conn: Arc<ConnState>,
     req: http::Request<Incoming>,
     chat: bool,
 ) -> Response<SimBody> {
@@ -194,6 +270,9 @@ async fn completion(
     let cfg = &shared.cfg;
     if req.version() == http::Version::HTTP_2 {
         shared.http2_requests.fetch_add(1, Relaxed);
+    }
+    if let Some(refused) = admit(&shared) {
+        return refused;
     }
     let header_fault = match req.headers().get(FAULT_HEADER).map(|v| v.to_str().unwrap_or("")) {
         None => None,
@@ -334,6 +413,7 @@ async fn completion(
             u32::MAX
         },
         fault: fault.filter(|f| f.mid_stream()),
+        close_after: (fault == Some(Fault::CloseAfterDone)).then_some(conn),
         chat,
         id: n,
         created: shared.created as u64,
@@ -346,6 +426,8 @@ async fn completion(
         plan,
         rng,
         state: StreamPhase::Emitting,
+        counted: 0,
+        finished: false,
     };
     let mut r = Response::new(SimBody::Stream(Box::new(stream)));
     let ct = if ask.stream {

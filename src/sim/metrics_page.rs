@@ -1,11 +1,13 @@
-//! The simulator's vLLM-style `/metrics` page: per-engine counters exactly consistent with what
-//! was streamed, plus the emission-lateness histogram, written through the one exposition
+//! The simulator's `/metrics` page, vLLM's (per-engine counters moving every step) or llama.cpp's
+//! (`llamacpp:` counters moving when a request ends), exactly consistent with what was streamed,
+//! plus the emission-lateness histogram, written through the one exposition
 //! writer ([`crate::scrape::prom::Writer`]).
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::model::EngineCounters;
 use super::server::{lateness_stats, ServerCtx};
+use super::MetricsFlavor;
 use crate::scrape::prom::{Format, Writer};
 
 /// Lateness histogram buckets, seconds.
@@ -13,12 +15,88 @@ const LATENESS_BUCKETS: [f64; 11] = [
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 ];
 
-/// The page for one server: its own engines only, as each vLLM server shows its own.
+/// The page for one server: its own engines only, as each server shows its own, in the flavor
+/// asked for, then the simulator's own lateness series.
 pub(super) fn metrics_page(ctx: &ServerCtx) -> String {
+    let mut w = Writer::with_capacity(8192);
+    match ctx.shared.cfg.metrics_flavor {
+        MetricsFlavor::Vllm => vllm_families(&mut w, ctx),
+        MetricsFlavor::Llamacpp => llamacpp_families(&mut w, ctx),
+    }
+    lateness_families(&mut w, ctx);
+    w.finish(Format::Text)
+}
+
+/// llama-server's families (`--metrics`): one unlabelled series each, integers, the server's
+/// engines summed. Tokens predicted and the speculative counters are the end-of-request ones:
+/// llama.cpp adds a request's counts as it finishes, so a live scrape lags the stream.
+fn llamacpp_families(w: &mut Writer, ctx: &ServerCtx) {
+    let engines = &ctx.shared.engines[ctx.engines.clone()];
+    let sum = |get: fn(&EngineCounters) -> u64| engines.iter().map(get).sum::<u64>();
+    type Get = fn(&EngineCounters) -> u64;
+    let families: [(&str, &str, &str, Get); 6] = [
+        (
+            "llamacpp:prompt_tokens_total",
+            "counter",
+            "Number of prompt tokens processed.",
+            |e| e.prompt_tokens.load(Relaxed),
+        ),
+        (
+            "llamacpp:tokens_predicted_total",
+            "counter",
+            "Number of generation tokens processed.",
+            |e| e.at_finish.generation_tokens.load(Relaxed),
+        ),
+        (
+            "llamacpp:requests_processing",
+            "gauge",
+            "Number of requests processing.",
+            |e| e.running.load(Relaxed),
+        ),
+        (
+            "llamacpp:spec_decode_num_drafts_total",
+            "counter",
+            "Number of speculative decoding drafts.",
+            |e| e.at_finish.drafts.load(Relaxed),
+        ),
+        (
+            "llamacpp:spec_decode_num_draft_tokens_total",
+            "counter",
+            "Number of draft tokens.",
+            |e| e.at_finish.draft_tokens.load(Relaxed),
+        ),
+        (
+            "llamacpp:spec_decode_num_accepted_tokens_total",
+            "counter",
+            "Number of accepted draft tokens.",
+            |e| e.at_finish.accepted.load(Relaxed),
+        ),
+    ];
+    for (name, kind, help, get) in families {
+        w.family(name, kind, help);
+        w.sample::<&str, &str>(name, &[], sum(get));
+    }
+    let per_pos = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total";
+    w.family(
+        per_pos,
+        "counter",
+        "Accepted draft tokens per draft position.",
+    );
+    let k = ctx.shared.cfg.k as usize;
+    for p in 0..k {
+        let n: u64 = engines
+            .iter()
+            .map(|e| e.at_finish.per_pos[p].load(Relaxed))
+            .sum();
+        w.sample(per_pos, &[("position", p.to_string())], n);
+    }
+}
+
+/// vLLM's families: per-engine series (`engine`, `model_name`), floats, moving every step.
+fn vllm_families(w: &mut Writer, ctx: &ServerCtx) {
     let shared = &ctx.shared;
     let engines = &shared.engines[ctx.engines.clone()];
     let model = shared.cfg.model.as_str();
-    let mut w = Writer::with_capacity(8192);
     let ranks: Vec<String> = engines.iter().map(|e| e.rank.to_string()).collect();
     let labels = |i: usize| [("engine", ranks[i].as_str()), ("model_name", model)];
     type Get = fn(&EngineCounters) -> u64;
@@ -107,6 +185,11 @@ pub(super) fn metrics_page(ctx: &ServerCtx) -> String {
             format_args!("{}.0", e.requests_success.load(Relaxed)),
         );
     }
+}
+
+/// The simulator's own series: emission lateness against the schedule.
+fn lateness_families(w: &mut Writer, ctx: &ServerCtx) {
+    let shared = &ctx.shared;
     let (buckets, count, sum_ns) = {
         let g = shared.lateness.lock().unwrap_or_else(|e| e.into_inner());
         let b: Vec<u64> = LATENESS_BUCKETS
@@ -138,5 +221,107 @@ pub(super) fn metrics_page(ctx: &ServerCtx) -> String {
     ] {
         w.sample(q, &[("quantile", k)], v / 1e3);
     }
-    w.finish(Format::Text)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::sim::model::Emission;
+    use crate::sim::{MetricsFlavor, SimConfig, Simulator};
+
+    fn step(tokens: u32, accepted: Option<u32>) -> Emission {
+        Emission {
+            at: Duration::ZERO,
+            tokens,
+            accepted,
+        }
+    }
+
+    /// The page's `llamacpp:` sample lines, in order.
+    fn llamacpp_samples(ctx: &ServerCtx) -> Vec<String> {
+        metrics_page(ctx)
+            .lines()
+            .filter(|l| l.starts_with("llamacpp:"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn llamacpp_page_has_its_counters_unlabelled_and_moving_only_when_a_request_ends() {
+        let sim = Simulator::bind(SimConfig {
+            metrics_flavor: MetricsFlavor::Llamacpp,
+            engines: 2,
+            k: 3,
+            ..SimConfig::default()
+        })
+        .await
+        .unwrap();
+        let ctx = sim.server_ctx(0);
+        let engines = &ctx.shared.engines;
+        let page = metrics_page(&ctx);
+        crate::scrape::prom::parse(&page, Format::Text).expect("a valid exposition page");
+        assert!(!page.contains("vllm:"), "{page}");
+        assert!(
+            page.contains(
+                "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.\n\
+                 # TYPE llamacpp:tokens_predicted_total counter\n\
+                 llamacpp:tokens_predicted_total 0\n"
+            ),
+            "{page}"
+        );
+
+        // One request on each engine, mid-stream: a first token, then two verified drafts.
+        let first = [step(1, None), step(3, Some(2)), step(1, Some(0))];
+        let second = [step(1, None), step(4, Some(3))];
+        engines[0].prompt_tokens.fetch_add(10, Relaxed);
+        engines[1].prompt_tokens.fetch_add(7, Relaxed);
+        for (e, plan) in [(&engines[0], &first[..]), (&engines[1], &second[..])] {
+            e.running.fetch_add(1, Relaxed);
+            for s in plan {
+                e.on_emission(s, 3);
+            }
+        }
+        let running = llamacpp_samples(&ctx);
+        // Streaming moved nothing but the prompt tokens and the requests in progress.
+        assert_eq!(
+            running,
+            [
+                "llamacpp:prompt_tokens_total 17",
+                "llamacpp:tokens_predicted_total 0",
+                "llamacpp:requests_processing 2",
+                "llamacpp:spec_decode_num_drafts_total 0",
+                "llamacpp:spec_decode_num_draft_tokens_total 0",
+                "llamacpp:spec_decode_num_accepted_tokens_total 0",
+                "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 0",
+                "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 0",
+                "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"} 0",
+            ]
+        );
+
+        // Both end: everything they did lands at once, summed over the server's engines.
+        for (e, plan) in [(&engines[0], &first[..]), (&engines[1], &second[..])] {
+            e.on_finished(plan, 3);
+            e.running.fetch_sub(1, Relaxed);
+        }
+        let done = llamacpp_samples(&ctx);
+        assert_eq!(
+            done,
+            [
+                "llamacpp:prompt_tokens_total 17",
+                "llamacpp:tokens_predicted_total 10",
+                "llamacpp:requests_processing 0",
+                "llamacpp:spec_decode_num_drafts_total 3",
+                "llamacpp:spec_decode_num_draft_tokens_total 9",
+                "llamacpp:spec_decode_num_accepted_tokens_total 5",
+                "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 2",
+                "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 2",
+                "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"} 1",
+            ]
+        );
+        // The vLLM-timed counters moved per step all along: the two pages agree once requests end.
+        let vllm_accepted: u64 = engines.iter().map(|e| e.accepted.load(Relaxed)).sum();
+        assert_eq!(vllm_accepted, 5);
+    }
 }

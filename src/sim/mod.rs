@@ -10,7 +10,8 @@
 //!
 //! `server` binds and runs it (in-process or on its own thread), `http` accepts connections and
 //! routes requests, `stream` is the timed response body with its mid-stream faults, and
-//! `metrics_page` writes the counters.
+//! `metrics_page` writes the counters (vLLM's page, or llama.cpp's with its end-of-request timing). An optional admission limit (a token bucket) answers 429
+//! as a rate-limited gateway would.
 
 mod http;
 mod metrics_page;
@@ -52,6 +53,11 @@ pub enum Fault {
     ErrorMidStream,
     /// Insert one event larger than the configured oversize.
     OversizedChunk,
+    /// End the response normally (`[DONE]`, terminal chunk, keep-alive still advertised: HTTP/1.1
+    /// without `Connection: close`), then close the connection when the next request arrives on
+    /// it, unanswered (or after 2 s idle). llama-server closes this way after a streamed response
+    /// (issue 14); a client reusing the connection sees it closed before any response byte.
+    CloseAfterDone,
 }
 
 impl Fault {
@@ -73,6 +79,7 @@ impl Fault {
             Fault::MalformedChunk => "malformed-chunk",
             Fault::ErrorMidStream => "error-mid-stream",
             Fault::OversizedChunk => "oversized-chunk",
+            Fault::CloseAfterDone => "close-after-done",
         }
     }
 
@@ -88,6 +95,18 @@ impl Fault {
     }
 }
 
+/// Which server's `/metrics` page the simulator serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum MetricsFlavor {
+    /// vLLM's: `vllm:` counters per engine (`engine` label), moving every decode step.
+    #[default]
+    Vllm,
+    /// llama.cpp's `llama-server --metrics`: `llamacpp:` counters without labels (summed over
+    /// the server's engines); tokens predicted and the speculative counters move only when a
+    /// request ends.
+    Llamacpp,
+}
+
 /// Which delta field carries reasoning text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReasoningField {
@@ -95,6 +114,23 @@ pub enum ReasoningField {
     ReasoningContent,
     /// `delta.reasoning` (vLLM since late 2025).
     Reasoning,
+}
+
+/// The simulator's admission limit, as a rate-limited gateway in front of every server together:
+/// a token bucket holding `burst` requests, refilled at `per_second`. A completion request that
+/// finds it empty is answered 429 with `Retry-After` (whole seconds until a request would be
+/// admitted) and an OpenAI error body, and never reaches an engine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateLimit {
+    /// Sustained admissions per second (at most [`RateLimit::MAX_PER_SECOND`]).
+    pub per_second: f64,
+    /// Admissions at once from a full bucket (at least 1).
+    pub burst: u32,
+}
+
+impl RateLimit {
+    /// The highest rate: one admission per microsecond.
+    pub const MAX_PER_SECOND: f64 = 1e6;
 }
 
 /// Certificate and key (PEM) for serving HTTPS.
@@ -154,6 +190,10 @@ pub struct SimConfig {
     pub stall_limit: Duration,
     /// Size of the `oversized-chunk` event in bytes.
     pub oversized_bytes: usize,
+    /// Which server's `/metrics` page to serve.
+    pub metrics_flavor: MetricsFlavor,
+    /// Admission limit on completion requests; `None` admits everything.
+    pub rate_limit: Option<RateLimit>,
     /// Serve HTTPS (ALPN h2 and http/1.1) with these files.
     pub tls: Option<TlsFiles>,
     /// Keep the first this many request bodies ([`SimHandle::requests`]); 0 keeps none.
@@ -184,6 +224,8 @@ impl Default for SimConfig {
             slow_headers: Duration::from_secs(2),
             stall_limit: Duration::from_secs(600),
             oversized_bytes: 8 << 20,
+            metrics_flavor: MetricsFlavor::Vllm,
+            rate_limit: None,
             tls: None,
             record_requests: 0,
         }
@@ -244,6 +286,15 @@ impl SimConfig {
         }
         if self.fault_rates.iter().map(|(_, r)| r).sum::<f64>() > 1.0 {
             return bad("fault rates add up to more than 1".into());
+        }
+        if let Some(RateLimit { per_second, burst }) = self.rate_limit {
+            if !(per_second > 0.0 && per_second <= RateLimit::MAX_PER_SECOND) || burst == 0 {
+                return bad(format!(
+                    "--rate-limit {per_second},{burst}: the rate must be within (0, {}] \
+                     requests per second and the burst at least 1",
+                    RateLimit::MAX_PER_SECOND
+                ));
+            }
         }
         if !self.fault_rates.is_empty() && !self.fault_sequence.is_empty() {
             return bad(

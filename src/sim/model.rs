@@ -156,6 +156,19 @@ pub(crate) struct EngineCounters {
     pub(crate) prompt_tokens: AtomicU64,
     pub(crate) requests_success: AtomicU64,
     pub(crate) running: AtomicU64,
+    /// The same generation and speculative counts, added only when a request ends (llama.cpp's
+    /// timing: its `/metrics` moves them as a request finishes, never per step).
+    pub(crate) at_finish: FinishedCounters,
+}
+
+/// Counters that move once per request, when it ends (`EngineCounters::on_finished`).
+#[derive(Debug)]
+pub(crate) struct FinishedCounters {
+    pub(crate) generation_tokens: AtomicU64,
+    pub(crate) drafts: AtomicU64,
+    pub(crate) draft_tokens: AtomicU64,
+    pub(crate) accepted: AtomicU64,
+    pub(crate) per_pos: Vec<AtomicU64>,
 }
 
 impl EngineCounters {
@@ -170,6 +183,37 @@ impl EngineCounters {
             prompt_tokens: AtomicU64::new(0),
             requests_success: AtomicU64::new(0),
             running: AtomicU64::new(0),
+            at_finish: FinishedCounters {
+                generation_tokens: AtomicU64::new(0),
+                drafts: AtomicU64::new(0),
+                draft_tokens: AtomicU64::new(0),
+                accepted: AtomicU64::new(0),
+                per_pos: (0..k).map(|_| AtomicU64::new(0)).collect(),
+            },
+        }
+    }
+
+    /// Counts a request's emitted emissions at once, as it ends (the `at_finish` counters).
+    pub(crate) fn on_finished(&self, emitted: &[Emission], k: u32) {
+        let f = &self.at_finish;
+        let (mut tokens, mut drafts, mut accepted) = (0u64, 0u64, 0u64);
+        let mut per_pos = vec![0u64; f.per_pos.len()];
+        for e in emitted {
+            tokens += u64::from(e.tokens);
+            if let Some(a) = e.accepted {
+                drafts += 1;
+                accepted += u64::from(a);
+                for p in per_pos.iter_mut().take(a as usize) {
+                    *p += 1;
+                }
+            }
+        }
+        f.generation_tokens.fetch_add(tokens, Relaxed);
+        f.drafts.fetch_add(drafts, Relaxed);
+        f.draft_tokens.fetch_add(drafts * u64::from(k), Relaxed);
+        f.accepted.fetch_add(accepted, Relaxed);
+        for (c, n) in f.per_pos.iter().zip(per_pos) {
+            c.fetch_add(n, Relaxed);
         }
     }
 

@@ -3,11 +3,13 @@
 //! in-process or on a thread of its own, and the handle tests and benches hold.
 
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use governor::Quota;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -50,6 +52,10 @@ pub(super) struct Shared {
     pub(super) http2_requests: AtomicU64,
     /// The first `record_requests` request bodies, for tests that check what was sent.
     pub(super) requests: Mutex<Vec<Value>>,
+    /// The admission limit's bucket (`SimConfig::rate_limit`).
+    pub(super) limiter: Option<governor::DefaultDirectRateLimiter>,
+    /// Completion requests refused 429 by the admission limit.
+    pub(super) rate_limited: AtomicU64,
 }
 
 impl Shared {
@@ -113,6 +119,15 @@ impl Simulator {
             .unwrap_or(0.0);
         let hist = Histogram::new_with_bounds(1, 600_000_000_000, 3)
             .map_err(|e| SimError::Config(e.to_string()))?;
+        let limiter = cfg.rate_limit.map(|l| {
+            // `validate` keeps the rate within (0, 1e6]: the period is at least a microsecond.
+            let period = Duration::from_secs_f64(1.0 / l.per_second);
+            let burst = NonZeroU32::new(l.burst).unwrap_or(NonZeroU32::MIN);
+            let quota = Quota::with_period(period)
+                .unwrap_or_else(|| Quota::per_second(NonZeroU32::MAX))
+                .allow_burst(burst);
+            governor::RateLimiter::direct(quota)
+        });
         let shared = Arc::new(Shared {
             p: cfg.acceptance.probability(cfg.k),
             model_json: serde_json::to_string(&cfg.model).unwrap_or_else(|_| "\"\"".into()),
@@ -124,12 +139,24 @@ impl Simulator {
             created,
             http2_requests: AtomicU64::new(0),
             requests: Mutex::new(Vec::new()),
+            limiter,
+            rate_limited: AtomicU64::new(0),
         });
         Ok(Simulator {
             shared,
             listeners,
             tls,
         })
+    }
+
+    /// Server `i`'s context, as its connections see it (tests of the pages).
+    #[cfg(test)]
+    pub(super) fn server_ctx(&self, i: usize) -> ServerCtx {
+        ServerCtx {
+            shared: self.shared.clone(),
+            engines: self.listeners[i].1.clone(),
+            rr: AtomicU64::new(0),
+        }
     }
 
     /// The bound addresses, one per server.
@@ -267,6 +294,11 @@ impl SimHandle {
     /// Completion requests that arrived over HTTP/2.
     pub fn http2_requests(&self) -> u64 {
         self.shared.http2_requests.load(Relaxed)
+    }
+
+    /// Completion requests refused 429 by the admission limit (`SimConfig::rate_limit`).
+    pub fn rate_limited(&self) -> u64 {
+        self.shared.rate_limited.load(Relaxed)
     }
 
     /// Emission lateness so far.

@@ -14,6 +14,7 @@ use http_body::Frame;
 use rand::rngs::SmallRng;
 use rand::Rng;
 
+use super::http::ConnState;
 use super::model::{Emission, Plan};
 use super::server::Shared;
 use super::{Fault, ReasoningField};
@@ -56,6 +57,8 @@ pub(super) struct SimStream {
     pub(super) emitted: u32,
     pub(super) fault_at: u32,
     pub(super) fault: Option<Fault>,
+    /// The connection to close after the last frame (`close-after-done`).
+    pub(super) close_after: Option<Arc<ConnState>>,
     pub(super) chat: bool,
     pub(super) id: u64,
     pub(super) created: u64,
@@ -68,10 +71,16 @@ pub(super) struct SimStream {
     pub(super) plan: Plan,
     pub(super) rng: SmallRng,
     pub(super) state: StreamPhase,
+    /// Emissions counted by the per-step counters (`idx` can jump past them on a fault).
+    pub(super) counted: usize,
+    /// The request has been added to the counters that move when a request ends.
+    pub(super) finished: bool,
 }
 
 impl Drop for SimStream {
     fn drop(&mut self) {
+        // A request that ended early (a fault, the client gone) leaves the engine here.
+        self.finish();
         self.shared.engines[self.engine]
             .running
             .fetch_sub(1, Relaxed);
@@ -125,16 +134,32 @@ impl SimStream {
             self.shared.record_lateness(now - at);
             self.shared.engines[self.engine].on_emission(&e, self.shared.cfg.k);
             self.idx += 1;
+            self.counted = self.idx;
             let out = self.emit(&e);
             if self.idx == self.plan.emissions.len() && self.state == StreamPhase::Emitting {
                 self.shared.engines[self.engine]
                     .requests_success
                     .fetch_add(1, Relaxed);
                 self.state = StreamPhase::Done;
+                // Before the last bytes go out, so a scrape after them sees the request counted.
+                self.finish();
+                if let Some(conn) = &self.close_after {
+                    conn.doom();
+                }
             }
             if let Some(bytes) = out {
                 return Poll::Ready(Some(Ok(Frame::data(bytes))));
             }
+        }
+    }
+
+    /// Adds the emitted part of the plan to the counters that move only when a request ends;
+    /// once per request.
+    fn finish(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            self.shared.engines[self.engine]
+                .on_finished(&self.plan.emissions[..self.counted], self.shared.cfg.k);
         }
     }
 

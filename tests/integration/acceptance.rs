@@ -229,3 +229,77 @@ async fn a_server_without_speculative_counters_says_so() {
     assert_eq!(r.acceptance.status, AcceptanceStatus::NoCounters);
     assert!(r.acceptance.reason.unwrap().contains("decode workers"));
 }
+
+/// `GET /metrics` from `base`, the body.
+fn get_metrics(base: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        sock,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    sock.read_to_string(&mut text).unwrap();
+    text.split_once("\r\n\r\n")
+        .expect("a response")
+        .1
+        .to_owned()
+}
+
+/// The value of the unlabelled sample `name` in a page (chunked framing lines are skipped).
+fn sample(page: &str, name: &str) -> u64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {page}"))
+}
+
+/// Issue 14: the simulator can serve llama-server's page (`specperf sim --metrics-flavor
+/// llamacpp`). Once the requests have ended, its end-of-request counters hold exactly what was
+/// streamed: the same totals the vLLM-timed counters reached step by step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llamacpp_flavored_page_counts_every_finished_request() {
+    let s = sim(SimConfig {
+        metrics_flavor: specperf::sim::MetricsFlavor::Llamacpp,
+        ..fast()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        &format!(
+            "--model {} --concurrency 2 --request-count 6 --osl 16 --no-server-metrics",
+            s.model()
+        ),
+    )
+    .await;
+    assert_eq!(out.summary.counts.success, 6);
+    let page = get_metrics(&s.url());
+    assert!(!page.contains("vllm:"), "{page}");
+    let t = s.totals();
+    assert_eq!(sample(&page, "llamacpp:tokens_predicted_total"), 6 * 16);
+    assert_eq!(
+        sample(&page, "llamacpp:tokens_predicted_total"),
+        t.generation_tokens
+    );
+    assert_eq!(
+        sample(&page, "llamacpp:prompt_tokens_total"),
+        t.prompt_tokens
+    );
+    assert_eq!(
+        sample(&page, "llamacpp:spec_decode_num_drafts_total"),
+        t.drafts
+    );
+    assert_eq!(
+        sample(&page, "llamacpp:spec_decode_num_draft_tokens_total"),
+        t.draft_tokens
+    );
+    assert_eq!(
+        sample(&page, "llamacpp:spec_decode_num_accepted_tokens_total"),
+        t.accepted
+    );
+    assert!(t.drafts > 0, "{t:?}");
+}

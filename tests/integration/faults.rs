@@ -288,3 +288,83 @@ fn a_hung_server_and_its_metrics_endpoint_do_not_hold_the_run() {
         "the hung endpoint is reported failed: {ep}"
     );
 }
+
+/// Reads one HTTP/1.1 response with a chunked body from `sock`: (head, body up to the terminal
+/// chunk). Fails the test on EOF or a read timeout before the terminal chunk.
+fn read_chunked_response(sock: &mut std::net::TcpStream) -> (String, String) {
+    use std::io::Read;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(5).any(|w| w == b"0\r\n\r\n") {
+        let n = sock
+            .read(&mut buf)
+            .expect("response arrives within the read timeout");
+        assert!(
+            n > 0,
+            "EOF before the terminal chunk: {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a header block");
+    (head.to_owned(), body.to_owned())
+}
+
+/// Issue 14, defect 1: llama-server ends a streamed response properly (terminal chunk, keep-alive
+/// advertised by HTTP/1.1 and no `Connection: close`), then closes the socket. The
+/// `close-after-done` fault does the same, deterministically: the next request sent on that
+/// connection gets no byte of answer, only the close.
+#[test]
+fn close_after_done_ends_the_response_then_closes_the_kept_alive_connection() {
+    use std::io::{Read, Write};
+    let s = sim(fast());
+    let addr = s.url().trim_start_matches("http://").to_owned();
+    let mut sock = std::net::TcpStream::connect(&addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let request = |fault: &str| {
+        let body = format!(
+            r#"{{"model":"{}","messages":[{{"role":"user","content":"hi"}}],"max_tokens":4,"stream":true}}"#,
+            s.model()
+        );
+        format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             {fault}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    sock.write_all(request("x-specperf-fault: close-after-done\r\n").as_bytes())
+        .unwrap();
+    let (head, body) = read_chunked_response(&mut sock);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        !head.to_ascii_lowercase().contains("connection: close"),
+        "keep-alive stays advertised: {head}"
+    );
+    assert!(
+        body.contains("data: [DONE]"),
+        "the stream is complete: {body}"
+    );
+
+    // The connection looks reusable; the next request on it is never answered.
+    sock.write_all(request("").as_bytes()).unwrap();
+    let mut rest = Vec::new();
+    match sock.read_to_end(&mut rest) {
+        Ok(_) => assert!(
+            rest.is_empty(),
+            "no byte of answer: {:?}",
+            String::from_utf8_lossy(&rest)
+        ),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+    }
+    // A fresh connection is served as usual.
+    let mut fresh = std::net::TcpStream::connect(&addr).unwrap();
+    fresh
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    fresh.write_all(request("").as_bytes()).unwrap();
+    let (head, body) = read_chunked_response(&mut fresh);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(body.contains("data: [DONE]"), "{body}");
+}
