@@ -290,8 +290,8 @@ pub(crate) fn write_histograms(dir: &Path, h: &Histograms) -> std::io::Result<()
 }
 
 /// Writes the end-of-run artifacts into `dir`: `summary.json`, `console.txt`,
-/// `profile_export_aiperf.json`, `profile_export_aiperf.csv`, and `server_metrics_export.json`
-/// when metrics endpoints were scraped.
+/// `profile_export_aiperf.json`, `profile_export_aiperf.csv`, and `server_metrics_export.json` +
+/// `.csv` when metrics endpoints were scraped.
 pub(crate) fn write_artifacts(dir: &Path, s: &Summary) -> Result<(), ReportError> {
     let mut json = serde_json::to_vec_pretty(s).expect("the summary serializes");
     json.push(b'\n');
@@ -309,6 +309,10 @@ pub(crate) fn write_artifacts(dir: &Path, s: &Summary) -> Result<(), ReportError
         write_file(
             &dir.join("server_metrics_export.json"),
             &json::pretty(&server_metrics::export(s, r)),
+        )?;
+        write_file(
+            &dir.join("server_metrics_export.csv"),
+            server_metrics::export_csv(s, r).as_bytes(),
         )?;
     }
     Ok(())

@@ -17,5 +17,6 @@ mod process;
 mod render;
 mod reports;
 mod security;
+mod server_metrics;
 mod shards;
 mod transport;
