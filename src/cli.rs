@@ -667,7 +667,8 @@ pub struct ScrapeArgs {
     )]
     pub metrics_interval_seconds: f64,
 
-    /// Timeslice length of server_metrics_export.{json,csv}, seconds (AIPerf's --slice-duration).
+    /// Timeslice length, seconds (AIPerf's --slice-duration): the timeslices of
+    /// server_metrics_export.{json,csv} and the windows of profile_export_aiperf_timeslices.{csv,json}.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub slice_duration: f64,
 

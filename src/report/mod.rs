@@ -16,6 +16,7 @@ mod server_metrics;
 mod svg;
 #[cfg(test)]
 mod tests;
+mod timeslices;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -281,6 +282,12 @@ impl ReportError {
 /// Writes one artifact atomically (a killed run leaves the previous file or none).
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     crate::fsutil::write_atomic(path, bytes).map_err(ReportError::io(path))
+}
+
+/// Writes `profile_export_aiperf_timeslices.{csv,json}` into `dir` from its `records.jsonl`,
+/// windows `slice_ns` long.
+pub(crate) fn write_timeslices(dir: &Path, s: &Summary, slice_ns: u64) -> Result<(), ReportError> {
+    timeslices::write(dir, s, slice_ns)
 }
 
 /// Writes `histograms.json` (the per-chunk histograms `specperf merge` adds up) into `dir`.

@@ -125,6 +125,23 @@ async fn server_metrics_export_has_aiperfs_shape_with_the_servers_names() {
         .sum();
     assert_eq!(sliced, t.drafts as f64);
 
+    // The profile timeslices `aiperf plot` reads: every request in one window, by its start.
+    let ts = std::fs::read_to_string(d.join("profile_export_aiperf_timeslices.csv")).unwrap();
+    assert!(ts.starts_with("Timeslice,Start_NS,End_NS,Metric,Unit,Stat,Value\n"));
+    assert!(ts.contains(",Time to First Token,ms,avg,"));
+    assert!(ts.contains(",Inter Token Latency,ms,avg,"));
+    let tj = read_json(&d.join("profile_export_aiperf_timeslices.json"));
+    let slices = tj["timeslices"].as_array().unwrap();
+    assert!(!slices.is_empty());
+    let counted: f64 = slices
+        .iter()
+        .map(|s| {
+            assert!(s["start_ns"].as_u64().unwrap() < s["end_ns"].as_u64().unwrap());
+            s["request_count"]["avg"].as_f64().unwrap()
+        })
+        .sum();
+    assert_eq!(counted, 40.0);
+
     let csv = std::fs::read_to_string(d.join("server_metrics_export.csv")).unwrap();
     assert!(csv.starts_with("# AIPerf Server Metrics Export (CSV)\n"));
     let header = |prefix: &str| {
