@@ -227,10 +227,9 @@ pub(crate) fn write(dir: &Path, s: &Summary, slice_ns: u64) -> Result<(), Report
             }
         }
     }
-    let doc = Obj::new().with("timeslices", json).with(
-        "input_config",
-        Obj::new().with("output", Obj::new().with("slice_duration", slice_s)),
-    );
+    // No `input_config`: AIPerf's model takes it as optional, and a present one must be its whole
+    // BenchmarkConfig (profile_export_aiperf.json carries that, with the slice duration).
+    let doc = Obj::new().with("timeslices", json);
     let csv_path = dir.join("profile_export_aiperf_timeslices.csv");
     crate::fsutil::write_atomic(&csv_path, csv.as_bytes()).map_err(ReportError::io(&csv_path))?;
     let json_path = dir.join("profile_export_aiperf_timeslices.json");

@@ -131,6 +131,10 @@ async fn server_metrics_export_has_aiperfs_shape_with_the_servers_names() {
     assert!(ts.contains(",Time to First Token,ms,avg,"));
     assert!(ts.contains(",Inter Token Latency,ms,avg,"));
     let tj = read_json(&d.join("profile_export_aiperf_timeslices.json"));
+    // AIPerf's TimesliceCollectionExportData: `input_config` is optional, and when present must
+    // be its whole BenchmarkConfig, which is profile_export_aiperf.json's to write.
+    let keys: Vec<&String> = tj.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["timeslices"]);
     let slices = tj["timeslices"].as_array().unwrap();
     assert!(!slices.is_empty());
     let counted: f64 = slices
