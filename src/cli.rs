@@ -152,7 +152,7 @@ pub struct GateSummaryArgs {
 /// Replay flags that change nothing `render` prints (load shape, timeouts, transport, metrics,
 /// outputs, the simulator): accepted, so a replay command line can be reused, but hidden from
 /// `render --help`.
-const NOT_FOR_RENDER: [&str; 53] = [
+const NOT_FOR_RENDER: [&str; 54] = [
     "url",
     "api_key",
     "headers",
@@ -187,6 +187,7 @@ const NOT_FOR_RENDER: [&str; 53] = [
     "server_metrics",
     "no_server_metrics",
     "metrics_interval_seconds",
+    "slice_duration",
     "metrics_timeout_seconds",
     "metrics_settle_seconds",
     "spec_engine",
@@ -663,9 +664,21 @@ pub struct ScrapeArgs {
     #[arg(long, conflicts_with = "server_metrics")]
     pub no_server_metrics: bool,
 
-    /// Seconds between scrapes during the run (live AL; TensorRT-LLM JSON poll period).
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    /// Seconds between scrapes during the run: AIPerf's server-metrics collection cadence (every
+    /// family of every endpoint, for server_metrics_export.{json,csv}), the live AL, and the
+    /// TensorRT-LLM JSON poll period.
+    #[arg(
+        long,
+        env = "AIPERF_SERVER_METRICS_COLLECTION_INTERVAL",
+        default_value_t = 0.333,
+        allow_negative_numbers = true
+    )]
     pub metrics_interval_seconds: f64,
+
+    /// Timeslice length, seconds (AIPerf's --slice-duration): the timeslices of
+    /// server_metrics_export.{json,csv} and the windows of profile_export_aiperf_timeslices.{csv,json}.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub slice_duration: f64,
 
     /// Per-scrape timeout, seconds. The baseline, before the first request, waits at most 3 s;
     /// an endpoint whose baseline failed is reported and not scraped again.

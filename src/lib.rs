@@ -9,6 +9,7 @@
 //!  Sample      body       Ticket       RequestRecord           Summary; JSONL sinks       console, artifacts, plots
 //!                                            │                      ▲
 //!  scrape (side task): /metrics pages ──> prom::parse ──> acceptance ──> ScrapeReport, live AL in progress
+//!                                                    └──> collect (every family, bounded) ──> server_metrics_export
 //!
 //!  engine: prepare ──> run ──> finish, wiring the stages; one Stopper (deadline, stall, SIGINT, SIGTERM)
 //! ```

@@ -131,6 +131,8 @@ pub(crate) struct ScrapeConfig {
     pub(crate) endpoints: Vec<String>,
     pub(crate) enabled: bool,
     pub(crate) interval: Duration,
+    /// Timeslice length of the server-metrics export.
+    pub(crate) slice: Duration,
     pub(crate) timeout: Duration,
     pub(crate) settle: Option<Duration>,
     pub(crate) acceptance: AcceptanceOptions,
@@ -160,6 +162,7 @@ impl ScrapeConfig {
             },
             enabled: !a.no_server_metrics,
             interval: positive("metrics-interval-seconds", a.metrics_interval_seconds)?,
+            slice: positive("slice-duration", a.slice_duration)?,
             timeout: positive("metrics-timeout-seconds", a.metrics_timeout_seconds)?,
             settle: a
                 .metrics_settle_seconds

@@ -76,6 +76,10 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
     if let Err(e) = crate::report::write_artifacts(&dir, &summary) {
         artifact_error.get_or_insert(e.to_string());
     }
+    let slice_ns = u64::try_from(cfg.scrape.slice.as_nanos()).unwrap_or(u64::MAX);
+    if let Err(e) = crate::report::write_timeslices(&dir, &summary, slice_ns) {
+        artifact_error.get_or_insert(e.to_string());
+    }
     if let Some((result_dir, name)) = &cfg.result_file {
         let result_dir = result_dir.as_deref().unwrap_or(&dir);
         if let Err(e) = crate::report::inferencex::write_raw_result(result_dir, name, &summary) {

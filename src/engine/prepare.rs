@@ -314,6 +314,7 @@ fn scrape_settings(cfg: &RunConfig, sim: Option<&SimHandle>, base: &str) -> Opti
         stable_max: Duration::from_secs(30),
         acceptance: sc.acceptance,
         save_dir: None,
+        slice: sc.slice,
     })
 }
 

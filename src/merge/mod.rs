@@ -158,8 +158,9 @@ pub struct MergeOutcome {
 }
 
 /// Merges the shard directories `dirs` into `output` (default: `merged/` beside the first
-/// directory): `records.jsonl`, `histograms.json`, the scraping shard's `server_metrics/`, and
-/// whatever `report::write_artifacts` writes from the merged summary.
+/// directory): `records.jsonl`, `histograms.json`, the scraping shard's `server_metrics/` and
+/// `server_metrics_export.{json,csv}`, and whatever else `report::write_artifacts` writes from
+/// the merged summary.
 pub fn merge(dirs: &[PathBuf], output: Option<&Path>) -> Result<MergeOutcome, MergeError> {
     let mut shards = dirs
         .iter()
@@ -218,6 +219,17 @@ pub fn merge(dirs: &[PathBuf], output: Option<&Path>) -> Result<MergeOutcome, Me
         )?;
     }
     crate::report::write_artifacts(&out, &summary)?;
+    if let Some(i) = scraper {
+        // The scraping shard's collection of every family is in its own export only (summaries
+        // do not carry it): that export, not one rebuilt without families, is the run's.
+        for name in ["server_metrics_export.json", "server_metrics_export.csv"] {
+            let from = shards[i].dir.join(name);
+            if from.is_file() {
+                let to = out.join(name);
+                std::fs::copy(&from, &to).map_err(werr(&to))?;
+            }
+        }
+    }
     Ok(MergeOutcome {
         summary,
         output: out,

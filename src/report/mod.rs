@@ -16,6 +16,7 @@ mod server_metrics;
 mod svg;
 #[cfg(test)]
 mod tests;
+mod timeslices;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -298,6 +299,12 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     crate::fsutil::write_atomic(path, bytes).map_err(ReportError::io(path))
 }
 
+/// Writes `profile_export_aiperf_timeslices.{csv,json}` into `dir` from its `records.jsonl`,
+/// windows `slice_ns` long.
+pub(crate) fn write_timeslices(dir: &Path, s: &Summary, slice_ns: u64) -> Result<(), ReportError> {
+    timeslices::write(dir, s, slice_ns)
+}
+
 /// Writes `histograms.json` (the per-chunk histograms `specperf merge` adds up) into `dir`.
 pub(crate) fn write_histograms(dir: &Path, h: &Histograms) -> std::io::Result<()> {
     let json = serde_json::to_vec(h).map_err(std::io::Error::from)?;
@@ -305,8 +312,8 @@ pub(crate) fn write_histograms(dir: &Path, h: &Histograms) -> std::io::Result<()
 }
 
 /// Writes the end-of-run artifacts into `dir`: `summary.json`, `console.txt`,
-/// `profile_export_aiperf.json`, `profile_export_aiperf.csv`, and `server_metrics_export.json`
-/// when metrics endpoints were scraped.
+/// `profile_export_aiperf.json`, `profile_export_aiperf.csv`, and `server_metrics_export.json` +
+/// `.csv` when metrics endpoints were scraped.
 pub(crate) fn write_artifacts(dir: &Path, s: &Summary) -> Result<(), ReportError> {
     let mut json = serde_json::to_vec_pretty(s).expect("the summary serializes");
     json.push(b'\n');
@@ -324,6 +331,10 @@ pub(crate) fn write_artifacts(dir: &Path, s: &Summary) -> Result<(), ReportError
         write_file(
             &dir.join("server_metrics_export.json"),
             &json::pretty(&server_metrics::export(s, r)),
+        )?;
+        write_file(
+            &dir.join("server_metrics_export.csv"),
+            server_metrics::export_csv(s, r).as_bytes(),
         )?;
     }
     Ok(())

@@ -12,6 +12,7 @@ use crate::metrics::{Aggregate, LoadMeta, RunMeta, Slo, SloMetric, Summary, Time
 use crate::record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
 use crate::schedule::DispatchStats;
 use crate::scrape::acceptance::{evaluate, AcceptanceOptions, EndpointWindow, Snapshot};
+use crate::scrape::collect::Collected;
 use crate::scrape::{prom, AlPoint, EndpointStatus, PageFormat, ScrapeReport, ScrapeStatus};
 use crate::timefmt::{compact_date, iso8601};
 
@@ -129,6 +130,28 @@ fn fixture(name: &str) -> Snapshot {
     Snapshot::from_page(&prom::parse(&text, prom::Format::Text).expect("fixture parses"))
 }
 
+/// The collection of a 1.25 s window: the baseline page just before it, the final page at its
+/// end, as the scrape task feeds them.
+fn collected(url: &str) -> Collected {
+    let page = |name: &str| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/prometheus")
+            .join(name);
+        let text = std::fs::read_to_string(path).expect("fixture exists");
+        let page = prom::parse(&text, prom::Format::Text).expect("fixture parses");
+        (text, page)
+    };
+    let t0 = (START_UNIX_S * 1e9) as u64;
+    let mut c = Collected::new(&[url.to_owned()], 1_000_000_000);
+    let (text, p) = page("vllm_2engines_before.prom");
+    c.page(0, t0 - 2_000_000, 2_000_000, &text, &p);
+    c.start(t0);
+    let (text, p) = page("vllm_2engines_after.prom");
+    c.page(0, t0 + 1_248_000_000, 2_000_000, &text, &p);
+    c.end(t0 + 1_250_000_000);
+    c
+}
+
 fn scrape_report() -> ScrapeReport {
     let url = "http://127.0.0.1:8000/metrics".to_owned();
     let acceptance = evaluate(
@@ -157,6 +180,7 @@ fn scrape_report() -> ScrapeReport {
         settle_s: 0.0,
         window_s: 1.25,
         counters_settled: true,
+        collected: Some(collected("http://127.0.0.1:8000/metrics")),
     }
 }
 
@@ -222,6 +246,7 @@ fn golden_summary_json_and_console() {
         "profile_export_aiperf.json",
         "profile_export_aiperf.csv",
         "server_metrics_export.json",
+        "server_metrics_export.csv",
     ] {
         check(name, &std::fs::read(dir.path().join(name)).unwrap());
     }

@@ -8,6 +8,7 @@
 //! its final scrape, so what was measured is kept.
 
 pub mod acceptance;
+pub(crate) mod collect;
 mod error;
 pub mod prom;
 
@@ -27,6 +28,7 @@ use acceptance::{
     evaluate, Acceptance, AcceptanceOptions, AcceptanceStatus, EndpointWindow, IterationTotals,
     Snapshot, SpecEngine,
 };
+use collect::Collected;
 pub use error::{ScrapeError, ScrapeStatus};
 use prom::Format;
 
@@ -41,6 +43,10 @@ pub const MAX_PAGE_BYTES: usize = 64 << 20;
 /// less): it runs before the first request, and before any load a live engine answers in
 /// milliseconds, so a hung metrics endpoint must not hold the start for the full timeout.
 pub const BASELINE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Least time between the two scrapes that must agree for "stable" counters: the collection
+/// cadence (0.333 s by default) is too short to show an engine's asynchronous export catching up.
+const STABLE_GAP: Duration = Duration::from_secs(1);
 
 const PAGE_CAP: BodyCap = BodyCap {
     bytes: MAX_PAGE_BYTES,
@@ -67,6 +73,8 @@ pub(crate) struct ScrapeSettings {
     pub(crate) acceptance: AcceptanceOptions,
     /// Where raw pages are saved (`endpoint<i>_before.txt` / `_after.txt`), if anywhere.
     pub(crate) save_dir: Option<PathBuf>,
+    /// Timeslice length of the server-metrics export (`--slice-duration`).
+    pub(crate) slice: Duration,
 }
 
 /// One point of the AL timeline (baseline to that scrape).
@@ -111,6 +119,10 @@ pub struct ScrapeReport {
     /// False when stable counters were required and two identical consecutive scrapes did not
     /// come within the limit (the gate's `counters_not_settled`).
     pub counters_settled: bool,
+    /// Every family of every endpoint over the window, for `server_metrics_export.{json,csv}`
+    /// (not in `summary.json`: a merged run has none).
+    #[serde(skip)]
+    pub(crate) collected: Option<Collected>,
 }
 
 /// What an endpoint served, from its `Content-Type`.
@@ -140,7 +152,7 @@ impl PageFormat {
 
 /// What one scrape of one endpoint produced.
 enum Scraped {
-    Page(Snapshot, PageFormat),
+    Page(Snapshot, PageFormat, prom::Page),
     Iterations(IterationTotals),
 }
 
@@ -181,7 +193,7 @@ async fn scrape_one(
         Format::Text => PageFormat::Prometheus,
         Format::OpenMetrics => PageFormat::OpenMetrics,
     };
-    Ok((Scraped::Page(Snapshot::from_page(&page), name), text))
+    Ok((Scraped::Page(Snapshot::from_page(&page), name, page), text))
 }
 
 /// One scrape of each endpoint before a run: `Ok` with the engine families whose speculative
@@ -196,7 +208,7 @@ pub(crate) async fn probe(
     let mut out = Vec::with_capacity(urls.len());
     for u in urls {
         out.push(scrape_one(client, u, timeout).await.map(|(s, _)| match s {
-            Scraped::Page(snap, _) => snap.engines(),
+            Scraped::Page(snap, _, _) => snap.engines(),
             Scraped::Iterations(_) => BTreeSet::from([SpecEngine::Trtllm]),
         }));
     }
@@ -238,6 +250,7 @@ pub(crate) struct Scraper {
     unsettled: bool,
     /// The live AL is absent only because no request has finished yet (llama.cpp).
     live_waiting: bool,
+    collected: Collected,
 }
 
 /// Handle on the spawned task: [`ScrapeTask::finish`] says the last response is in.
@@ -261,6 +274,10 @@ impl Scraper {
         settings: ScrapeSettings,
         cancel: &CancellationToken,
     ) -> Scraper {
+        let collected = Collected::new(
+            &settings.endpoints,
+            u64::try_from(settings.slice.as_nanos()).unwrap_or(u64::MAX),
+        );
         let mut s = Scraper {
             endpoints: settings
                 .endpoints
@@ -282,6 +299,7 @@ impl Scraper {
             last_texts: Vec::new(),
             unsettled: false,
             live_waiting: false,
+            collected,
         };
         let stable = s.settings.require_stable;
         let timeout = s.settings.timeout.min(BASELINE_TIMEOUT);
@@ -293,6 +311,7 @@ impl Scraper {
         }
         s.save_pages("before");
         s.started = Instant::now();
+        s.collected.start(unix_ns());
         s
     }
 
@@ -401,6 +420,7 @@ impl Scraper {
             ep.last = r;
         }
         self.save_pages("after");
+        self.collected.end(unix_ns());
         let acceptance = self.evaluate();
         let endpoints = self
             .endpoints
@@ -420,6 +440,7 @@ impl Scraper {
             settle_s,
             window_s: self.started.elapsed().as_secs_f64(),
             counters_settled: !self.unsettled,
+            collected: Some(self.collected),
         }
     }
 
@@ -454,7 +475,7 @@ impl Scraper {
             }
             previous = Some(snaps);
             tokio::select! {
-                _ = tokio::time::sleep(self.settings.interval) => {}
+                _ = tokio::time::sleep(self.settings.interval.max(STABLE_GAP)) => {}
                 _ = cancel.cancelled() => {}
             }
         }
@@ -476,16 +497,27 @@ impl Scraper {
                 continue;
             }
             let (client, url) = (self.client.clone(), ep.url.clone());
-            set.spawn(async move { (i, scrape_one(&client, &url, timeout).await) });
+            set.spawn(async move {
+                let (at, t0) = (unix_ns(), Instant::now());
+                let r = scrape_one(&client, &url, timeout).await;
+                (i, at, t0.elapsed(), r)
+            });
         }
         self.last_texts = vec![None; self.endpoints.len()];
         while let Some(joined) = set.join_next().await {
-            let Ok((i, result)) = joined else { continue };
+            let Ok((i, at, took, result)) = joined else {
+                continue;
+            };
             let ep = &mut self.endpoints[i];
             out[i] = match result {
-                Err(e) => Err(e),
-                Ok((Scraped::Page(snap, format), text)) => {
+                Err(e) => {
+                    self.collected.failed(i);
+                    Err(e)
+                }
+                Ok((Scraped::Page(snap, format, page), text)) => {
                     ep.format = Some(format);
+                    let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+                    self.collected.page(i, at, took, &text, &page);
                     self.last_texts[i] = Some(text);
                     Ok(snap)
                 }
@@ -518,4 +550,11 @@ impl Scraper {
             }
         }
     }
+}
+
+/// Wall-clock nanoseconds since the Unix epoch (the export's `*_ns` fields).
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

@@ -453,6 +453,65 @@ fn sample_line(line: &str) -> Result<Sample, Reason> {
     })
 }
 
+/// What a page's `# TYPE` and `# HELP` lines say about one family.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FamilyMeta {
+    /// The type (`counter`, `gauge`, `histogram`, ...), `None` without a `# TYPE` line.
+    pub kind: Option<String>,
+    /// The `# HELP` text, unescaped (empty without one).
+    pub help: String,
+}
+
+/// The `# TYPE` and `# HELP` lines of a page, by the name they are written for (`vllm:x_total`
+/// for a counter, as Prometheus' text format writes it). Lines the parser would reject are
+/// skipped: [`parse`] is the judge of a page; this only labels what it accepted.
+pub fn families(text: &str) -> std::collections::HashMap<String, FamilyMeta> {
+    let mut out: std::collections::HashMap<String, FamilyMeta> = Default::default();
+    for raw in text.split('\n') {
+        let line = raw.trim_matches([' ', '\t', '\r']);
+        let Some(rest) = line.strip_prefix('#') else {
+            continue;
+        };
+        let (keyword, tail) = split_token(rest.trim_start_matches([' ', '\t']));
+        if keyword != "TYPE" && keyword != "HELP" {
+            continue;
+        }
+        let Ok((name, after)) = split_name(tail.trim_start_matches([' ', '\t'])) else {
+            continue;
+        };
+        if name.is_empty() {
+            continue;
+        }
+        let meta = out.entry(name).or_default();
+        // One separating blank, then the text as written.
+        let value = after.strip_prefix([' ', '\t']).unwrap_or(after);
+        if keyword == "TYPE" {
+            meta.kind = Some(value.trim().to_owned());
+        } else {
+            meta.help = unescape_help(value);
+        }
+    }
+    out
+}
+
+/// `# HELP` text escapes only `\\` and `\n`.
+fn unescape_help(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some(o) => out.push(o),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
 /// Go `strconv.ParseFloat` syntax as exporters write it: decimals, exponents, `NaN`, `Inf`, `±Inf`.
 pub fn parse_value(s: &str) -> Option<f64> {
     match s {

@@ -19,5 +19,6 @@ mod render;
 mod reports;
 mod reuse;
 mod security;
+mod server_metrics;
 mod shards;
 mod transport;

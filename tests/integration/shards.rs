@@ -171,6 +171,12 @@ async fn three_shards_merged_equal_one_process_in_counts_tokens_and_percentiles(
         .output
         .join("server_metrics/endpoint0_after.txt")
         .is_file());
+    // The server-metrics export is the scraping shard's collection (a summary does not carry
+    // it), not an export without families.
+    let sm = read_json(&merged.output.join("server_metrics_export.json"));
+    assert_eq!(sm, read_json(&dirs[0].join("server_metrics_export.json")));
+    assert!(sm["metrics"]["vllm:spec_decode_num_drafts"].is_object());
+    assert!(merged.output.join("server_metrics_export.csv").is_file());
 
     // The merged records: every request once, on the common clock.
     let mut ids: Vec<u64> = records(&merged.output)
