@@ -100,6 +100,7 @@ fn meta() -> RunMeta {
         samples: 3,
         dataset_reused: true,
         input: "bundled datasets/qualitative.jsonl".into(),
+        dataset_format: Some("speed_bench_qualitative".into()),
         start_unix_s: START_UNIX_S,
         stopped_by: None,
         load: LoadMeta {

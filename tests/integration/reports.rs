@@ -456,3 +456,59 @@ fn result_filename_and_dir_come_from_the_inferencex_environment() {
         .join("run/glm5.2_fp8_vllm_tp8_conc2_b200.json")
         .exists());
 }
+
+/// Issue 15: `profile_export_aiperf.json` carries AIPerf 0.13's `input_config` (its
+/// `BenchmarkConfig` dump: `models.items[].name`, `datasets[].format`, `phases[]`,
+/// `endpoint.urls`), which `aiperf speed-bench-report` reads the model and the SPEED-Bench
+/// category from, and `telemetry_data` as the object AIPerf writes without GPUs, not `null`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profile_export_aiperf_json_has_aiperf_0_13_input_config() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("run");
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--artifact-dir",
+        d.to_str().unwrap(),
+        "--category",
+        "coding",
+        "--request-count",
+        "6",
+        "--warmup-request-count",
+        "2",
+        "--concurrency",
+        "3",
+        "--osl",
+        "16",
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 6);
+    let a = read_json(&d.join("profile_export_aiperf.json"));
+    let ic = &a["input_config"];
+    assert_eq!(ic["models"]["items"][0]["name"], out.summary.meta.model);
+    assert_eq!(ic["endpoint"]["urls"][0], s.url());
+    assert_eq!(ic["endpoint"]["streaming"], true);
+    assert_eq!(ic["datasets"][0]["format"], "speed_bench_coding");
+    assert_eq!(ic["datasets"][0]["osl"]["mean"], 16.0);
+    let phases = ic["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2, "{phases:?}");
+    assert_eq!(phases[0]["kind"], "warmup");
+    assert_eq!(phases[0]["requests"], 2);
+    assert_eq!(phases[1]["kind"], "profiling");
+    assert_eq!(phases[1]["type"], "concurrency");
+    assert_eq!(phases[1]["concurrency"], 3);
+    assert_eq!(phases[1]["requests"], 6);
+    assert!(
+        phases[1].get("grace_period").is_none(),
+        "only after a duration"
+    );
+    for legacy in ["input", "loadgen", "cli_command"] {
+        assert!(ic.get(legacy).is_none(), "legacy input_config.{legacy}");
+    }
+    assert_eq!(a["warmup_metrics"]["request_count"]["avg"], 2);
+    let t = &a["telemetry_data"];
+    assert!(t["summary"]["start_time"].is_string(), "{t}");
+    assert_eq!(t["endpoints"], Value::Object(Map::new()));
+    assert_eq!(t["error_summary"], Value::Array(vec![]));
+}
