@@ -355,3 +355,33 @@ fn every_listed_metric_has_its_names_in_the_one_table() {
         assert!(k.vllm_name().is_some(), "{k:?} has no vLLM name");
     }
 }
+
+/// Issue 15: InferenceX's `collect_sweep_results.py` reads `profile_export_aiperf.csv` by AIPerf's
+/// labels (it read 0 requests from `Request Count (requests)`): the header row, labels and row
+/// order are AIPerf 0.13's, as listed in `tests/fixtures/aiperf/csv_labels.txt` (derived from
+/// AIPerf's CSV exporter; see its comment). The acceptance-length row is specperf's one addition,
+/// last, where a reader looking up AIPerf's labels never meets it.
+#[test]
+fn csv_labels_equal_aiperf_0_13s() {
+    let fixture = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aiperf/csv_labels.txt"),
+    )
+    .unwrap();
+    let want: Vec<&str> = fixture.lines().filter(|l| !l.starts_with('#')).collect();
+    let csv = aiperf::summary_csv(&summary());
+    let mut got: Vec<&str> = csv
+        .lines()
+        .map(|l| match l {
+            "" => "",
+            l if l.starts_with("Metric,") => l,
+            // The label: up to the first comma after the last ')' or the first comma.
+            l => {
+                &l[..l
+                    .rfind("),")
+                    .map_or_else(|| l.find(',').unwrap(), |i| i + 1)]
+            }
+        })
+        .collect();
+    assert_eq!(got.pop(), Some("Acceptance Length (tokens/step)"));
+    assert_eq!(got, want);
+}

@@ -69,7 +69,7 @@ fn derived(s: &Summary) -> Vec<(&'static str, &'static str, &'static str, Option
         ),
         (
             "completed_request_count",
-            "Completed Request Count",
+            "Completed Requests (Success + Error)",
             "requests",
             Some(done as f64),
         ),
@@ -130,7 +130,7 @@ fn derived(s: &Summary) -> Vec<(&'static str, &'static str, &'static str, Option
         ),
         (
             "good_request_fraction",
-            "Good Request Fraction",
+            "GoodRequestFraction",
             "ratio",
             g.map(|g| g.good_request_fraction),
         ),
@@ -441,20 +441,31 @@ fn specperf_block(s: &Summary) -> Obj {
     o
 }
 
-/// `profile_export_aiperf.csv`: record metrics with statistics, a blank line, then scalars;
-/// two decimals, `Metric` = `Header (unit)`.
+/// `profile_export_aiperf.csv` as AIPerf 0.13's exporter writes it: record metrics with statistics,
+/// a blank line, then scalars; each section's rows sorted by AIPerf tag, labelled
+/// `Header (unit)` except where the unit is `requests`; two decimals, whole counts as integers.
+/// Readers look rows up by these labels (InferenceX's `collect_sweep_results.py`).
 pub(crate) fn summary_csv(s: &Summary) -> String {
+    let label = |header: &str, unit: &str| {
+        if unit == "requests" {
+            header.to_owned()
+        } else {
+            format!("{header} ({unit})")
+        }
+    };
     let mut o = String::new();
     o.push_str("Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\n");
-    for key in RECORD_METRICS {
-        let Some(st) = s.metric(key) else {
-            continue;
-        };
+    let mut rows: Vec<_> = RECORD_METRICS
+        .iter()
+        .filter_map(|&key| s.metric(key).map(|st| (tag(key), key, st)))
+        .collect();
+    rows.sort_by_key(|&(tag, ..)| tag);
+    for (_, key, st) in rows {
         let header = key.aiperf_header().unwrap_or(key.as_str());
         let _ = write!(
             o,
-            "{header} ({}),{:.2},{:.2},{:.2},{:.2}",
-            key.unit(),
+            "{},{:.2},{:.2},{:.2},{:.2}",
+            label(header, key.unit()),
             st.avg,
             st.min,
             st.max,
@@ -466,11 +477,20 @@ pub(crate) fn summary_csv(s: &Summary) -> String {
         let _ = writeln!(o, ",{:.2}", st.std);
     }
     o.push_str("\nMetric,Value\n");
-    for (_, header, unit, v) in derived(s) {
-        if let Some(v) = v {
-            let _ = writeln!(o, "{header} ({unit}),{v:.2}");
+    let mut scalars: Vec<_> = derived(s)
+        .into_iter()
+        .filter_map(|(tag, header, unit, v)| v.map(|v| (tag, header, unit, v)))
+        .collect();
+    scalars.sort_by_key(|&(tag, ..)| tag);
+    for (_, header, unit, v) in scalars {
+        // AIPerf prints integer values (counts, token totals) without decimals.
+        if matches!(unit, "requests" | "tokens") && v.fract() == 0.0 && v.abs() < 1e15 {
+            let _ = writeln!(o, "{},{}", label(header, unit), v as i64);
+        } else {
+            let _ = writeln!(o, "{},{v:.2}", label(header, unit));
         }
     }
+    // specperf's one addition, last: AIPerf has no acceptance length of the server's counters.
     if let Some(al) = s
         .acceptance
         .as_ref()
