@@ -234,7 +234,7 @@ fn golden_profile_export_jsonl() {
     let mut line = Vec::new();
     for r in records() {
         line.clear();
-        aiperf::write_record(&mut line, &r, EPOCH_NS).unwrap();
+        aiperf::write_record(&mut line, &r, EPOCH_NS, false).unwrap();
         out.extend_from_slice(&line);
         out.push(b'\n');
     }

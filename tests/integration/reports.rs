@@ -512,3 +512,64 @@ async fn profile_export_aiperf_json_has_aiperf_0_13_input_config() {
     assert_eq!(t["endpoints"], Value::Object(Map::new()));
     assert_eq!(t["error_summary"], Value::Array(vec![]));
 }
+
+/// Issue 15: `profile_export.jsonl` metadata as AIPerf 0.13 writes it: `phase_index` is the
+/// phase's place in the phases list (warmup 0, then profiling), `profiling_index` the place among
+/// profiling phases (not a request number), `root_correlation_id` equals `x_correlation_id` for a
+/// root session, and `turn_index` is the turn of a multi-turn session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profile_export_jsonl_metadata_is_aiperfs() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("sessions.jsonl");
+    std::fs::write(
+        &input,
+        "{\"session_id\": \"a\", \"turns\": [{\"text\": \"Hello there\"}, {\"text\": \"And then?\"}]}\n\
+         {\"session_id\": \"b\", \"turns\": [{\"text\": \"Name a colour\"}, {\"text\": \"Another\"}]}\n",
+    )
+    .unwrap();
+    let d = dir.path().join("run");
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--artifact-dir",
+        d.to_str().unwrap(),
+        "--input-file",
+        input.to_str().unwrap(),
+        "--custom-dataset-type",
+        "multi_turn",
+        "--warmup-request-count",
+        "1",
+        "--concurrency",
+        "2",
+        "--osl",
+        "8",
+    ]))
+    .await;
+    assert!(out.summary.counts.success >= 4, "{:?}", out.summary.counts);
+    let ours = records(&d);
+    let text = std::fs::read_to_string(d.join("profile_export.jsonl")).unwrap();
+    let recs: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), ours.len());
+    let mut later_turns = 0;
+    for (r, o) in recs.iter().zip(&ours) {
+        let m = &r["metadata"];
+        assert_eq!(m["root_correlation_id"], m["x_correlation_id"], "{m}");
+        assert_eq!(m["turn_index"], o["turn"], "{m}");
+        later_turns += usize::from(o["turn"].as_u64().unwrap() > 0);
+        match m["benchmark_phase"].as_str().unwrap() {
+            "warmup" => {
+                assert_eq!(m["phase_index"], 0, "{m}");
+                assert!(m["profiling_index"].is_null(), "{m}");
+            }
+            _ => {
+                assert_eq!(m["phase_index"], 1, "{m}");
+                assert_eq!(m["profiling_index"], 0, "{m}");
+            }
+        }
+    }
+    assert!(later_turns >= 2, "second turns were sent and recorded");
+}
