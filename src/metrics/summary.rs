@@ -202,4 +202,6 @@ pub(crate) struct PerRequest {
     pub(crate) input_lens: Vec<u64>,
     /// `usage.completion_tokens` of each successful request, in completion order.
     pub(crate) output_lens: Vec<u64>,
+    /// The most successful requests in flight at once.
+    pub(crate) max_concurrent_requests: u64,
 }

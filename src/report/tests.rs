@@ -385,3 +385,44 @@ fn csv_labels_equal_aiperf_0_13s() {
     assert_eq!(got.pop(), Some("Acceptance Length (tokens/step)"));
     assert_eq!(got, want);
 }
+
+/// Issue 15: the raw InferenceX JSON carries upstream `vllm bench serve`'s newer keys: `failed`,
+/// `request_goodput` (beside the legacy `"request_goodput:"`), `max_concurrent_requests` (peak of
+/// successful requests in flight) and the `spec_decode_*` keys from the server's counters (rate
+/// in percent, per-position rates as fractions).
+#[test]
+fn raw_result_carries_vllm_bench_serve_keys() {
+    let s = summary();
+    let bytes = super::json::python_compact(&inferencex::raw_result(&s).unwrap());
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(v["failed"], 3);
+    assert_eq!(v["request_goodput"], v["request_goodput:"]);
+    assert!(v["request_goodput"].as_f64().unwrap() > 0.0);
+    // Requests sent at 100, 101, 102 and 160 ms are all still running at 160 ms.
+    assert_eq!(v["max_concurrent_requests"], 4);
+    let n = &s.acceptance.as_ref().unwrap().acceptance.numbers;
+    assert_eq!(
+        v["spec_decode_acceptance_length"].as_f64(),
+        n.acceptance_length
+    );
+    assert_eq!(
+        v["spec_decode_acceptance_rate"].as_f64(),
+        n.acceptance_rate.map(|r| r * 100.0)
+    );
+    assert_eq!(v["spec_decode_num_drafts"], n.drafts as u64);
+    assert_eq!(
+        v["spec_decode_draft_tokens"],
+        n.draft_tokens.unwrap() as u64
+    );
+    assert_eq!(v["spec_decode_accepted_tokens"], n.accepted_tokens as u64);
+    assert_eq!(
+        v["spec_decode_per_position_acceptance_rates"],
+        serde_json::json!(n.per_position_acceptance)
+    );
+    // A run without speculative counters leaves the spec_decode keys out (absent, not zero).
+    let mut plain = summary();
+    plain.acceptance = None;
+    let j = super::json::python_compact(&inferencex::raw_result(&plain).unwrap());
+    let j = String::from_utf8(j).unwrap();
+    assert!(!j.contains("spec_decode"), "{j}");
+}
