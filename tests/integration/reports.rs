@@ -573,3 +573,83 @@ async fn profile_export_jsonl_metadata_is_aiperfs() {
     }
     assert!(later_turns >= 2, "second turns were sent and recorded");
 }
+
+/// Issue 14 defect 6: a non-streaming run has no token timing (the whole answer arrives at once),
+/// so no report may show TTFT = latency or an ITL of 0: the streaming-only metrics (TTFT, TTST,
+/// TTFO, ITL, inter-chunk gaps, decode, TPOT, per-user token rates) are left out of the console
+/// table, summary.json, profile_export.jsonl and profile_export_aiperf.json/.csv, as AIPerf leaves
+/// out its STREAMING_TOKENS_ONLY metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_streaming_run_reports_no_streaming_only_metric() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("run");
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--artifact-dir",
+        d.to_str().unwrap(),
+        "--streaming",
+        "false",
+        "--request-count",
+        "6",
+        "--osl",
+        "16",
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 6);
+    let streaming_only = [
+        "time_to_first_token",
+        "time_to_second_token",
+        "time_to_first_output_token",
+        "inter_token_latency",
+        "inter_chunk_latency",
+        "decode_duration",
+        "time_per_output_token",
+        "output_token_throughput_per_user",
+        "prefill_throughput_per_user",
+    ];
+    let summary = read_json(&d.join("summary.json"));
+    let metrics = summary["metrics"].as_object().unwrap();
+    assert!(metrics.contains_key("request_latency_ms"), "{metrics:?}");
+    for k in metrics.keys() {
+        assert!(
+            !streaming_only.iter().any(|s| k.starts_with(s)),
+            "summary.json has {k}"
+        );
+    }
+    let a = read_json(&d.join("profile_export_aiperf.json"));
+    assert!(a["request_latency"]["avg"].as_f64().unwrap() > 0.0);
+    for k in streaming_only {
+        assert!(a.get(k).is_none(), "profile_export_aiperf.json has {k}");
+    }
+    let text = std::fs::read_to_string(d.join("profile_export.jsonl")).unwrap();
+    for line in text.lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        for k in streaming_only {
+            assert!(
+                r["metrics"].get(k).is_none(),
+                "profile_export.jsonl has {k}"
+            );
+        }
+    }
+    let csv = std::fs::read_to_string(d.join("profile_export_aiperf.csv")).unwrap();
+    let console = std::fs::read_to_string(d.join("console.txt")).unwrap();
+    for label in [
+        "Time to First Token",
+        "Inter Token Latency",
+        "Decode Duration",
+        "Per User",
+    ] {
+        assert!(!csv.contains(label), "CSV has {label}:\n{csv}");
+    }
+    assert!(csv.contains("Request Latency (ms)"), "{csv}");
+    for label in [
+        "Time to first token",
+        "Inter-token latency",
+        "first output token",
+    ] {
+        assert!(!console.contains(label), "console has {label}:\n{console}");
+    }
+    assert!(console.contains("Request latency"), "{console}");
+}
