@@ -507,6 +507,10 @@ async fn profile_export_aiperf_json_has_aiperf_0_13_input_config() {
         assert!(ic.get(legacy).is_none(), "legacy input_config.{legacy}");
     }
     assert_eq!(a["warmup_metrics"]["request_count"]["avg"], 2);
+    // AIPerf's token-count record metrics: no reasoning here, so output tokens = OSL, all from usage.
+    assert_eq!(a["output_token_count"], a["output_sequence_length"]);
+    assert_eq!(a["usage_completion_tokens"], a["output_sequence_length"]);
+    assert_eq!(a["usage_completion_tokens"]["count"], 6);
     let t = &a["telemetry_data"];
     assert!(t["summary"]["start_time"].is_string(), "{t}");
     assert_eq!(t["endpoints"], Value::Object(Map::new()));

@@ -190,6 +190,15 @@ pub(crate) fn summary_json(s: &Summary) -> J {
             o.put(tag(key), stat_obj(key.unit(), st));
         }
     }
+    // AIPerf's token-count record metrics we have exactly: OSL is `usage.completion_tokens`
+    // (`usage_completion_tokens`), and without reasoning tokens every one is an output token
+    // (`output_token_count`; with reasoning the per-request split is not kept, so it is left out).
+    if let Some(st) = s.metric(MetricKey::OutputSequenceLength) {
+        if s.total_reasoning_tokens == 0 {
+            o.put("output_token_count", stat_obj("tokens", st));
+        }
+        o.put("usage_completion_tokens", stat_obj("tokens", st));
+    }
     for (tag, _, unit, v) in derived(s) {
         match v {
             Some(v) => o.put(tag, Obj::new().with("unit", unit).with("avg", v)),
