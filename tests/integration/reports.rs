@@ -657,3 +657,19 @@ async fn a_non_streaming_run_reports_no_streaming_only_metric() {
     }
     assert!(console.contains("Request latency"), "{console}");
 }
+
+/// Issue 15: the raw InferenceX JSON's shape, new `vllm bench serve` keys included, is committed as
+/// `schemas/inferencex_raw_result.v1.json`; the golden file follows it and the schema notices a
+/// retyped or missing key.
+#[test]
+fn golden_raw_result_follows_the_committed_schema() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/reports/raw_result.json");
+    let mut v = read_json(&golden);
+    let errors = |v: &Value| crate::common::schema_errors("inferencex_raw_result.v1.json", v);
+    assert_eq!(errors(&v), Vec::<String>::new());
+    assert!(v.get("spec_decode_acceptance_length").is_some());
+    v["spec_decode_acceptance_rate"] = Value::from(150.0);
+    v["failed"] = Value::from("3");
+    v.as_object_mut().unwrap().remove("max_concurrent_requests");
+    assert_eq!(errors(&v).len(), 3, "{:#?}", errors(&v));
+}
