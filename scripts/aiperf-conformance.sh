@@ -3,7 +3,9 @@
 # (pinned), then scripts/aiperf_conformance.py on artifact directories.
 #
 #   scripts/aiperf-conformance.sh --setup        create (or reuse) the venv and print its path
-#   scripts/aiperf-conformance.sh DIR...         setup, then validate each specperf artifact DIR
+#   scripts/aiperf-conformance.sh DIR... [--speed-bench DIR=CATEGORY]...
+#                                               setup, then check each specperf artifact DIR with
+#                                               AIPerf's readers (scripts/aiperf_conformance.py)
 #
 # The venv lands outside the clone, under
 # ${SPECPERF_CACHE:-~/.cache/specperf}/aiperf-0.13.0-py<python version>, keyed by the Python
@@ -30,7 +32,7 @@ PYEOF
 }
 
 if ! venv_ok; then
-  echo "aiperf-conformance: installing aiperf==$VERSION into $VENV (about 2 minutes)" >&2
+  echo "aiperf-conformance: installing aiperf==$VERSION into $VENV (1.2 GB, about 5 minutes on 2 busy cores)" >&2
   rm -rf "$VENV"
   mkdir -p "$(dirname "$VENV")"
   "$PY" -m venv "$VENV"
@@ -48,5 +50,5 @@ if [ "${1:-}" = "--setup" ]; then
   echo "$VENV"
   exit 0
 fi
-[ $# -gt 0 ] || { echo "usage: $0 --setup | ARTIFACT_DIR..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 --setup | ARTIFACT_DIR... [--speed-bench DIR=CATEGORY]..." >&2; exit 2; }
 exec "$VENV/bin/python" scripts/aiperf_conformance.py "$@"
