@@ -73,6 +73,7 @@ fn meta() -> RunMeta {
         samples: 88,
         dataset_reused: true,
         input: "bench".into(),
+        dataset_format: None,
         start_unix_s: 0.0,
         stopped_by: None,
         load: LoadMeta::default(),

@@ -299,7 +299,9 @@ pub struct ReplayArgs {
     #[arg(long, visible_alias = "custom-endpoint")]
     pub endpoint: Option<String>,
 
-    /// Stream responses (SSE). On by default; `--streaming false` for non-streaming requests.
+    /// Stream responses (SSE). On by default; `--streaming false` for non-streaming requests
+    /// (no token timing then: TTFT, ITL, TPOT and the other per-token metrics are left out of
+    /// every report; latency and throughputs remain).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub streaming: bool,
 

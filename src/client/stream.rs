@@ -215,6 +215,13 @@ impl StreamState {
                     // One body, one usage: not a per-chunk count.
                     self.per_chunk_usage = false;
                     rec.first_chunk_tokens = None;
+                    // The whole answer arrived at once: there is no first or second token time
+                    // (it would make TTFT = latency and ITL 0). Only the arrival is kept, as
+                    // the last token's time (the request latency); every streaming-only metric
+                    // is then left out, as AIPerf leaves out its STREAMING_TOKENS_ONLY metrics.
+                    rec.first_token_ns = None;
+                    rec.second_token_ns = None;
+                    rec.first_output_token_ns = None;
                 }
                 Ok(Event::Error(m)) => self.stream_error = Some(m),
                 Ok(Event::Done) => {

@@ -11,6 +11,22 @@ use crate::cli::ReplayArgs;
 use crate::dataset::synthetic::SyntheticSpec;
 use crate::dataset::DatasetKind;
 
+/// The SPEED-Bench qualitative categories AIPerf 0.13 has a dataset format for
+/// (`speed_bench_<category>`).
+const AIPERF_SPEED_BENCH_CATEGORIES: [&str; 11] = [
+    "coding",
+    "humanities",
+    "math",
+    "multilingual",
+    "qa",
+    "rag",
+    "reasoning",
+    "roleplay",
+    "stem",
+    "summarization",
+    "writing",
+];
+
 /// Where samples come from.
 #[derive(Clone, Debug)]
 pub(crate) enum DatasetSource {
@@ -38,6 +54,28 @@ impl DatasetSource {
                 s.entries, s.isl, s.isl_stddev
             ),
         }
+    }
+
+    /// AIPerf 0.13's name for this collection's format (`input_config.datasets[].format`, the
+    /// value of its `--custom-dataset-type`): `speed_bench_<category>` for a SPEED-Bench category
+    /// AIPerf knows (what `aiperf speed-bench-report` reads the category from), else
+    /// `speed_bench_qualitative`; `None` where AIPerf has no file format (ShareGPT, synthetic).
+    pub(crate) fn aiperf_format(&self, category: Option<&str>) -> Option<String> {
+        let kind = match self {
+            DatasetSource::Bundled => DatasetKind::SpeedBench,
+            DatasetSource::File { kind, .. } => *kind,
+            DatasetSource::Synthetic(_) => return None,
+        };
+        Some(match kind {
+            DatasetKind::SpeedBench => match category {
+                Some(c) if AIPERF_SPEED_BENCH_CATEGORIES.contains(&c) => format!("speed_bench_{c}"),
+                _ => "speed_bench_qualitative".to_owned(),
+            },
+            DatasetKind::SingleTurn => "single_turn".to_owned(),
+            DatasetKind::MultiTurn => "multi_turn".to_owned(),
+            DatasetKind::MooncakeTrace => "mooncake_trace".to_owned(),
+            DatasetKind::Sharegpt => return None,
+        })
     }
 
     /// `--input-file`, else `--synthetic` (which needs a tokenizer to count exactly), else the

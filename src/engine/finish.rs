@@ -59,6 +59,7 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         dataset_reused: m.dispatch.issued > samples.len() as u64,
         load: load_meta(&cfg, &plan, m.dispatch, m.warmup),
         input: cfg.dataset.describe(),
+        dataset_format: cfg.dataset.aiperf_format(cfg.select.category.as_deref()),
         start_unix_s: m.start_unix_s,
         stopped_by,
         timeouts_s,

@@ -50,6 +50,7 @@ pub(super) async fn run(
     let (tx, rx) = mpsc::channel::<RequestRecord>(1024);
     let progress_rx = progress.subscribe();
     let epoch_ns = start_unix.as_nanos() as u64;
+    let warmup_phase = cfg.load.warmup.is_some();
     let sinks = vec![
         RecordSink::new(
             files.records,
@@ -58,7 +59,7 @@ pub(super) async fn run(
         RecordSink::new(
             files.profile_export,
             Box::new(move |l: &mut Vec<u8>, r: &RequestRecord| {
-                crate::report::aiperf::write_record(l, r, epoch_ns)
+                crate::report::aiperf::write_record(l, r, epoch_ns, warmup_phase)
             }),
         ),
     ];

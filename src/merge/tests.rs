@@ -20,6 +20,7 @@ fn meta(index: u32, count: u32, start_unix_s: f64) -> RunMeta {
         samples: 10,
         dataset_reused: false,
         input: "bundled".into(),
+        dataset_format: None,
         start_unix_s,
         stopped_by: None,
         load: LoadMeta {

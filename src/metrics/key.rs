@@ -82,7 +82,7 @@ impl MetricKey {
             K::DispatchLag => n(
                 "dispatch_lag_ms",
                 MS,
-                Some(("credit_to_start_latency", "Credit To Start Latency")),
+                Some(("credit_to_start_latency", "Credit-to-Start Latency")),
                 Some("Dispatch lag (ms)"),
                 None,
             ),
@@ -96,7 +96,7 @@ impl MetricKey {
             K::EffectiveLatency => n(
                 "effective_latency_ms",
                 MS,
-                Some(("effective_latency", "Effective Latency")),
+                Some(("effective_latency", "Effective Latency (CO-aware)")),
                 None,
                 None,
             ),

@@ -73,6 +73,8 @@ pub struct Aggregate {
     token_itl_ns: Histogram<u64>,
     pub(crate) first_sent_ns: Option<u64>,
     pub(crate) last_end_ns: u64,
+    /// `(sent, end)` of every successful request, for the peak number in flight.
+    busy: Vec<(u64, u64)>,
     pub(crate) prompt_tokens: u64,
     pub(crate) completion_tokens: u64,
     pub(crate) reasoning_tokens: u64,
@@ -168,6 +170,7 @@ impl Aggregate {
             token_itl_ns: hist(),
             first_sent_ns: None,
             last_end_ns: 0,
+            busy: Vec::new(),
             prompt_tokens: 0,
             completion_tokens: 0,
             reasoning_tokens: 0,
@@ -278,6 +281,7 @@ impl Aggregate {
                 return;
             }
         }
+        self.busy.push((r.sent_ns, r.end_ns));
         *self.token_sources.entry(r.token_source).or_default() += 1;
         self.reads += u64::from(r.reads);
         self.content_events += u64::from(r.content_events);
@@ -399,6 +403,7 @@ impl Aggregate {
             per_request: PerRequest {
                 input_lens: lens(MetricKey::InputSequenceLength),
                 output_lens: lens(MetricKey::OutputSequenceLength),
+                max_concurrent_requests: peak_in_flight(&self.busy),
             },
             schema_version: SUMMARY_SCHEMA,
             specperf_version: env!("CARGO_PKG_VERSION"),
@@ -499,4 +504,20 @@ pub(crate) async fn aggregate(
         });
     }
     agg
+}
+
+/// The most successful requests in flight at once: a sweep over their `[sent, end)` intervals,
+/// an end before a start at the same instant (`vllm bench serve`'s `max_concurrent_requests`).
+fn peak_in_flight(busy: &[(u64, u64)]) -> u64 {
+    let mut events: Vec<(u64, i64)> = busy
+        .iter()
+        .flat_map(|&(start, end)| [(start, 1), (end, -1)])
+        .collect();
+    events.sort_unstable();
+    let (mut now, mut peak) = (0i64, 0i64);
+    for (_, d) in events {
+        now += d;
+        peak = peak.max(now);
+    }
+    peak as u64
 }

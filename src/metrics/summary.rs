@@ -44,6 +44,10 @@ pub struct RunMeta {
     pub dataset_reused: bool,
     /// Input file, or the bundled collection.
     pub input: String,
+    /// The collection's format as AIPerf 0.13 names it (`speed_bench_coding`, `single_turn`,
+    /// ...); `None` where AIPerf has none (ShareGPT, synthetic prompts).
+    #[serde(default)]
+    pub dataset_format: Option<String>,
     /// Run start, Unix seconds.
     pub start_unix_s: f64,
     /// Why the run ended early, if it did (`deadline`, `interrupted`, `terminated`, `stalled`).
@@ -198,4 +202,6 @@ pub(crate) struct PerRequest {
     pub(crate) input_lens: Vec<u64>,
     /// `usage.completion_tokens` of each successful request, in completion order.
     pub(crate) output_lens: Vec<u64>,
+    /// The most successful requests in flight at once.
+    pub(crate) max_concurrent_requests: u64,
 }

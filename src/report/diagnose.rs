@@ -199,6 +199,7 @@ mod tests {
             samples: 1,
             dataset_reused: false,
             input: "bundled".into(),
+            dataset_format: None,
             start_unix_s: 0.0,
             stopped_by: None,
             load: LoadMeta::default(),

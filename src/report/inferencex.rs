@@ -74,6 +74,8 @@ pub(crate) fn raw_result(s: &Summary) -> Result<J, (String, f64)> {
         .put("benchmark_start_time_unix", s.benchmark_start_unix_s)
         .put("benchmark_end_time_unix", s.benchmark_end_unix_s)
         .put("completed", c.success)
+        // vLLM: every request that did not succeed (ours: failed and cancelled).
+        .put("failed", failed)
         .put("total_input_tokens", s.total_prompt_tokens)
         .put("total_output_tokens", s.total_completion_tokens)
         .put("request_throughput", s.request_throughput_rps)
@@ -81,11 +83,18 @@ pub(crate) fn raw_result(s: &Summary) -> Result<J, (String, f64)> {
             "request_goodput:",
             s.goodput.as_ref().map(|g| g.goodput_rps),
         )
+        // The same number under `vllm bench serve`'s current key (null unless --goodput).
+        .put("request_goodput", s.goodput.as_ref().map(|g| g.goodput_rps))
         .put("output_throughput", s.output_token_throughput_tps)
         .put("total_token_throughput", s.total_token_throughput_tps);
     let lens = |v: &[u64]| J::A(v.iter().map(|&x| J::from(x)).collect());
     o.put("input_lens", lens(&s.per_request.input_lens))
-        .put("output_lens", lens(&s.per_request.output_lens));
+        .put("output_lens", lens(&s.per_request.output_lens))
+        .put(
+            "max_concurrent_requests",
+            s.per_request.max_concurrent_requests,
+        );
+    spec_decode(&mut o, s);
     let empty = Stat::default();
     for key in METRICS {
         let name = key.vllm_name().unwrap_or(key.as_str());
@@ -108,6 +117,41 @@ pub(crate) fn raw_result(s: &Summary) -> Result<J, (String, f64)> {
         }
     }
     Ok(J::O(o))
+}
+
+/// `vllm bench serve`'s speculative-decoding keys, from the server's counters over the run: written
+/// only when drafts were counted (vLLM leaves them all out otherwise: absent, not zero, says the
+/// server was not speculating). The rate is a percentage, as vLLM writes it; per-position rates
+/// are fractions of drafts. Without a draft-token counter the rate and draft tokens are unknown
+/// and left out.
+fn spec_decode(o: &mut Obj, s: &Summary) {
+    let Some(n) = s.acceptance.as_ref().map(|r| &r.acceptance.numbers) else {
+        return;
+    };
+    let Some(al) = n.acceptance_length.filter(|_| n.drafts > 0.0) else {
+        return;
+    };
+    if let Some(rate) = n.acceptance_rate {
+        o.put("spec_decode_acceptance_rate", rate * 100.0);
+    }
+    o.put("spec_decode_acceptance_length", al)
+        .put("spec_decode_num_drafts", n.drafts.round() as u64);
+    if let Some(d) = n.draft_tokens {
+        o.put("spec_decode_draft_tokens", d.round() as u64);
+    }
+    o.put(
+        "spec_decode_accepted_tokens",
+        n.accepted_tokens.round() as u64,
+    )
+    .put(
+        "spec_decode_per_position_acceptance_rates",
+        J::A(
+            n.per_position_acceptance
+                .iter()
+                .map(|&p| J::from(p))
+                .collect(),
+        ),
+    );
 }
 
 /// Writes `<dir>/<name>.json`; `name` was checked by `config::result_file_name`.

@@ -101,6 +101,7 @@ fn meta() -> RunMeta {
         samples: 3,
         dataset_reused: true,
         input: "bundled datasets/qualitative.jsonl".into(),
+        dataset_format: Some("speed_bench_qualitative".into()),
         start_unix_s: START_UNIX_S,
         stopped_by: None,
         load: LoadMeta {
@@ -258,7 +259,7 @@ fn golden_profile_export_jsonl() {
     let mut line = Vec::new();
     for r in records() {
         line.clear();
-        aiperf::write_record(&mut line, &r, EPOCH_NS).unwrap();
+        aiperf::write_record(&mut line, &r, EPOCH_NS, false).unwrap();
         out.extend_from_slice(&line);
         out.push(b'\n');
     }
@@ -401,4 +402,75 @@ fn every_listed_metric_has_its_names_in_the_one_table() {
     for k in inferencex::METRICS {
         assert!(k.vllm_name().is_some(), "{k:?} has no vLLM name");
     }
+}
+
+/// Issue 15: InferenceX's `collect_sweep_results.py` reads `profile_export_aiperf.csv` by AIPerf's
+/// labels (it read 0 requests from `Request Count (requests)`): the header row, labels and row
+/// order are AIPerf 0.13's, as listed in `tests/fixtures/aiperf/csv_labels.txt` (derived from
+/// AIPerf's CSV exporter; see its comment). The acceptance-length row is specperf's one addition,
+/// last, where a reader looking up AIPerf's labels never meets it.
+#[test]
+fn csv_labels_equal_aiperf_0_13s() {
+    let fixture = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aiperf/csv_labels.txt"),
+    )
+    .unwrap();
+    let want: Vec<&str> = fixture.lines().filter(|l| !l.starts_with('#')).collect();
+    let csv = aiperf::summary_csv(&summary());
+    let mut got: Vec<&str> = csv
+        .lines()
+        .map(|l| match l {
+            "" => "",
+            l if l.starts_with("Metric,") => l,
+            // The label: up to the first comma after the last ')' or the first comma.
+            l => {
+                &l[..l
+                    .rfind("),")
+                    .map_or_else(|| l.find(',').unwrap(), |i| i + 1)]
+            }
+        })
+        .collect();
+    assert_eq!(got.pop(), Some("Acceptance Length (tokens/step)"));
+    assert_eq!(got, want);
+}
+
+/// Issue 15: the raw InferenceX JSON carries upstream `vllm bench serve`'s newer keys: `failed`,
+/// `request_goodput` (beside the legacy `"request_goodput:"`), `max_concurrent_requests` (peak of
+/// successful requests in flight) and the `spec_decode_*` keys from the server's counters (rate
+/// in percent, per-position rates as fractions).
+#[test]
+fn raw_result_carries_vllm_bench_serve_keys() {
+    let s = summary();
+    let bytes = super::json::python_compact(&inferencex::raw_result(&s).unwrap());
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(v["failed"], 3);
+    assert_eq!(v["request_goodput"], v["request_goodput:"]);
+    assert!(v["request_goodput"].as_f64().unwrap() > 0.0);
+    // Requests sent at 100, 101, 102 and 160 ms are all still running at 160 ms.
+    assert_eq!(v["max_concurrent_requests"], 4);
+    let n = &s.acceptance.as_ref().unwrap().acceptance.numbers;
+    assert_eq!(
+        v["spec_decode_acceptance_length"].as_f64(),
+        n.acceptance_length
+    );
+    assert_eq!(
+        v["spec_decode_acceptance_rate"].as_f64(),
+        n.acceptance_rate.map(|r| r * 100.0)
+    );
+    assert_eq!(v["spec_decode_num_drafts"], n.drafts as u64);
+    assert_eq!(
+        v["spec_decode_draft_tokens"],
+        n.draft_tokens.unwrap() as u64
+    );
+    assert_eq!(v["spec_decode_accepted_tokens"], n.accepted_tokens as u64);
+    assert_eq!(
+        v["spec_decode_per_position_acceptance_rates"],
+        serde_json::json!(n.per_position_acceptance)
+    );
+    // A run without speculative counters leaves the spec_decode keys out (absent, not zero).
+    let mut plain = summary();
+    plain.acceptance = None;
+    let j = super::json::python_compact(&inferencex::raw_result(&plain).unwrap());
+    let j = String::from_utf8(j).unwrap();
+    assert!(!j.contains("spec_decode"), "{j}");
 }

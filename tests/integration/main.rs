@@ -4,6 +4,7 @@
 
 mod acceptance;
 mod common;
+mod conformance;
 mod crash;
 mod engine;
 mod fault_matrix;

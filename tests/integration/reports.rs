@@ -138,7 +138,7 @@ async fn a_replay_writes_every_artifact_and_inferencex_aggregates_the_raw_json()
     assert!(a["specperf"]["acceptance_length"].as_f64().unwrap() > 1.0);
     let csv = std::fs::read_to_string(d.join("profile_export_aiperf.csv")).unwrap();
     assert!(csv.starts_with("Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\n"));
-    assert!(csv.contains("\n\nMetric,Value\n") && csv.contains("Request Count (requests),60.00\n"));
+    assert!(csv.contains("\n\nMetric,Value\n") && csv.contains("\nRequest Count,60\n"));
     let sm = read_json(&d.join("server_metrics_export.json"));
     let drafts: f64 = sm["metrics"]["vllm:spec_decode_num_drafts"]["series"]
         .as_array()
@@ -455,4 +455,221 @@ fn result_filename_and_dir_come_from_the_inferencex_environment() {
         .path()
         .join("run/glm5.2_fp8_vllm_tp8_conc2_b200.json")
         .exists());
+}
+
+/// Issue 15: `profile_export_aiperf.json` carries AIPerf 0.13's `input_config` (its
+/// `BenchmarkConfig` dump: `models.items[].name`, `datasets[].format`, `phases[]`,
+/// `endpoint.urls`), which `aiperf speed-bench-report` reads the model and the SPEED-Bench
+/// category from, and `telemetry_data` as the object AIPerf writes without GPUs, not `null`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profile_export_aiperf_json_has_aiperf_0_13_input_config() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("run");
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--artifact-dir",
+        d.to_str().unwrap(),
+        "--category",
+        "coding",
+        "--request-count",
+        "6",
+        "--warmup-request-count",
+        "2",
+        "--concurrency",
+        "3",
+        "--osl",
+        "16",
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 6);
+    let a = read_json(&d.join("profile_export_aiperf.json"));
+    let ic = &a["input_config"];
+    assert_eq!(ic["models"]["items"][0]["name"], out.summary.meta.model);
+    assert_eq!(ic["endpoint"]["urls"][0], s.url());
+    assert_eq!(ic["endpoint"]["streaming"], true);
+    assert_eq!(ic["datasets"][0]["format"], "speed_bench_coding");
+    assert_eq!(ic["datasets"][0]["osl"]["mean"], 16.0);
+    let phases = ic["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2, "{phases:?}");
+    assert_eq!(phases[0]["kind"], "warmup");
+    assert_eq!(phases[0]["requests"], 2);
+    assert_eq!(phases[1]["kind"], "profiling");
+    assert_eq!(phases[1]["type"], "concurrency");
+    assert_eq!(phases[1]["concurrency"], 3);
+    assert_eq!(phases[1]["requests"], 6);
+    assert!(
+        phases[1].get("grace_period").is_none(),
+        "only after a duration"
+    );
+    for legacy in ["input", "loadgen", "cli_command"] {
+        assert!(ic.get(legacy).is_none(), "legacy input_config.{legacy}");
+    }
+    assert_eq!(a["warmup_metrics"]["request_count"]["avg"], 2);
+    // AIPerf's token-count record metrics: no reasoning here, so output tokens = OSL, all from usage.
+    assert_eq!(a["output_token_count"], a["output_sequence_length"]);
+    assert_eq!(a["usage_completion_tokens"], a["output_sequence_length"]);
+    assert_eq!(a["usage_completion_tokens"]["count"], 6);
+    let t = &a["telemetry_data"];
+    assert!(t["summary"]["start_time"].is_string(), "{t}");
+    assert_eq!(t["endpoints"], Value::Object(Map::new()));
+    assert_eq!(t["error_summary"], Value::Array(vec![]));
+}
+
+/// Issue 15: `profile_export.jsonl` metadata as AIPerf 0.13 writes it: `phase_index` is the
+/// phase's place in the phases list (warmup 0, then profiling), `profiling_index` the place among
+/// profiling phases (not a request number), `root_correlation_id` equals `x_correlation_id` for a
+/// root session, and `turn_index` is the turn of a multi-turn session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profile_export_jsonl_metadata_is_aiperfs() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("sessions.jsonl");
+    std::fs::write(
+        &input,
+        "{\"session_id\": \"a\", \"turns\": [{\"text\": \"Hello there\"}, {\"text\": \"And then?\"}]}\n\
+         {\"session_id\": \"b\", \"turns\": [{\"text\": \"Name a colour\"}, {\"text\": \"Another\"}]}\n",
+    )
+    .unwrap();
+    let d = dir.path().join("run");
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--artifact-dir",
+        d.to_str().unwrap(),
+        "--input-file",
+        input.to_str().unwrap(),
+        "--custom-dataset-type",
+        "multi_turn",
+        "--warmup-request-count",
+        "1",
+        "--concurrency",
+        "2",
+        "--osl",
+        "8",
+    ]))
+    .await;
+    assert!(out.summary.counts.success >= 4, "{:?}", out.summary.counts);
+    let ours = records(&d);
+    let text = std::fs::read_to_string(d.join("profile_export.jsonl")).unwrap();
+    let recs: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), ours.len());
+    let mut later_turns = 0;
+    for (r, o) in recs.iter().zip(&ours) {
+        let m = &r["metadata"];
+        assert_eq!(m["root_correlation_id"], m["x_correlation_id"], "{m}");
+        assert_eq!(m["turn_index"], o["turn"], "{m}");
+        later_turns += usize::from(o["turn"].as_u64().unwrap() > 0);
+        match m["benchmark_phase"].as_str().unwrap() {
+            "warmup" => {
+                assert_eq!(m["phase_index"], 0, "{m}");
+                assert!(m["profiling_index"].is_null(), "{m}");
+            }
+            _ => {
+                assert_eq!(m["phase_index"], 1, "{m}");
+                assert_eq!(m["profiling_index"], 0, "{m}");
+            }
+        }
+    }
+    assert!(later_turns >= 2, "second turns were sent and recorded");
+}
+
+/// Issue 14 defect 6: a non-streaming run has no token timing (the whole answer arrives at once),
+/// so no report may show TTFT = latency or an ITL of 0: the streaming-only metrics (TTFT, TTST,
+/// TTFO, ITL, inter-chunk gaps, decode, TPOT, per-user token rates) are left out of the console
+/// table, summary.json, profile_export.jsonl and profile_export_aiperf.json/.csv, as AIPerf leaves
+/// out its STREAMING_TOKENS_ONLY metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_streaming_run_reports_no_streaming_only_metric() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("run");
+    let out = run(config(&[
+        "--url",
+        &s.url(),
+        "--artifact-dir",
+        d.to_str().unwrap(),
+        "--streaming",
+        "false",
+        "--request-count",
+        "6",
+        "--osl",
+        "16",
+    ]))
+    .await;
+    assert_eq!(out.summary.counts.success, 6);
+    let streaming_only = [
+        "time_to_first_token",
+        "time_to_second_token",
+        "time_to_first_output_token",
+        "inter_token_latency",
+        "inter_chunk_latency",
+        "decode_duration",
+        "time_per_output_token",
+        "output_token_throughput_per_user",
+        "prefill_throughput_per_user",
+    ];
+    let summary = read_json(&d.join("summary.json"));
+    let metrics = summary["metrics"].as_object().unwrap();
+    assert!(metrics.contains_key("request_latency_ms"), "{metrics:?}");
+    for k in metrics.keys() {
+        assert!(
+            !streaming_only.iter().any(|s| k.starts_with(s)),
+            "summary.json has {k}"
+        );
+    }
+    let a = read_json(&d.join("profile_export_aiperf.json"));
+    assert!(a["request_latency"]["avg"].as_f64().unwrap() > 0.0);
+    for k in streaming_only {
+        assert!(a.get(k).is_none(), "profile_export_aiperf.json has {k}");
+    }
+    let text = std::fs::read_to_string(d.join("profile_export.jsonl")).unwrap();
+    for line in text.lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        for k in streaming_only {
+            assert!(
+                r["metrics"].get(k).is_none(),
+                "profile_export.jsonl has {k}"
+            );
+        }
+    }
+    let csv = std::fs::read_to_string(d.join("profile_export_aiperf.csv")).unwrap();
+    let console = std::fs::read_to_string(d.join("console.txt")).unwrap();
+    for label in [
+        "Time to First Token",
+        "Inter Token Latency",
+        "Decode Duration",
+        "Per User",
+    ] {
+        assert!(!csv.contains(label), "CSV has {label}:\n{csv}");
+    }
+    assert!(csv.contains("Request Latency (ms)"), "{csv}");
+    for label in [
+        "Time to first token",
+        "Inter-token latency",
+        "first output token",
+    ] {
+        assert!(!console.contains(label), "console has {label}:\n{console}");
+    }
+    assert!(console.contains("Request latency"), "{console}");
+}
+
+/// Issue 15: the raw InferenceX JSON's shape, new `vllm bench serve` keys included, is committed as
+/// `schemas/inferencex_raw_result.v1.json`; the golden file follows it and the schema notices a
+/// retyped or missing key.
+#[test]
+fn golden_raw_result_follows_the_committed_schema() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/reports/raw_result.json");
+    let mut v = read_json(&golden);
+    let errors = |v: &Value| crate::common::schema_errors("inferencex_raw_result.v1.json", v);
+    assert_eq!(errors(&v), Vec::<String>::new());
+    assert!(v.get("spec_decode_acceptance_length").is_some());
+    v["spec_decode_acceptance_rate"] = Value::from(150.0);
+    v["failed"] = Value::from("3");
+    v.as_object_mut().unwrap().remove("max_concurrent_requests");
+    assert_eq!(errors(&v).len(), 3, "{:#?}", errors(&v));
 }

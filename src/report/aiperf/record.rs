@@ -32,7 +32,7 @@ struct Metadata<'a> {
     record_processor_id: &'a str,
     benchmark_phase: &'a str,
     phase_index: Option<u32>,
-    profiling_index: Option<u64>,
+    profiling_index: Option<u32>,
     phase_name: &'a str,
     phase_kind: &'a str,
     was_cancelled: bool,
@@ -40,7 +40,7 @@ struct Metadata<'a> {
     context_overflow_skip: bool,
     agent_depth: u32,
     parent_correlation_id: (),
-    root_correlation_id: (),
+    root_correlation_id: String,
 }
 
 #[derive(Serialize)]
@@ -156,11 +156,13 @@ impl Serialize for Metrics<'_> {
 }
 
 /// Appends `r` as one AIPerf `profile_export.jsonl` record (no newline). `epoch_ns` is the Unix
-/// time of the run clock's zero: AIPerf's `*_ns` fields are epoch nanoseconds.
+/// time of the run clock's zero: AIPerf's `*_ns` fields are epoch nanoseconds. `warmup_phase`
+/// says whether a warmup phase comes before profiling (AIPerf's `phase_index` counts it).
 pub(crate) fn write_record(
     out: &mut Vec<u8>,
     r: &RequestRecord,
     epoch_ns: u64,
+    warmup_phase: bool,
 ) -> serde_json::Result<()> {
     let phase = match r.phase {
         Phase::Warmup => "warmup",
@@ -194,10 +196,13 @@ pub(crate) fn write_record(
     let rec = ExportRecord {
         metadata: Metadata {
             session_num: r.id,
+            // Every turn of a session shares the session's id (AIPerf's correlation id); a
+            // specperf session is always a root (no subagents), so it is its own root.
+            root_correlation_id: request_id.clone(),
             x_correlation_id: request_id.clone(),
             x_request_id: request_id,
             conversation_id: session_id(r.sample_index),
-            turn_index: 0,
+            turn_index: r.turn,
             credit_issued_ns: epoch_ns + r.intended_ns,
             request_start_ns: epoch_ns + r.sent_ns,
             request_ack_ns: r.headers_ns.map(|t| epoch_ns + t),
@@ -205,8 +210,12 @@ pub(crate) fn write_record(
             worker_id: "specperf",
             record_processor_id: "specperf-aggregator",
             benchmark_phase: phase,
-            phase_index: None,
-            profiling_index: (r.phase == Phase::Profiling).then_some(r.id),
+            // The place in AIPerf's ordered phases list, and among its profiling phases.
+            phase_index: Some(match r.phase {
+                Phase::Warmup => 0,
+                Phase::Profiling => u32::from(warmup_phase),
+            }),
+            profiling_index: (r.phase == Phase::Profiling).then_some(0),
             phase_name: phase,
             phase_kind: phase,
             was_cancelled: cancelled,
@@ -214,7 +223,6 @@ pub(crate) fn write_record(
             context_overflow_skip: false,
             agent_depth: 0,
             parent_correlation_id: (),
-            root_correlation_id: (),
         },
         metrics: Metrics(r.outcome.is_success().then(|| (RecordMetrics::of(r), r))),
         trace_data: (),

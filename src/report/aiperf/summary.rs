@@ -6,7 +6,7 @@ use super::super::json::{Obj, J};
 use super::{benchmark_id, error_class, tag, tool_version, PCTS, RECORD_METRICS, SCHEMA_VERSION};
 use crate::metrics::{MetricKey, Stat, Summary, SUMMARY_SCHEMA};
 use crate::record::FailureKind;
-use crate::schedule::LoadMode;
+use crate::schedule::{ArrivalPattern, LoadMode};
 use crate::stop::StopReason;
 
 /// A record metric's statistics as AIPerf writes them.
@@ -69,7 +69,7 @@ fn derived(s: &Summary) -> Vec<(&'static str, &'static str, &'static str, Option
         ),
         (
             "completed_request_count",
-            "Completed Request Count",
+            "Completed Requests (Success + Error)",
             "requests",
             Some(done as f64),
         ),
@@ -130,7 +130,7 @@ fn derived(s: &Summary) -> Vec<(&'static str, &'static str, &'static str, Option
         ),
         (
             "good_request_fraction",
-            "Good Request Fraction",
+            "GoodRequestFraction",
             "ratio",
             g.map(|g| g.good_request_fraction),
         ),
@@ -190,6 +190,15 @@ pub(crate) fn summary_json(s: &Summary) -> J {
             o.put(tag(key), stat_obj(key.unit(), st));
         }
     }
+    // AIPerf's token-count record metrics we have exactly: OSL is `usage.completion_tokens`
+    // (`usage_completion_tokens`), and without reasoning tokens every one is an output token
+    // (`output_token_count`; with reasoning the per-request split is not kept, so it is left out).
+    if let Some(st) = s.metric(MetricKey::OutputSequenceLength) {
+        if s.total_reasoning_tokens == 0 {
+            o.put("output_token_count", stat_obj("tokens", st));
+        }
+        o.put("usage_completion_tokens", stat_obj("tokens", st));
+    }
     for (tag, _, unit, v) in derived(s) {
         match v {
             Some(v) => o.put(tag, Obj::new().with("unit", unit).with("avg", v)),
@@ -197,49 +206,7 @@ pub(crate) fn summary_json(s: &Summary) -> J {
         };
     }
     let l = &m.load;
-    let loadgen = Obj::new()
-        .with("concurrency", m.concurrency.map(|c| c as u64))
-        .with("request_count", m.request_count)
-        .with("request_rate", l.request_rate)
-        .with(
-            "request_rate_mode",
-            match l.mode {
-                LoadMode::Closed => "concurrency_burst".to_owned(),
-                mode => l
-                    .arrival_pattern
-                    .and_then(|p| serde_json::to_value(p).ok())
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_else(|| mode.as_str().to_owned()),
-            },
-        )
-        .with("benchmark_duration", l.benchmark_duration_s)
-        .with("benchmark_grace_period", l.grace_period_s);
-    let input_config = Obj::new()
-        .with(
-            "endpoint",
-            Obj::new()
-                .with("model_names", vec![J::from(m.model.as_str())])
-                .with("type", m.endpoint_type.as_str())
-                .with("custom_endpoint", m.endpoint.as_str())
-                .with("streaming", m.streaming)
-                .with("url", m.url.as_str()),
-        )
-        .with(
-            "input",
-            Obj::new()
-                .with("file", m.input.as_str())
-                .with("random_seed", l.random_seed)
-                .with(
-                    "prompt",
-                    Obj::new().with(
-                        "output_tokens",
-                        Obj::new().with("mean", m.osl.map(u64::from)),
-                    ),
-                ),
-        )
-        .with("loadgen", loadgen)
-        .with("cli_command", m.cli_command.as_deref());
-    o.put("input_config", input_config);
+    o.put("input_config", input_config(s));
     o.put(
         "run_info",
         Obj::new()
@@ -269,15 +236,159 @@ pub(crate) fn summary_json(s: &Summary) -> J {
     .put(
         "warmup_metrics",
         if s.counts.warmup > 0 {
-            Obj::new().with("request_count", s.counts.warmup).into()
+            // AIPerf's `dict[str, JsonMetricResult]`.
+            Obj::new()
+                .with(
+                    "request_count",
+                    Obj::new()
+                        .with("unit", "requests")
+                        .with("avg", s.counts.warmup),
+                )
+                .into()
         } else {
             J::from(None::<f64>)
         },
     )
-    .put("telemetry_data", None::<f64>)
+    .put("telemetry_data", telemetry_data(s))
     .put("pooled_spec_decode_acceptance_histogram", None::<f64>);
     o.put("specperf", specperf_block(s));
     J::O(o)
+}
+
+/// `input_config` as AIPerf 0.13 writes it: the set fields of its `BenchmarkConfig` (models,
+/// endpoint, one dataset, the warmup and profiling phases), which `aiperf speed-bench-report`
+/// reads the model (`models.items[0].name`) and the SPEED-Bench category
+/// (`datasets[0].format`, `speed_bench_<category>`) from. The command line is in `run_info`.
+fn input_config(s: &Summary) -> Obj {
+    let m = &s.meta;
+    let l = &m.load;
+    // The embedded simulator's URL is written `embedded-simulator (<url>)` for people; AIPerf
+    // wants the URL.
+    let url = m
+        .url
+        .strip_prefix("embedded-simulator (")
+        .and_then(|u| u.strip_suffix(')'))
+        .unwrap_or(&m.url);
+    let endpoint = Obj::new()
+        .with("urls", vec![J::from(url)])
+        .with("type", m.endpoint_type.as_str())
+        .with("path", m.endpoint.as_str())
+        .with("streaming", m.streaming);
+    let mut dataset = Obj::new().with("name", "main");
+    match &m.dataset_format {
+        Some(format) => {
+            dataset
+                .put("type", "file")
+                .put("path", m.input.as_str())
+                .put("format", format.as_str());
+        }
+        // ShareGPT files have no AIPerf format (AIPerf detects a file's format when none is
+        // given); synthetic prompts are AIPerf's `synthetic` dataset.
+        None if m.input.starts_with("synthetic") => {
+            dataset.put("type", "synthetic");
+        }
+        None => {
+            dataset.put("type", "file").put("path", m.input.as_str());
+        }
+    }
+    if m.request_count > 0 {
+        dataset.put("entries", m.request_count);
+    }
+    dataset.put("random_seed", l.random_seed);
+    if let Some(osl) = m.osl {
+        dataset.put("osl", Obj::new().with("mean", f64::from(osl)));
+    }
+    let mut phases = Vec::new();
+    if let Some(w) = l.warmup {
+        let mut p = Obj::new()
+            .with("name", "warmup")
+            .with("kind", "warmup")
+            .with("type", "concurrency")
+            .with("exclude_from_results", true)
+            .with("requests", w.issued);
+        if let Some(c) = m.concurrency {
+            p.put("concurrency", c as u64);
+        }
+        phases.push(J::O(p));
+    }
+    let mut p = Obj::new()
+        .with("name", "profiling")
+        .with("kind", "profiling");
+    match l.mode {
+        LoadMode::Closed => p.put("type", "concurrency"),
+        LoadMode::Trace => p.put("type", "fixed_schedule"),
+        LoadMode::Open => p.put(
+            "type",
+            match l.arrival_pattern.unwrap_or_default() {
+                ArrivalPattern::Constant => "constant",
+                ArrivalPattern::Poisson => "poisson",
+                ArrivalPattern::Gamma => "gamma",
+            },
+        ),
+    };
+    match l.benchmark_duration_s {
+        Some(d) => {
+            p.put("duration", d);
+            // AIPerf allows a grace period only after a duration.
+            if let Some(g) = l.grace_period_s {
+                p.put("grace_period", g);
+            }
+        }
+        None => {
+            p.put("requests", m.request_count);
+        }
+    }
+    if let Some(c) = m.concurrency {
+        p.put("concurrency", c as u64);
+    }
+    if let Some(r) = l.request_rate.filter(|r| r.is_finite() && *r > 0.0) {
+        p.put("rate", r);
+    }
+    if l.arrival_pattern == Some(ArrivalPattern::Gamma) {
+        if let Some(k) = l.arrival_smoothness {
+            p.put("smoothness", k);
+        }
+    }
+    if let Some(ramp) = l.ramp_s {
+        let key = if l.mode == LoadMode::Open {
+            "rate_ramp"
+        } else {
+            "concurrency_ramp"
+        };
+        p.put(key, Obj::new().with("duration", ramp));
+    }
+    phases.push(J::O(p));
+    Obj::new()
+        .with(
+            "models",
+            Obj::new().with(
+                "items",
+                vec![J::O(Obj::new().with("name", m.model.as_str()))],
+            ),
+        )
+        .with("endpoint", endpoint)
+        .with("datasets", vec![J::O(dataset)])
+        .with("phases", phases)
+}
+
+/// `telemetry_data` as AIPerf writes it when no GPU telemetry endpoint answered: the object with
+/// no endpoints (`null` makes `aiperf plot` warn that the data has an unexpected structure).
+fn telemetry_data(s: &Summary) -> Obj {
+    let empty = || J::A(Vec::new());
+    Obj::new()
+        .with(
+            "summary",
+            Obj::new()
+                .with("endpoints_configured", empty())
+                .with("endpoints_successful", empty())
+                .with(
+                    "start_time",
+                    crate::timefmt::iso8601(s.benchmark_start_unix_s),
+                )
+                .with("end_time", crate::timefmt::iso8601(s.benchmark_end_unix_s)),
+        )
+        .with("endpoints", Obj::new())
+        .with("error_summary", empty())
 }
 
 /// What AIPerf has no field for.
@@ -339,20 +450,31 @@ fn specperf_block(s: &Summary) -> Obj {
     o
 }
 
-/// `profile_export_aiperf.csv`: record metrics with statistics, a blank line, then scalars;
-/// two decimals, `Metric` = `Header (unit)`.
+/// `profile_export_aiperf.csv` as AIPerf 0.13's exporter writes it: record metrics with statistics,
+/// a blank line, then scalars; each section's rows sorted by AIPerf tag, labelled
+/// `Header (unit)` except where the unit is `requests`; two decimals, whole counts as integers.
+/// Readers look rows up by these labels (InferenceX's `collect_sweep_results.py`).
 pub(crate) fn summary_csv(s: &Summary) -> String {
+    let label = |header: &str, unit: &str| {
+        if unit == "requests" {
+            header.to_owned()
+        } else {
+            format!("{header} ({unit})")
+        }
+    };
     let mut o = String::new();
     o.push_str("Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\n");
-    for key in RECORD_METRICS {
-        let Some(st) = s.metric(key) else {
-            continue;
-        };
+    let mut rows: Vec<_> = RECORD_METRICS
+        .iter()
+        .filter_map(|&key| s.metric(key).map(|st| (tag(key), key, st)))
+        .collect();
+    rows.sort_by_key(|&(tag, ..)| tag);
+    for (_, key, st) in rows {
         let header = key.aiperf_header().unwrap_or(key.as_str());
         let _ = write!(
             o,
-            "{header} ({}),{:.2},{:.2},{:.2},{:.2}",
-            key.unit(),
+            "{},{:.2},{:.2},{:.2},{:.2}",
+            label(header, key.unit()),
             st.avg,
             st.min,
             st.max,
@@ -364,11 +486,20 @@ pub(crate) fn summary_csv(s: &Summary) -> String {
         let _ = writeln!(o, ",{:.2}", st.std);
     }
     o.push_str("\nMetric,Value\n");
-    for (_, header, unit, v) in derived(s) {
-        if let Some(v) = v {
-            let _ = writeln!(o, "{header} ({unit}),{v:.2}");
+    let mut scalars: Vec<_> = derived(s)
+        .into_iter()
+        .filter_map(|(tag, header, unit, v)| v.map(|v| (tag, header, unit, v)))
+        .collect();
+    scalars.sort_by_key(|&(tag, ..)| tag);
+    for (_, header, unit, v) in scalars {
+        // AIPerf prints integer values (counts, token totals) without decimals.
+        if matches!(unit, "requests" | "tokens") && v.fract() == 0.0 && v.abs() < 1e15 {
+            let _ = writeln!(o, "{},{}", label(header, unit), v as i64);
+        } else {
+            let _ = writeln!(o, "{},{v:.2}", label(header, unit));
         }
     }
+    // specperf's one addition, last: AIPerf has no acceptance length of the server's counters.
     if let Some(al) = s
         .acceptance
         .as_ref()

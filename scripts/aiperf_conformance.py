@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Checks specperf's AIPerf-named artifacts with AIPerf 0.13's own readers.
+
+    aiperf_conformance.py DIR... [--speed-bench DIR=CATEGORY]...
+
+Run it with the Python of the venv that scripts/aiperf-conformance.sh installs (aiperf==0.13.0).
+For every artifact directory:
+
+* `profile_export_aiperf.json` is validated with AIPerf's `JsonExportData` (and its
+  `telemetry_data` must be the object AIPerf writes, never null: `aiperf plot` warns on null);
+* every line of `profile_export.jsonl` with `MetricRecordInfo`;
+* `server_metrics_export.json` with `ServerMetricsExportData`;
+* `aiperf plot` must draw its plots (PNG where kaleido finds a Chrome, else the same figures as
+  HTML: the figures are AIPerf's either way, only the image writer differs).
+
+A `--speed-bench DIR=CATEGORY` directory is checked like the others and then given to
+`aiperf speed-bench-report`, which must print CATEGORY and an acceptance length equal to the one in
+specperf's `summary.json` (exactly, in AIPerf's own extraction; to its two printed decimals on the
+command's output).
+
+Every failure is printed as `FILE: field.path: message` (pydantic's error locations); the exit status
+is 1 when anything failed, 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PROFILE_JSON = "profile_export_aiperf.json"
+RECORDS_JSONL = "profile_export.jsonl"
+SERVER_METRICS_JSON = "server_metrics_export.json"
+
+
+class Failures:
+    """Collects `file: location: message` lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def add(self, path: Path | str, loc: str, msg: str) -> None:
+        self.lines.append(f"{path}: {loc}: {msg}")
+
+    def pydantic(self, path: Path | str, err, prefix: str = "") -> None:
+        for e in err.errors():
+            loc = ".".join(str(p) for p in e.get("loc", ())) or "(root)"
+            got = e.get("input")
+            shown = json.dumps(got, default=str)
+            if len(shown) > 120:
+                shown = shown[:117] + "..."
+            self.add(path, prefix + loc, f"{e.get('msg')} (got {shown})")
+
+
+def load_json(path: Path, fails: Failures):
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        fails.add(path, "(file)", "missing")
+    except (OSError, ValueError) as e:
+        fails.add(path, "(file)", f"not JSON: {e}")
+    return None
+
+
+def check_profile(d: Path, fails: Failures) -> None:
+    from pydantic import ValidationError
+
+    from aiperf.common.models.export_models import JsonExportData
+
+    path = d / PROFILE_JSON
+    data = load_json(path, fails)
+    if data is None:
+        return
+    try:
+        JsonExportData.model_validate(data)
+    except ValidationError as e:
+        fails.pydantic(path, e)
+    except Exception as e:  # AIPerf's own validators can raise on shapes they do not expect
+        fails.add(path, "(model)", f"{type(e).__name__}: {e}")
+    if not isinstance(data.get("telemetry_data"), dict):
+        fails.add(
+            path,
+            "telemetry_data",
+            "must be the object AIPerf writes ({summary, endpoints, error_summary}), "
+            f"got {json.dumps(data.get('telemetry_data'))}",
+        )
+
+
+def check_records(d: Path, fails: Failures) -> int:
+    from pydantic import ValidationError
+
+    from aiperf.common.models.record_models import MetricRecordInfo
+
+    path = d / RECORDS_JSONL
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        fails.add(path, "(file)", f"unreadable: {e}")
+        return 0
+    if not lines:
+        fails.add(path, "(file)", "no records")
+    for n, line in enumerate(lines, 1):
+        try:
+            MetricRecordInfo.model_validate_json(line)
+        except ValidationError as e:
+            fails.pydantic(path, e, prefix=f"line {n}: ")
+        except Exception as e:
+            fails.add(path, f"line {n}", f"{type(e).__name__}: {e}")
+    return len(lines)
+
+
+def check_server_metrics(d: Path, fails: Failures) -> None:
+    from pydantic import ValidationError
+
+    from aiperf.common.models.server_metrics_models import ServerMetricsExportData
+
+    path = d / SERVER_METRICS_JSON
+    data = load_json(path, fails)
+    if data is None:
+        return
+    try:
+        ServerMetricsExportData.model_validate(data)
+    except ValidationError as e:
+        fails.pydantic(path, e)
+    except Exception as e:  # AIPerf's own validators can raise on shapes they do not expect
+        fails.add(path, "(model)", f"{type(e).__name__}: {e}")
+
+
+def aiperf_cli() -> list[str]:
+    exe = Path(sys.executable).with_name("aiperf")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "aiperf"]
+
+
+def run(cmd: list[str], cwd: Path | None = None, timeout: int = 300, env=None):
+    return subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+# Runs `aiperf plot` in-process with Plotly's image writer swapped for its HTML writer: kaleido needs
+# a Chrome for PNG, and the figures themselves are what this check is about.
+PLOT_AS_HTML = r"""
+import sys
+import plotly.basedatatypes as bdt
+
+def write_html_instead(self, file, *args, **kwargs):
+    file = str(file)
+    stem = file.rsplit(".", 1)[0] if "." in file.rsplit("/", 1)[-1] else file
+    self.write_html(stem + ".html", include_plotlyjs="cdn")
+
+bdt.BaseFigure.write_image = write_html_instead
+from aiperf.cli import app
+sys.argv = ["aiperf", "plot", *sys.argv[1:]]
+app()
+"""
+
+
+def has_chrome() -> bool:
+    from shutil import which
+
+    return any(which(n) for n in ("chromium", "chromium-browser", "google-chrome", "chrome"))
+
+
+def check_plot(d: Path, fails: Failures) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "plots"
+        # AIPerf writes ~/.aiperf/plot_config.yaml on first run; its log lines wrap at the
+        # terminal's width, and one line per message is what is checked below.
+        env = dict(os.environ, HOME=tmp, COLUMNS="250")
+        if has_chrome():
+            p = run([*aiperf_cli(), "plot", str(d), "--output", str(out)], env=env)
+            kind = "png"
+        else:
+            p = run([sys.executable, "-c", PLOT_AS_HTML, str(d), "--output", str(out)], env=env)
+            kind = "html"
+        drawn = sorted(f.name for f in out.rglob(f"*.{kind}")) if out.exists() else []
+        text = (p.stdout + p.stderr).strip()
+        if p.returncode != 0 or not drawn:
+            tail = "\n    ".join(text.splitlines()[-15:])
+            fails.add(d, "aiperf plot", f"exit {p.returncode}, {len(drawn)} {kind} plots\n    {tail}")
+            return
+        # AIPerf skips the GPU plots on its own GPU-less directories too: those are listed. Any
+        # other skipped plot (data we should have written) or warning (a file it misread) fails.
+        for line in text.splitlines():
+            low = line.lower()
+            if "skipping plot" in low and "['gpu_telemetry']" in low:
+                print("  aiperf plot: " + line.split("WARNING", 1)[-1].strip())
+            elif "skipping plot" in low or "warning" in low or "error" in low:
+                fails.add(d, "aiperf plot", line.strip())
+        print(f"  aiperf plot: {len(drawn)} {kind} plots ({', '.join(drawn)})")
+
+
+def specperf_al(d: Path, fails: Failures) -> float | None:
+    summary = load_json(d / "summary.json", fails)
+    if summary is None:
+        return None
+    try:
+        al = summary["acceptance"]["acceptance"]["acceptance_length"]
+    except (KeyError, TypeError):
+        al = None
+    if not isinstance(al, (int, float)):
+        fails.add(d / "summary.json", "acceptance.acceptance.acceptance_length", f"no AL ({al!r})")
+        return None
+    return float(al)
+
+
+def check_speed_bench(d: Path, category: str, fails: Failures) -> None:
+    from aiperf.analysis.speed_bench_report import build_report
+
+    al = specperf_al(d, fails)
+    # AIPerf's own extraction, exact.
+    report = build_report([d], "accept_length")
+    values = [v for model in report.values() for c, v in model.items() if c == category]
+    if not values:
+        fails.add(d, "aiperf speed-bench-report", f"no category {category!r} in {report!r}")
+    elif values[0] is None:
+        fails.add(d, "aiperf speed-bench-report", f"no acceptance length for {category!r}")
+    elif al is not None and not math.isclose(values[0], al, rel_tol=1e-9, abs_tol=1e-12):
+        fails.add(d, "aiperf speed-bench-report", f"AL {values[0]!r} but specperf says {al!r}")
+    # And the command itself, as a user runs it.
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_out = Path(tmp) / "report.csv"
+        p = run([*aiperf_cli(), "speed-bench-report", str(d), "--output", str(csv_out)])
+        text = p.stdout + p.stderr
+        if p.returncode != 0:
+            fails.add(d, "aiperf speed-bench-report", f"exit {p.returncode}: {text.strip()}")
+            return
+        for bad in ("cannot determine category", "no SPEED-Bench results", "Warning"):
+            if bad in text:
+                fails.add(d, "aiperf speed-bench-report", text.strip())
+                return
+        if category not in text:
+            fails.add(d, "aiperf speed-bench-report", f"category {category!r} not printed:\n{text}")
+        if al is not None and f"{al:.2f}" not in text:
+            fails.add(d, "aiperf speed-bench-report", f"AL {al:.2f} not printed:\n{text}")
+        print("  aiperf speed-bench-report:\n    " + "\n    ".join(text.strip().splitlines()))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dirs", nargs="*", type=Path, help="specperf artifact directories")
+    ap.add_argument(
+        "--speed-bench",
+        action="append",
+        default=[],
+        metavar="DIR=CATEGORY",
+        help="a SPEED-Bench run's directory and its category",
+    )
+    args = ap.parse_args()
+    speed = []
+    for s in args.speed_bench:
+        if "=" not in s:
+            ap.error(f"--speed-bench {s!r}: expected DIR=CATEGORY, e.g. run-coding=coding")
+        d, c = s.rsplit("=", 1)
+        speed.append((Path(d), c))
+    dirs = list(args.dirs) + [d for d, _ in speed]
+    if not dirs:
+        ap.error("no artifact directory given")
+    for d in dirs:
+        if not d.is_dir():
+            ap.error(f"{d} is not a directory (give specperf's --artifact-dir)")
+
+    fails = Failures()
+    for d in dirs:
+        before = len(fails.lines)
+        print(f"{d}:")
+        check_profile(d, fails)
+        n = check_records(d, fails)
+        check_server_metrics(d, fails)
+        check_plot(d, fails)
+        for sd, cat in speed:
+            if sd == d:
+                check_speed_bench(d, cat, fails)
+        print(f"  {n} records; {len(fails.lines) - before} failures")
+    if fails.lines:
+        print(f"\nAIPerf 0.13 conformance: {len(fails.lines)} failures", file=sys.stderr)
+        for line in fails.lines:
+            print(line, file=sys.stderr)
+        return 1
+    print("AIPerf 0.13 conformance: every artifact accepted")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
