@@ -82,7 +82,9 @@ PROFILE=(
 say "building the tests for $TARGET"
 cargo test --locked --workspace --target "$TARGET" "${PROFILE[@]}" --lib --bins --tests --no-run
 
-SKIP=()
+# The real-server suite (llamacpp::) drives llama-server, an x86-64 binary built for this CPU by
+# scripts/llamacpp.sh: the x86-64 leg runs it; under qemu it would measure emulation, not our code.
+SKIP=(--skip llamacpp::)
 if [ "$binfmt" = 0 ]; then
   # These start target/<triple>/qemu/specperf as a child process (CARGO_BIN_EXE_specperf), which
   # the kernel can only execute through a binfmt_misc registration.

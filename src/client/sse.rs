@@ -282,14 +282,18 @@ pub fn classify(data: &[u8]) -> Result<Event, Malformed> {
 
 /// The human message inside an OpenAI error object (`{"message": ...}`), or the raw JSON.
 pub(crate) fn error_message(raw: &str) -> String {
-    #[derive(Deserialize)]
-    struct E {
-        message: Option<String>,
-    }
-    match serde_json::from_str::<E>(raw) {
-        Ok(E { message: Some(m) }) => m,
-        _ => preview(raw.as_bytes()),
-    }
+    // The error object itself (inside a stream), or a whole error body: OpenAI's
+    // `{"error": {"message"}}`, `{"error": "text"}`, or FastAPI's `{"detail": ...}`.
+    let v: Option<serde_json::Value> = serde_json::from_str(raw).ok();
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+    let found = v.as_ref().and_then(|v| {
+        text(&v["message"])
+            .or_else(|| text(&v["error"]["message"]))
+            .or_else(|| text(&v["error"]))
+            .or_else(|| text(&v["detail"]))
+            .or_else(|| v.get("detail").map(|d| preview(d.to_string().as_bytes())))
+    });
+    found.unwrap_or_else(|| preview(raw.as_bytes()))
 }
 
 fn unquote(raw: &str) -> String {
@@ -309,6 +313,18 @@ pub(crate) fn preview(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_messages_are_found_in_every_common_error_body() {
+        assert_eq!(error_message(r#"{"message":"a"}"#), "a");
+        assert_eq!(
+            error_message(r#"{"error":{"message":"b","code":429}}"#),
+            "b"
+        );
+        assert_eq!(error_message(r#"{"error":"c"}"#), "c");
+        assert_eq!(error_message(r#"{"detail":"d"}"#), "d");
+        assert_eq!(error_message("<html>e</html>"), "<html>e</html>");
+    }
 
     fn events(parser: &mut SseParser, chunk: &[u8]) -> Vec<String> {
         let mut out = Vec::new();

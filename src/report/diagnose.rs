@@ -68,6 +68,8 @@ fn describe(f: &FirstFailure) -> String {
         .collect();
     match f.http_status {
         Some(st) if (200..300).contains(&st) => one_line,
+        // The client's message already leads with the status.
+        Some(st) if one_line.starts_with(&format!("HTTP {st}")) => one_line,
         Some(st) => format!("HTTP {st}: {one_line}"),
         None => one_line,
     }

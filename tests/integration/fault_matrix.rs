@@ -496,7 +496,6 @@ async fn metrics_endpoints_that_answer_garbage_hang_or_oversize_cannot_hold_up_t
 /// never reached the server's application, so the client retries it once on a fresh connection:
 /// no request may fail, and the retries are reported.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the client retry (issue 14 defect 1)"]
 async fn a_server_closing_kept_alive_connections_after_done_loses_no_stream() {
     let fault = Fault::from_name("close-after-done").expect("the close-after-done fault exists");
     let s = sim(SimConfig {
@@ -526,9 +525,14 @@ async fn a_server_closing_kept_alive_connections_after_done_loses_no_stream() {
         );
         assert_eq!(out.summary.total_completion_tokens, 20 * OSL);
         assert_eq!(specperf::exit_code(&out, 0.05), 0);
-        // lead: also assert retried_requests > 0 once the client fix lands (summary.json
-        // `requests.retried_requests`): with every response closing its connection, every reuse
-        // is retried.
+        // Every response closes its connection, so every request that found one pooled went
+        // again on a fresh one, and said so.
+        assert!(
+            c.retried > 0,
+            "concurrency {concurrency}: no retry reported"
+        );
+        let retried = recs.iter().filter(|r| r["retries"] == 1).count() as u64;
+        assert_eq!(retried, c.retried);
     }
 }
 
