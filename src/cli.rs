@@ -152,7 +152,7 @@ pub struct GateSummaryArgs {
 /// Replay flags that change nothing `render` prints (load shape, timeouts, transport, metrics,
 /// outputs, the simulator): accepted, so a replay command line can be reused, but hidden from
 /// `render --help`.
-const NOT_FOR_RENDER: [&str; 52] = [
+const NOT_FOR_RENDER: &[&str] = &[
     "url",
     "api_key",
     "headers",
@@ -200,6 +200,7 @@ const NOT_FOR_RENDER: [&str; 52] = [
     "itl_ms",
     "k",
     "acceptance_prob",
+    "ignore_continuous_usage",
     "fixed_schedule",
     "fixed_schedule_auto_offset",
     "fixed_schedule_start_offset",
@@ -421,7 +422,8 @@ pub struct ReplayArgs {
     pub use_legacy_max_tokens: bool,
 
     /// Ask for cumulative usage on every chunk (`stream_options.continuous_usage_stats`), for exact
-    /// per-chunk token counts and token-weighted ITL.
+    /// per-chunk token counts and token-weighted ITL. A server that ignores it (llama.cpp) is
+    /// warned about once; its tokens are then counted from the final usage.
     #[arg(long)]
     pub per_chunk_usage: bool,
 
@@ -694,6 +696,10 @@ pub struct EmbeddedSimArgs {
     /// Simulator: per-position acceptance probability.
     #[arg(long = "sim-acceptance-prob", default_value_t = 0.7)]
     pub acceptance_prob: f64,
+    /// Simulator: ignore `continuous_usage_stats` (usage on the final chunk only), as llama.cpp
+    /// does.
+    #[arg(long = "sim-ignore-continuous-usage")]
+    pub ignore_continuous_usage: bool,
 }
 
 /// `specperf sim`.
@@ -744,6 +750,10 @@ pub struct SimArgs {
     /// Send every token of a step as its own chunk (default: one chunk per step).
     #[arg(long)]
     pub split_steps: bool,
+    /// Ignore `stream_options.continuous_usage_stats`: usage on the final chunk only, as
+    /// llama.cpp's server does.
+    #[arg(long)]
+    pub ignore_continuous_usage: bool,
     /// First N output tokens are reasoning.
     #[arg(long, default_value_t = 0)]
     pub reasoning_tokens: u32,

@@ -72,6 +72,9 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
     }
     match result {
         Ok(outcome) => {
+            for w in &outcome.run_warnings {
+                eprintln!("WARNING: {w}");
+            }
             print!("{}", specperf::console_table(&outcome.summary));
             println!("Artifacts: {}", outcome.artifact_dir.display());
             if let Some(e) = &outcome.artifact_error {

@@ -55,6 +55,7 @@ pub(super) fn target(a: &ReplayArgs) -> Result<(Target, Option<u32>), ConfigErro
             .map_err(|_| ConfigError(format!("--sim-itl-ms {} is invalid", s.itl_ms)))?,
         k: s.k,
         acceptance: Acceptance::Probability(s.acceptance_prob),
+        ignore_continuous_usage: s.ignore_continuous_usage,
         ..SimConfig::default()
     };
     sim.validate().map_err(|e| ConfigError(e.to_string()))?;
