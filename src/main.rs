@@ -283,7 +283,7 @@ async fn draw_bar(rx: watch::Receiver<Progress>) {
     loop {
         tick.tick().await;
         let p = *rx.borrow();
-        if p.profiling_started.is_none() {
+        if p.profiling_started.is_none() && p.starting.is_none() {
             continue;
         }
         let line = specperf::progress_line(&p, Instant::now(), true, width);

@@ -144,7 +144,7 @@ pub async fn replay(
     stop: Stopper,
     progress: watch::Sender<Progress>,
 ) -> Result<RunOutcome, EngineError> {
-    let (ready, files) = prepare::prepare(cfg, &stop).await?;
+    let (ready, files) = prepare::prepare(cfg, &stop, &progress).await?;
     let measured = phase::run(&ready, files, &stop, progress).await;
     Ok(finish::finish(ready, measured, &stop))
 }
