@@ -35,24 +35,31 @@ const EXIT_CODES: &str =
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Replay a prompt collection against a server (or, with no --url, against the built-in simulator).
+    #[command(mut_args(negative_ok))]
     Replay(Box<ReplayArgs>),
     /// Run the built-in OpenAI-compatible simulator with speculative-decoding counters.
+    #[command(mut_args(negative_ok))]
     Sim(Box<SimArgs>),
     /// Make a recipe's speculative entries fake the golden acceptance length (synthetic acceptance).
+    #[command(mut_args(negative_ok))]
     Inject(Box<InjectArgs>),
     /// The AL gate: replay the golden curve's SPEED-Bench collection on this server and compare
     /// the measured acceptance length with the golden value (always exits 0; see --strict).
+    #[command(mut_args(negative_ok))]
     Gate(Box<GateArgs>),
     /// Roll many al_gate_*.json results up into a markdown table and a JSON summary.
+    #[command(mut_args(negative_ok))]
     GateSummary(Box<GateSummaryArgs>),
     /// Combine the artifact directories of a sharded run (`replay --shard i/N`) into the report one
     /// process would have written.
+    #[command(mut_args(negative_ok))]
     Merge(Box<MergeArgs>),
     /// Draw charts (SVG, PNG) and one self-contained HTML page from a replay's artifact directory.
+    #[command(mut_args(negative_ok))]
     Plot(Box<PlotArgs>),
     /// Print the request bodies a replay would send (to diff against a server's own template), or
     /// check an encoder vector file.
-    #[command(mut_args(render_arg))]
+    #[command(mut_args(negative_ok), mut_args(render_arg))]
     Render(Box<RenderArgs>),
 }
 
@@ -207,6 +214,13 @@ const NOT_FOR_RENDER: &[&str] = &[
     "fixed_schedule_end_offset",
     "trace_speedup",
 ];
+
+/// Every value may look like a negative number: `--sim-itl-ms -1` is that flag's bad value (an
+/// error naming the flag), not clap's "unexpected argument '-1'".
+fn negative_ok(a: clap::Arg) -> clap::Arg {
+    let takes_value = a.get_action().takes_values();
+    a.allow_negative_numbers(takes_value)
+}
 
 fn render_arg(a: clap::Arg) -> clap::Arg {
     match a.get_id().as_str() {

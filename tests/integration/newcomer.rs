@@ -577,3 +577,33 @@ fn render_help_leaves_out_the_load_flags() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Item 14 (the rest of "negative numbers"): a negative value for any flag of any subcommand is
+/// read as that flag's value, so the error names the flag, never clap's "unexpected argument
+/// '-1'" (seen for the simulator, gate, plot, render and inject flags).
+#[test]
+fn a_negative_value_is_a_value_of_every_flag() {
+    use clap::{CommandFactory, Parser};
+    let cli = specperf::Cli::command();
+    let mut checked = 0;
+    for sub in cli.get_subcommands() {
+        for arg in sub.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if !arg.get_action().takes_values() || long == "help" {
+                continue;
+            }
+            let flag = format!("--{long}");
+            let argv = ["specperf", sub.get_name(), flag.as_str(), "-1"];
+            checked += 1;
+            if let Err(e) = specperf::Cli::try_parse_from(argv) {
+                let text = e.to_string();
+                assert!(
+                    !text.contains("unexpected argument '-1'"),
+                    "{} {flag} -1: {text}",
+                    sub.get_name()
+                );
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} flags checked");
+}
