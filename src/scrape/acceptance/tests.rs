@@ -473,3 +473,29 @@ fn trtllm_fixed_k_fallback_names_what_is_missing_not_a_given_flag() {
     assert!(!reason.contains("num_draft_tokens"), "{reason}");
     assert!(!reason.contains("num_accepted_tokens"), "{reason}");
 }
+
+#[test]
+fn no_readable_endpoint_names_each_one_and_its_error() {
+    let w = |url: &str, e: &str| EndpointWindow {
+        url: url.into(),
+        before: Err(ScrapeError::Fetch(e.into())),
+        after: Err(ScrapeError::NotScraped),
+        iterations: None,
+    };
+    let a = eval(
+        &[
+            w("http://a:1/metrics", "Connection refused"),
+            w("http://b:2/metrics", "no answer within 5 s"),
+        ],
+        None,
+    );
+    assert_eq!(a.status, AcceptanceStatus::Unavailable);
+    let reason = a.reason.unwrap();
+    for want in [
+        "http://a:1/metrics: Connection refused",
+        "http://b:2/metrics: no answer within 5 s",
+        "--server-metrics",
+    ] {
+        assert!(reason.contains(want), "{want:?} missing from {reason}");
+    }
+}
