@@ -301,6 +301,14 @@ fn plot(args: &specperf::PlotArgs) -> i32 {
             return exit::USAGE;
         }
     }
+    if !args.dir.join("records.jsonl").is_file() {
+        eprintln!(
+            "error: {} is not a replay's artifact directory (it has no records.jsonl): pass the \
+             directory a replay wrote (its --artifact-dir, printed as `Artifacts:`)",
+            args.dir.display()
+        );
+        return exit::USAGE;
+    }
     let out = args
         .output
         .clone()

@@ -456,3 +456,19 @@ fn result_filename_and_dir_come_from_the_inferencex_environment() {
         .join("run/glm5.2_fp8_vllm_tp8_conc2_b200.json")
         .exists());
 }
+
+/// Probe: `plot` of a directory that is not a replay's artifact directory (missing, empty) is a
+/// usage error (exit 2) that says what to pass, not exit 1 with a bare "No such file".
+#[test]
+fn plot_of_a_non_artifact_directory_is_a_usage_error_saying_what_to_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    for d in [dir.path().join("missing"), dir.path().to_owned()] {
+        let out = Command::new(BIN).arg("plot").arg(&d).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&d.display().to_string()) && err.contains("--artifact-dir"),
+            "{err}"
+        );
+    }
+}
