@@ -251,6 +251,22 @@ fn below_and_above_the_band() {
     assert!(r["acceptance_length"].as_f64().unwrap() > 2.625);
 }
 
+/// Probe: a gate skipped because no speculative method is set says which setting did it (with
+/// the server down, "speculative decoding disabled" alone read as a verdict on the server).
+#[test]
+fn a_disabled_spec_method_names_the_setting_that_skipped_the_gate() {
+    let setup = Setup::new();
+    for method in ["none", ""] {
+        let (out, r, _) = setup.gate("http://127.0.0.1:1", &["--spec-method", method]);
+        assert_verdict(&out, &r, "skipped", Some("spec_decoding_disabled"));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.contains("--spec-method") && said.contains("SPEC_DECODING"),
+            "{method:?}: {said}"
+        );
+    }
+}
+
 #[test]
 fn skipped_reasons_need_no_replay() {
     let s = sim_at(2.5);
