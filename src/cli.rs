@@ -144,7 +144,8 @@ pub struct GateArgs {
 /// `specperf gate-summary`.
 #[derive(Debug, Args)]
 pub struct GateSummaryArgs {
-    /// Directories (searched recursively) or al_gate_*.json files.
+    /// Directories (searched recursively for al_gate_*.json) or result files (read whatever their
+    /// name).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Also write the JSON roll-up here.

@@ -770,3 +770,27 @@ fn every_committed_collection_file_loads_and_fits_the_schema() {
     }
     assert_eq!(n, 9, "one file per committed curve");
 }
+
+/// Probe: a file named on the command line is read whatever its name (only a directory's
+/// contents are filtered to `al_gate_*.json`): a renamed result is summarised, and a file that
+/// is no result is listed as unreadable, not "no al_gate_*.json files found".
+#[test]
+fn gate_summary_reads_a_file_named_explicitly_whatever_its_name() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gate/results");
+    let first = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let renamed = dir.path().join("result.json");
+    std::fs::copy(&first, &renamed).unwrap();
+    let s = specperf::gate::summarize(std::slice::from_ref(&renamed)).unwrap();
+    assert!(s.unreadable.is_empty(), "{:?}", s.unreadable);
+    assert_eq!(s.json["files"], 1, "{}", s.json);
+    let notes = dir.path().join("notes.json");
+    std::fs::write(&notes, "{\"a\": 1").unwrap();
+    let s = specperf::gate::summarize(&[notes]).unwrap();
+    assert_eq!(s.unreadable.len(), 1);
+    assert!(s.unreadable[0].to_string().contains("notes.json"));
+}
