@@ -263,6 +263,26 @@ mod tests {
         assert!(insecure.warnings[0].contains("--insecure"));
     }
 
+    /// Probe: `--per-chunk-usage` without streaming asks for nothing (one body, one usage); it
+    /// was dropped without a word.
+    #[test]
+    fn per_chunk_usage_without_streaming_is_warned_about() {
+        use clap::Parser;
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["specperf", "replay"];
+            argv.extend_from_slice(args);
+            let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+            let crate::cli::Command::Replay(a) = cli.command else {
+                panic!("not replay")
+            };
+            RunConfig::from_args(&a).unwrap()
+        };
+        let w = parse(&["--per-chunk-usage", "--streaming", "false"]).warnings;
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("--per-chunk-usage") && w[0].contains("--streaming false"));
+        assert!(parse(&["--per-chunk-usage"]).warnings.is_empty());
+    }
+
     #[test]
     fn metrics_urls_follow_the_inferencex_normalisation() {
         let cases = [

@@ -103,6 +103,13 @@ pub(super) fn warnings(a: &ReplayArgs) -> Vec<String> {
     if let Some(h) = url.as_deref().and_then(crate::report::v1_suffix_hint) {
         w.push(h);
     }
+    if a.per_chunk_usage && !a.streaming {
+        w.push(
+            "--per-chunk-usage has no effect with --streaming false: a non-streaming response \
+             has one usage, so there are no per-chunk token counts"
+                .to_owned(),
+        );
+    }
     w
 }
 
