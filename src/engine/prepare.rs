@@ -64,12 +64,17 @@ pub(super) async fn prepare(
     let samples: Arc<[Sample]> = collection.samples.clone().into();
     let plan = profiling_plan(&cfg, &samples)?;
     // Before any socket opens: the simulator's ends count too when it runs in this process.
+    // Never more in flight than the plan has requests: `--concurrency 100000 --request-count 1`
+    // needs two descriptors, not 200,000.
     let in_flight = plan.slots.map(|s| {
-        let warmup = cfg
-            .load
-            .warmup
-            .map_or(0, |w| cfg.load.shard.part(w.concurrency as u64));
-        (s as u64).max(warmup)
+        let warmup = cfg.load.warmup.map_or(0, |w| {
+            let c = cfg.load.shard.part(w.concurrency as u64);
+            match (w.count, w.duration) {
+                (Some(n), None) => c.min(n),
+                _ => c,
+            }
+        });
+        (s as u64).min(plan.len().unwrap_or(u64::MAX)).max(warmup)
     });
     crate::fdlimit::ensure(in_flight, if cfg.target.is_embedded() { 2 } else { 1 })?;
     check_output_dirs(&cfg)?;

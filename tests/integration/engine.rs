@@ -444,3 +444,32 @@ async fn mooncake_trace_replays_at_its_timestamps_within_the_window() {
         .collect();
     assert_eq!(osl, [4, 5, 6, 7, 8]);
 }
+
+/// Probe: a concurrency far above the request count asked for open files for every slot
+/// (`--concurrency 100000 --request-count 1` was refused for want of 200,128 descriptors);
+/// no more requests than the plan holds are ever in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_above_the_request_count_needs_no_more_open_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = specperf::replay(
+        config(&[
+            "--artifact-dir",
+            dir.path().to_str().unwrap(),
+            "--concurrency",
+            "1000000000",
+            "--request-count",
+            "2",
+            "--warmup-request-count",
+            "1",
+            "--osl",
+            "2",
+            "--sim-ttft-ms",
+            "1",
+        ]),
+        specperf::Stopper::new(),
+        tokio::sync::watch::channel(specperf::Progress::default()).0,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(out.summary.counts.success, 2);
+}
