@@ -313,6 +313,14 @@ fn plot(args: &specperf::PlotArgs) -> i32 {
         .output
         .clone()
         .unwrap_or_else(|| args.dir.join("plots"));
+    if out.exists() && !out.is_dir() {
+        eprintln!(
+            "error: --output {} exists and is not a directory: pass a directory for the charts \
+             (created when missing)",
+            out.display()
+        );
+        return exit::USAGE;
+    }
     match specperf::plot(&args.dir, &out, args.golden_al, args.png) {
         Ok(o) => {
             for f in &o.files {

@@ -458,7 +458,8 @@ fn result_filename_and_dir_come_from_the_inferencex_environment() {
 }
 
 /// Probe: `plot` of a directory that is not a replay's artifact directory (missing, empty) is a
-/// usage error (exit 2) that says what to pass, not exit 1 with a bare "No such file".
+/// usage error (exit 2) that says what to pass, not exit 1 with a bare "No such file"; so is an
+/// `--output` that is a file ("/dev/null: File exists" before).
 #[test]
 fn plot_of_a_non_artifact_directory_is_a_usage_error_saying_what_to_pass() {
     let dir = tempfile::tempdir().unwrap();
@@ -471,4 +472,17 @@ fn plot_of_a_non_artifact_directory_is_a_usage_error_saying_what_to_pass() {
             "{err}"
         );
     }
+    std::fs::write(dir.path().join("records.jsonl"), "").unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = Command::new(BIN)
+        .arg("plot")
+        .arg(dir.path())
+        .arg("--output")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--output") && err.contains("a-file"), "{err}");
 }
