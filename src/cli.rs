@@ -35,24 +35,31 @@ const EXIT_CODES: &str =
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Replay a prompt collection against a server (or, with no --url, against the built-in simulator).
+    #[command(mut_args(negative_ok))]
     Replay(Box<ReplayArgs>),
     /// Run the built-in OpenAI-compatible simulator with speculative-decoding counters.
+    #[command(mut_args(negative_ok))]
     Sim(Box<SimArgs>),
     /// Make a recipe's speculative entries fake the golden acceptance length (synthetic acceptance).
+    #[command(mut_args(negative_ok))]
     Inject(Box<InjectArgs>),
     /// The AL gate: replay the golden curve's SPEED-Bench collection on this server and compare
     /// the measured acceptance length with the golden value (always exits 0; see --strict).
+    #[command(mut_args(negative_ok))]
     Gate(Box<GateArgs>),
     /// Roll many al_gate_*.json results up into a markdown table and a JSON summary.
+    #[command(mut_args(negative_ok))]
     GateSummary(Box<GateSummaryArgs>),
     /// Combine the artifact directories of a sharded run (`replay --shard i/N`) into the report one
     /// process would have written.
+    #[command(mut_args(negative_ok))]
     Merge(Box<MergeArgs>),
     /// Draw charts (SVG, PNG) and one self-contained HTML page from a replay's artifact directory.
+    #[command(mut_args(negative_ok))]
     Plot(Box<PlotArgs>),
     /// Print the request bodies a replay would send (to diff against a server's own template), or
     /// check an encoder vector file.
-    #[command(mut_args(render_arg))]
+    #[command(mut_args(negative_ok), mut_args(render_arg))]
     Render(Box<RenderArgs>),
 }
 
@@ -137,7 +144,8 @@ pub struct GateArgs {
 /// `specperf gate-summary`.
 #[derive(Debug, Args)]
 pub struct GateSummaryArgs {
-    /// Directories (searched recursively) or al_gate_*.json files.
+    /// Directories (searched recursively for al_gate_*.json) or result files (read whatever their
+    /// name).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Also write the JSON roll-up here.
@@ -152,7 +160,7 @@ pub struct GateSummaryArgs {
 /// Replay flags that change nothing `render` prints (load shape, timeouts, transport, metrics,
 /// outputs, the simulator): accepted, so a replay command line can be reused, but hidden from
 /// `render --help`.
-const NOT_FOR_RENDER: [&str; 54] = [
+const NOT_FOR_RENDER: &[&str] = &[
     "url",
     "api_key",
     "headers",
@@ -202,12 +210,20 @@ const NOT_FOR_RENDER: [&str; 54] = [
     "itl_ms",
     "k",
     "acceptance_prob",
+    "ignore_continuous_usage",
     "fixed_schedule",
     "fixed_schedule_auto_offset",
     "fixed_schedule_start_offset",
     "fixed_schedule_end_offset",
     "trace_speedup",
 ];
+
+/// Every value may look like a negative number: `--sim-itl-ms -1` is that flag's bad value (an
+/// error naming the flag), not clap's "unexpected argument '-1'".
+fn negative_ok(a: clap::Arg) -> clap::Arg {
+    let takes_value = a.get_action().takes_values();
+    a.allow_negative_numbers(takes_value)
+}
 
 fn render_arg(a: clap::Arg) -> clap::Arg {
     match a.get_id().as_str() {
@@ -425,7 +441,8 @@ pub struct ReplayArgs {
     pub use_legacy_max_tokens: bool,
 
     /// Ask for cumulative usage on every chunk (`stream_options.continuous_usage_stats`), for exact
-    /// per-chunk token counts and token-weighted ITL.
+    /// per-chunk token counts and token-weighted ITL. A server that ignores it (llama.cpp) is
+    /// warned about once; its tokens are then counted from the final usage.
     #[arg(long)]
     pub per_chunk_usage: bool,
 
@@ -717,6 +734,10 @@ pub struct EmbeddedSimArgs {
     /// Simulator: per-position acceptance probability.
     #[arg(long = "sim-acceptance-prob", default_value_t = 0.7)]
     pub acceptance_prob: f64,
+    /// Simulator: ignore `continuous_usage_stats` (usage on the final chunk only), as llama.cpp
+    /// does.
+    #[arg(long = "sim-ignore-continuous-usage")]
+    pub ignore_continuous_usage: bool,
 }
 
 /// `specperf sim`.
@@ -767,6 +788,10 @@ pub struct SimArgs {
     /// Send every token of a step as its own chunk (default: one chunk per step).
     #[arg(long)]
     pub split_steps: bool,
+    /// Ignore `stream_options.continuous_usage_stats`: usage on the final chunk only, as
+    /// llama.cpp's server does.
+    #[arg(long)]
+    pub ignore_continuous_usage: bool,
     /// First N output tokens are reasoning.
     #[arg(long, default_value_t = 0)]
     pub reasoning_tokens: u32,

@@ -74,7 +74,7 @@ pub use metrics::{
     Aggregate, Counts, Goodput, LoadMeta, RunMeta, Slo, SloMetric, Stat, Summary, TimeoutKind,
     SUMMARY_SCHEMA,
 };
-pub use progress::Progress;
+pub use progress::{Progress, StartStep, Starting};
 pub use record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
 pub use render::EndpointType;
 pub use report::plot::{plot, PlotOutput};

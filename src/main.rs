@@ -72,6 +72,9 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
     }
     match result {
         Ok(outcome) => {
+            for w in &outcome.run_warnings {
+                eprintln!("WARNING: {w}");
+            }
             print!("{}", specperf::console_table(&outcome.summary));
             println!("Artifacts: {}", outcome.artifact_dir.display());
             if let Some(e) = &outcome.artifact_error {
@@ -280,7 +283,7 @@ async fn draw_bar(rx: watch::Receiver<Progress>) {
     loop {
         tick.tick().await;
         let p = *rx.borrow();
-        if p.profiling_started.is_none() {
+        if p.profiling_started.is_none() && p.starting.is_none() {
             continue;
         }
         let line = specperf::progress_line(&p, Instant::now(), true, width);
@@ -298,10 +301,26 @@ fn plot(args: &specperf::PlotArgs) -> i32 {
             return exit::USAGE;
         }
     }
+    if !args.dir.join("records.jsonl").is_file() {
+        eprintln!(
+            "error: {} is not a replay's artifact directory (it has no records.jsonl): pass the \
+             directory a replay wrote (its --artifact-dir, printed as `Artifacts:`)",
+            args.dir.display()
+        );
+        return exit::USAGE;
+    }
     let out = args
         .output
         .clone()
         .unwrap_or_else(|| args.dir.join("plots"));
+    if out.exists() && !out.is_dir() {
+        eprintln!(
+            "error: --output {} exists and is not a directory: pass a directory for the charts \
+             (created when missing)",
+            out.display()
+        );
+        return exit::USAGE;
+    }
     match specperf::plot(&args.dir, &out, args.golden_al, args.png) {
         Ok(o) => {
             for f in &o.files {

@@ -30,4 +30,49 @@ pub struct Progress {
     /// Set once the last response is in and the final scrape waits for the engines' counters
     /// to settle: when that wait ends.
     pub settling_until: Option<std::time::Instant>,
+    /// Before the first measured request: what the run is waiting for (cleared when profiling
+    /// starts), so a slow server never shows as a frozen `done 0`.
+    pub starting: Option<Starting>,
+}
+
+/// A start-up step the live line shows until profiling starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartStep {
+    /// Looking up the target's host name.
+    Resolving,
+    /// Waiting for `GET /v1/models` to answer (model discovery or the readiness wait).
+    ModelList,
+    /// Opening keep-alive connections before the clock starts.
+    Warming {
+        /// Warm-up requests answered (or failed) so far.
+        done: u32,
+        /// Connections being opened.
+        of: u32,
+    },
+    /// The warmup phase's requests (`--warmup-request-count`); the count is [`Progress::warmup`].
+    Warmup,
+    /// The baseline scrape of the metrics endpoints.
+    Baseline,
+}
+
+/// The current start-up step, since when, and the address the target's host resolved to.
+#[derive(Clone, Copy, Debug)]
+pub struct Starting {
+    /// The step.
+    pub step: StartStep,
+    /// When the step began.
+    pub since: std::time::Instant,
+    /// The target's address, once resolved.
+    pub addr: Option<std::net::SocketAddr>,
+}
+
+impl Progress {
+    /// Enters start-up step `step` now, keeping the resolved address.
+    pub(crate) fn start_step(&mut self, step: StartStep) {
+        self.starting = Some(Starting {
+            step,
+            since: std::time::Instant::now(),
+            addr: self.starting.and_then(|s| s.addr),
+        });
+    }
 }

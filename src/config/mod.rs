@@ -182,9 +182,12 @@ impl RunConfig {
             failed_request_threshold: a.failed_request_threshold,
             artifact_dir: a.artifact_dir.clone(),
             scrape,
-            progress_interval: (a.progress_interval > 0.0)
-                .then(|| Duration::try_from_secs_f64(a.progress_interval).ok())
-                .flatten(),
+            // 0 turns the lines off; a negative or NaN value is a slip, not "off".
+            progress_interval: if a.progress_interval == 0.0 {
+                None
+            } else {
+                Some(seconds("progress-interval", a.progress_interval)?)
+            },
             ui: a.ui,
             goodput,
             result_file,
@@ -261,6 +264,48 @@ mod tests {
         let insecure = parse(&["--insecure"]);
         assert!(insecure.client.insecure);
         assert!(insecure.warnings[0].contains("--insecure"));
+    }
+
+    /// Probe: `--per-chunk-usage` without streaming asks for nothing (one body, one usage); it
+    /// was dropped without a word.
+    #[test]
+    fn per_chunk_usage_without_streaming_is_warned_about() {
+        use clap::Parser;
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["specperf", "replay"];
+            argv.extend_from_slice(args);
+            let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+            let crate::cli::Command::Replay(a) = cli.command else {
+                panic!("not replay")
+            };
+            RunConfig::from_args(&a).unwrap()
+        };
+        let w = parse(&["--per-chunk-usage", "--streaming", "false"]).warnings;
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("--per-chunk-usage") && w[0].contains("--streaming false"));
+        assert!(parse(&["--per-chunk-usage"]).warnings.is_empty());
+    }
+
+    /// Probe: `--progress-interval -1` silently meant "no progress lines".
+    #[test]
+    fn a_negative_progress_interval_is_refused_and_zero_is_off() {
+        use clap::Parser;
+        let parse = |v: &str| {
+            let cli =
+                crate::cli::Cli::try_parse_from(["specperf", "replay", "--progress-interval", v])
+                    .unwrap();
+            let crate::cli::Command::Replay(a) = cli.command else {
+                panic!("not replay")
+            };
+            RunConfig::from_args(&a)
+        };
+        let e = parse("-1").unwrap_err().to_string();
+        assert!(e.contains("--progress-interval"), "{e}");
+        assert!(parse("0").unwrap().progress_interval.is_none());
+        assert_eq!(
+            parse("0.5").unwrap().progress_interval,
+            Some(Duration::from_millis(500))
+        );
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
             _ => None,
         },
         record_requests: 0,
+        ignore_continuous_usage: a.ignore_continuous_usage,
     };
     cfg.validate().map_err(|e| ConfigError(e.to_string()))?;
     Ok(cfg)

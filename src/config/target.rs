@@ -55,6 +55,7 @@ pub(super) fn target(a: &ReplayArgs) -> Result<(Target, Option<u32>), ConfigErro
             .map_err(|_| ConfigError(format!("--sim-itl-ms {} is invalid", s.itl_ms)))?,
         k: s.k,
         acceptance: Acceptance::Probability(s.acceptance_prob),
+        ignore_continuous_usage: s.ignore_continuous_usage,
         ..SimConfig::default()
     };
     sim.validate().map_err(|e| ConfigError(e.to_string()))?;
@@ -102,6 +103,13 @@ pub(super) fn warnings(a: &ReplayArgs) -> Vec<String> {
     let url = a.url.as_deref().map(normalize_url).and_then(Result::ok);
     if let Some(h) = url.as_deref().and_then(crate::report::v1_suffix_hint) {
         w.push(h);
+    }
+    if a.per_chunk_usage && !a.streaming {
+        w.push(
+            "--per-chunk-usage has no effect with --streaming false: a non-streaming response \
+             has one usage, so there are no per-chunk token counts"
+                .to_owned(),
+        );
     }
     w
 }

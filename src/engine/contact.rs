@@ -1,12 +1,15 @@
 //! The engine's contact with the server before the clock starts: the one up-front name lookup,
 //! the readiness probe or model discovery on `/v1/models`, and the bounded connection warm-up.
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use http::Uri;
+use tokio::sync::watch;
 
 use super::EngineError;
 use crate::client::{BodyCap, Client, Fetched};
+use crate::progress::{Progress, StartStep};
 use crate::stop::Stopper;
 
 pub(super) fn join(base: &str, path: &str) -> Result<Uri, EngineError> {
@@ -98,7 +101,11 @@ pub(super) async fn discover_model(
 
 /// Resolves the target's host once before anything else, so an unresolvable name fails the run
 /// at once with its own error instead of every request (and every retry) looking it up again.
-pub(super) async fn resolve_once(base: &str, limit: Duration) -> Result<(), EngineError> {
+/// Returns the first address, for the start-up line.
+pub(super) async fn resolve_once(
+    base: &str,
+    limit: Duration,
+) -> Result<Option<SocketAddr>, EngineError> {
     let uri: Uri = base
         .parse()
         .map_err(|e: http::uri::InvalidUri| EngineError::Url {
@@ -106,7 +113,7 @@ pub(super) async fn resolve_once(base: &str, limit: Duration) -> Result<(), Engi
             reason: e.to_string(),
         })?;
     let Some(host) = uri.host() else {
-        return Ok(());
+        return Ok(None);
     };
     let https = uri.scheme_str() == Some("https");
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
@@ -122,7 +129,7 @@ pub(super) async fn resolve_once(base: &str, limit: Duration) -> Result<(), Engi
     let lookup = tokio::time::timeout(limit, tokio::net::lookup_host((host.clone(), port))).await;
     match lookup {
         Ok(Ok(mut addrs)) => match addrs.next() {
-            Some(_) => Ok(()),
+            Some(a) => Ok(Some(a)),
             None => Err(fail("no address".into())),
         },
         Ok(Err(e)) => Err(fail(e.to_string())),
@@ -134,13 +141,26 @@ pub(super) async fn resolve_once(base: &str, limit: Duration) -> Result<(), Engi
 }
 
 /// Opens up to `n` keep-alive connections before the clock starts, so the first requests do not
-/// pay for TCP and TLS set-up inside their TTFT.
-pub(super) async fn warm_pool(client: &Client, base: &str, n: usize, limit: Duration) {
+/// pay for TCP and TLS set-up inside their TTFT. Each answer moves the start-up line's count.
+pub(super) async fn warm_pool(
+    client: &Client,
+    base: &str,
+    n: usize,
+    limit: Duration,
+    progress: &watch::Sender<Progress>,
+) {
     let Ok(uri) = join(base, "/health") else {
         return;
     };
+    let n = n.min(1024);
+    progress.send_modify(|p| {
+        p.start_step(StartStep::Warming {
+            done: 0,
+            of: n as u32,
+        })
+    });
     let mut set = tokio::task::JoinSet::new();
-    for _ in 0..n.min(1024) {
+    for _ in 0..n {
         let (c, u) = (client.clone(), uri.clone());
         set.spawn(async move {
             let cap = BodyCap {
@@ -152,7 +172,17 @@ pub(super) async fn warm_pool(client: &Client, base: &str, n: usize, limit: Dura
     }
     // Best effort: a server that accepts and never answers must not hold the start for the
     // connect timeout (dropping the set aborts the rest; those requests connect themselves).
-    let drain = async { while set.join_next().await.is_some() {} };
+    let drain = async {
+        while set.join_next().await.is_some() {
+            progress.send_modify(|p| {
+                if let Some(StartStep::Warming { done, .. }) =
+                    p.starting.as_mut().map(|s| &mut s.step)
+                {
+                    *done += 1;
+                }
+            });
+        }
+    };
     let _ = tokio::time::timeout(limit.min(WARM_POOL_LIMIT), drain).await;
 }
 

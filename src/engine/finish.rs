@@ -69,6 +69,10 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
     summary
         .warnings
         .splice(0..0, cfg.warnings.iter().cloned().chain(notes));
+    let run_warnings: Vec<String> = per_chunk_usage_ignored(&cfg, &summary)
+        .into_iter()
+        .collect();
+    summary.warnings.extend(run_warnings.iter().cloned());
     let mut artifact_error = m.agg.write_error.clone();
     // Before summary.json, whose presence tells `specperf merge` the shard finished.
     if let Err(e) = crate::report::write_histograms(&dir, &m.agg.histograms()) {
@@ -92,7 +96,30 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         artifact_dir: dir,
         artifact_error,
         stopped_by,
+        run_warnings,
     }
+}
+
+/// `--per-chunk-usage` asks for usage on every chunk; a server that ignores
+/// `continuous_usage_stats` (llama.cpp) sends it only at the end, and the client quietly counts
+/// from that. Said once per run, with what was lost.
+fn per_chunk_usage_ignored(cfg: &RunConfig, s: &crate::metrics::Summary) -> Option<String> {
+    use crate::record::TokenSource;
+    if !(cfg.per_chunk_usage && cfg.streaming) {
+        return None;
+    }
+    let count = |t| s.tokens_counted_by.get(&t).copied().unwrap_or(0);
+    let final_only = count(TokenSource::UsageFinal);
+    let with_usage = final_only + count(TokenSource::UsagePerChunk);
+    (final_only > 0).then(|| {
+        format!(
+            "--per-chunk-usage: the server ignored stream_options.continuous_usage_stats on \
+             {final_only} of {with_usage} streamed responses with usage (usage came on the final \
+             chunk only); their token counts come from that final usage, and their per-chunk \
+             token weights (inter_token_latency_token_weighted_ms, first-chunk tokens) are \
+             unavailable"
+        )
+    })
 }
 
 fn load_meta(

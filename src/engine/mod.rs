@@ -133,6 +133,9 @@ pub struct RunOutcome {
     pub artifact_error: Option<String>,
     /// Set when the run was stopped early.
     pub stopped_by: Option<StopReason>,
+    /// Warnings learnt from the run itself (also in the summary's warnings), for the binary to
+    /// say on stderr; the settings' warnings ([`RunConfig::warnings`]) were said before the run.
+    pub run_warnings: Vec<String>,
 }
 
 /// Replays the configured collection and returns its summary.
@@ -141,7 +144,7 @@ pub async fn replay(
     stop: Stopper,
     progress: watch::Sender<Progress>,
 ) -> Result<RunOutcome, EngineError> {
-    let (ready, files) = prepare::prepare(cfg, &stop).await?;
+    let (ready, files) = prepare::prepare(cfg, &stop, &progress).await?;
     let measured = phase::run(&ready, files, &stop, progress).await;
     Ok(finish::finish(ready, measured, &stop))
 }

@@ -15,7 +15,7 @@ use crate::client::{Client, Clock, Prepared};
 use crate::config::RunConfig;
 use crate::dataset::Sample;
 use crate::metrics::{self, Aggregate, RecordSink};
-use crate::progress::Progress;
+use crate::progress::{Progress, StartStep};
 use crate::record::{FailureKind, Outcome, Phase, RequestRecord};
 use crate::render::{self, RenderOptions};
 use crate::schedule::{self, DispatchStats, Issued, Plan, Tickets};
@@ -97,6 +97,7 @@ pub(super) async fn run(
             duration: w.duration,
             shard,
         };
+        progress.send_modify(|p| p.start_step(StartStep::Warmup));
         warmup = Some(run_phase(&ctx, &plan, Phase::Warmup, cfg, stop, &issued, None).await);
     }
 
@@ -107,6 +108,7 @@ pub(super) async fn run(
     {
         Some(mut settings) => {
             settings.save_dir = Some(ready.dir.clone());
+            progress.send_modify(|p| p.start_step(StartStep::Baseline));
             let s = Scraper::baseline(ready.client.clone(), settings, stop.token()).await;
             Some(s.spawn(stop.token().clone(), Some(progress.clone())))
         }
@@ -116,6 +118,7 @@ pub(super) async fn run(
         p.planned = ready.plan.len();
         p.duration_s = cfg.load.duration.map(|d| d.as_secs_f64());
         p.profiling_started = Some(Instant::now());
+        p.starting = None;
     });
     let dispatch = run_phase(
         &ctx,

@@ -9,12 +9,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Uri;
+use tokio::sync::watch;
 
 use super::contact::{discover_model, probe, resolve_once, warm_pool};
 use super::{EngineError, BUNDLED_COLLECTION};
 use crate::client::Client;
 use crate::config::{DatasetSource, EncoderSpec, RunConfig, Target};
 use crate::dataset::{self, Sample};
+use crate::progress::{Progress, StartStep};
 use crate::render::{self, RenderOptions};
 use crate::schedule::{arrivals, Plan, Tickets};
 use crate::scrape::ScrapeSettings;
@@ -52,18 +54,27 @@ pub(super) struct Files {
     pub(super) profile_export: Box<dyn Write + Send>,
 }
 
-/// Prepares `cfg` for its first request.
-pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Files), EngineError> {
+/// Prepares `cfg` for its first request, saying each wait on the server on `progress`.
+pub(super) async fn prepare(
+    cfg: RunConfig,
+    stop: &Stopper,
+    progress: &watch::Sender<Progress>,
+) -> Result<(Ready, Files), EngineError> {
     let collection = load_collection(&cfg)?;
     let samples: Arc<[Sample]> = collection.samples.clone().into();
     let plan = profiling_plan(&cfg, &samples)?;
     // Before any socket opens: the simulator's ends count too when it runs in this process.
+    // Never more in flight than the plan has requests: `--concurrency 100000 --request-count 1`
+    // needs two descriptors, not 200,000.
     let in_flight = plan.slots.map(|s| {
-        let warmup = cfg
-            .load
-            .warmup
-            .map_or(0, |w| cfg.load.shard.part(w.concurrency as u64));
-        (s as u64).max(warmup)
+        let warmup = cfg.load.warmup.map_or(0, |w| {
+            let c = cfg.load.shard.part(w.concurrency as u64);
+            match (w.count, w.duration) {
+                (Some(n), None) => c.min(n),
+                _ => c,
+            }
+        });
+        (s as u64).min(plan.len().unwrap_or(u64::MAX)).max(warmup)
     });
     crate::fdlimit::ensure(in_flight, if cfg.target.is_embedded() { 2 } else { 1 })?;
     check_output_dirs(&cfg)?;
@@ -82,26 +93,42 @@ pub(super) async fn prepare(cfg: RunConfig, stop: &Stopper) -> Result<(Ready, Fi
         .ok()
         .map(|u| crate::client::origin_of(&u));
     let client = Client::new(client_opts)?;
-    if !cfg.target.is_embedded() {
-        resolve_once(&base_url, cfg.client.timeouts.connect).await?;
-    }
+    progress.send_modify(|p| p.start_step(StartStep::Resolving));
+    // The embedded simulator's URL is an address already: its lookup is immediate.
+    let addr = resolve_once(&base_url, cfg.client.timeouts.connect).await?;
+    progress.send_modify(|p| {
+        if let Some(s) = p.starting.as_mut() {
+            s.addr = addr;
+        }
+    });
     let scrape_settings = scrape_settings(&cfg, sim.as_ref(), &base_url);
     // Like AIPerf, a given model and no --wait-for-model-timeout means no readiness wait: an
     // unreachable server then shows up as failed records. Without a model, one is discovered.
     let model = match &cfg.model {
         Some(m) if cfg.wait_for_model.is_zero() => m.clone(),
         Some(m) => {
+            progress.send_modify(|p| p.start_step(StartStep::ModelList));
             probe(&client, &base_url, cfg.wait_for_model, stop).await?;
             m.clone()
         }
-        None => discover_model(&client, &base_url, cfg.wait_for_model, stop).await?,
+        None => {
+            progress.send_modify(|p| p.start_step(StartStep::ModelList));
+            discover_model(&client, &base_url, cfg.wait_for_model, stop).await?
+        }
     };
     // No more connections than requests: a 4-request run against a server that accepts slowly
     // opened 64 and waited on all of them.
     let pool = plan
         .len()
         .map_or(cfg.concurrency, |n| cfg.concurrency.min(n as usize));
-    warm_pool(&client, &base_url, pool, cfg.client.timeouts.connect).await;
+    warm_pool(
+        &client,
+        &base_url,
+        pool,
+        cfg.client.timeouts.connect,
+        progress,
+    )
+    .await;
 
     let render = Arc::new(cfg.render_options(model.clone(), collection.encoder.clone()));
     let (bodies, client_isl) = render_bodies(&samples, &render, collection.tokenizer.as_ref())?;

@@ -130,7 +130,8 @@ impl Settings {
         if method.trim().is_empty() || method.trim().eq_ignore_ascii_case("none") {
             return Err(Stop::new(
                 Reason::SpecDecodingDisabled,
-                "speculative decoding disabled",
+                "speculative decoding disabled (--spec-method / SPEC_DECODING is unset or none; \
+                 set the method, e.g. mtp, to run the gate)",
             ));
         }
         let settle = match a.settle_seconds.as_deref().map(str::trim) {

@@ -51,23 +51,25 @@ pub enum SummaryError {
     },
 }
 
-/// Finds `al_gate_*.json` files under `paths` (files, or directories searched recursively); a
-/// directory that cannot be listed goes to `unreadable`.
+/// Finds `al_gate_*.json` files under `paths` (directories searched recursively); a file named
+/// in `paths` itself is taken whatever its name (it was asked for). A directory that cannot be
+/// listed goes to `unreadable`.
 fn result_files(
     paths: &[PathBuf],
     unreadable: &mut Vec<SummaryError>,
 ) -> Result<Vec<PathBuf>, SummaryError> {
     let mut out = Vec::new();
-    let mut stack: Vec<PathBuf> = paths.to_vec();
-    while let Some(p) = stack.pop() {
+    // (path, named on the command line)
+    let mut stack: Vec<(PathBuf, bool)> = paths.iter().map(|p| (p.clone(), true)).collect();
+    while let Some((p, named)) = stack.pop() {
         if p.is_dir() {
             match std::fs::read_dir(&p) {
-                Ok(rd) => stack.extend(rd.flatten().map(|e| e.path())),
+                Ok(rd) => stack.extend(rd.flatten().map(|e| (e.path(), false))),
                 Err(source) => unreadable.push(SummaryError::Read { path: p, source }),
             }
         } else if p.is_file() {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name.starts_with("al_gate") && name.ends_with(".json") {
+            if named || (name.starts_with("al_gate") && name.ends_with(".json")) {
                 out.push(p);
             }
         } else {

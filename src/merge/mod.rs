@@ -67,6 +67,16 @@ pub enum MergeError {
         /// Its shard count.
         first_count: u32,
     },
+    /// Whole runs (shard 0/1 each) given to be merged as if they were shards.
+    #[error(
+        "{dirs} are whole runs, not shards of one run: merge combines the artifact directories \
+         of `replay --shard i/N` (one per shard); compare separate runs through their \
+         summary.json instead"
+    )]
+    NotShards {
+        /// The directories, comma-separated.
+        dirs: String,
+    },
     /// Two directories claim the same shard.
     #[error(
         "{dir} and {other} are both shard {index}/{count}: pass each shard's directory once (a \

@@ -122,6 +122,12 @@ pub(super) fn check_one_run(shards: &mut [ShardDir]) -> Result<(), MergeError> {
             });
         }
     }
+    if count == 1 && shards.len() > 1 {
+        let dirs: Vec<String> = shards.iter().map(ShardDir::name).collect();
+        return Err(MergeError::NotShards {
+            dirs: dirs.join(", "),
+        });
+    }
     let first_meta = serde_json::to_value(&first.summary.meta).unwrap_or_default();
     for s in shards.iter().skip(1) {
         let mixed = |what: String| MergeError::MixedRun {

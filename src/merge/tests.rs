@@ -176,3 +176,20 @@ fn merge_rejects_a_missing_shard_or_mixed_runs() {
     assert!(matches!(e, MergeError::Read { .. }), "{e}");
     assert!(e.to_string().contains("summary.json"), "{e}");
 }
+
+/// Probe: `merge` of two whole runs said "m2 and m1 are both shard 0/1 ... a rerun shard
+/// replaces its first attempt", as if they were shards of one run.
+#[test]
+fn merge_of_whole_runs_says_they_are_not_shards() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = |n: &str| t.path().join(n);
+    write_shard(&dir("m1"), meta(0, 1, 1.0), &[record(0, 0)]);
+    write_shard(&dir("m2"), meta(0, 1, 2.0), &[record(0, 0)]);
+    let e = merge(&[dir("m1"), dir("m2")], None).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("not shards") && msg.contains("--shard i/N") && msg.contains("m2"),
+        "{msg}"
+    );
+    assert_eq!(e.exit_code(), crate::exit::USAGE);
+}

@@ -25,7 +25,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::metrics::{Histograms, MetricKey, Summary};
-use crate::progress::Progress;
+use crate::progress::{Progress, StartStep, Starting};
 use crate::scrape::acceptance::AcceptanceStatus;
 use crate::scrape::ScrapeReport;
 
@@ -365,8 +365,12 @@ pub(crate) fn write_inputs(dir: &Path, bodies: &[Bytes]) -> std::io::Result<()> 
 }
 
 /// One progress line: requests done (of the plan), rates, errors, live AL and ETA. With `bar`,
-/// a terminal progress bar that fits `width` columns (redrawn in place by the caller).
+/// a terminal progress bar that fits `width` columns (redrawn in place by the caller). Before
+/// the first measured request, what the run is waiting for instead.
 pub fn progress_line(p: &Progress, now: Instant, bar: bool, width: usize) -> String {
+    if let Some(s) = p.starting.filter(|_| p.profiling_started.is_none()) {
+        return starting_line(p, &s, now);
+    }
     let t = p
         .profiling_started
         .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
@@ -430,6 +434,26 @@ pub fn progress_line(p: &Progress, now: Instant, bar: bool, width: usize) -> Str
         "-".repeat(cells - full),
         f * 100.0
     )
+}
+
+/// The start-up step and how long it has waited, e.g. `[starting] connecting to 10.0.0.5:8000:
+/// waiting for the model list (GET /v1/models) … 2 s`.
+fn starting_line(p: &Progress, s: &Starting, now: Instant) -> String {
+    let waited = now.saturating_duration_since(s.since).as_secs_f64().floor();
+    let at = s
+        .addr
+        .map(|a| format!("connecting to {a}: "))
+        .unwrap_or_default();
+    let what = match s.step {
+        StartStep::Resolving => "resolving the target's host name".to_owned(),
+        StartStep::ModelList => format!("{at}waiting for the model list (GET /v1/models)"),
+        StartStep::Warming { done, of } => {
+            format!("{at}warming {of} connections, {done}/{of} answered")
+        }
+        StartStep::Warmup => format!("warmup: {} requests done", p.warmup),
+        StartStep::Baseline => "reading the metrics baseline before the first request".to_owned(),
+    };
+    format!("[starting] {what} … {waited:.0} s")
 }
 
 /// `h:mm:ss` (or `m:ss` under an hour).

@@ -420,7 +420,7 @@ async fn completion(
         prompt_tokens: ask.prompt_tokens,
         stream: ask.stream,
         include_usage: ask.include_usage,
-        continuous: ask.continuous,
+        continuous: ask.continuous && !cfg.ignore_continuous_usage,
         text: String::new(),
         reasoning: String::new(),
         plan,

@@ -198,6 +198,9 @@ pub struct SimConfig {
     pub tls: Option<TlsFiles>,
     /// Keep the first this many request bodies ([`SimHandle::requests`]); 0 keeps none.
     pub record_requests: usize,
+    /// Ignore `stream_options.continuous_usage_stats` (usage only on the final chunk), as
+    /// llama.cpp's server does.
+    pub ignore_continuous_usage: bool,
 }
 
 impl Default for SimConfig {
@@ -228,6 +231,7 @@ impl Default for SimConfig {
             rate_limit: None,
             tls: None,
             record_requests: 0,
+            ignore_continuous_usage: false,
         }
     }
 }

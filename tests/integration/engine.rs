@@ -104,6 +104,62 @@ async fn completions_non_streaming_and_per_chunk_usage() {
         .contains_key("time_to_first_output_token_ms"));
 }
 
+/// Issue 14 defect 5: a server that ignores `continuous_usage_stats` (llama.cpp) turns
+/// `--per-chunk-usage` into final-usage counting; the run says so once, on stderr and in
+/// `summary.json`, and says nothing when the server honours it.
+#[test]
+fn per_chunk_usage_ignored_by_the_server_is_warned_once() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    for ignore in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_specperf"));
+        cmd.arg("replay")
+            .args(["--progress-interval", "0", "--metrics-settle-seconds", "0"])
+            .args(["--sim-ttft-ms", "1", "--sim-itl-ms", "0.2"])
+            .args(["--per-chunk-usage", "--request-count", "6", "--osl", "16"])
+            .arg("--artifact-dir")
+            .arg(dir.path().join("a"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if ignore {
+            cmd.arg("--sim-ignore-continuous-usage");
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let e = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        let status = crate::common::wait_exit(&mut child, Duration::from_secs(60));
+        let err = e.join().unwrap();
+        assert_eq!(status.code(), Some(0), "{err}");
+        let said =
+            |t: &str| t.contains("--per-chunk-usage") && t.contains("continuous_usage_stats");
+        let on_stderr = err.lines().filter(|l| said(l)).count();
+        let summary = read_json(&dir.path().join("a/summary.json"));
+        let in_summary = summary["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| said(w.as_str().unwrap()))
+            .count();
+        let want = usize::from(ignore);
+        assert_eq!(
+            (on_stderr, in_summary),
+            (want, want),
+            "ignore={ignore}: {err}"
+        );
+        let by = if ignore {
+            "usage_final"
+        } else {
+            "usage_per_chunk"
+        };
+        assert_eq!(summary["tokens_counted_by"][by], 6, "{summary}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn measured_times_track_the_simulator_schedule() {
     let s = sim(SimConfig {
@@ -387,4 +443,33 @@ async fn mooncake_trace_replays_at_its_timestamps_within_the_window() {
         .map(|r| r["completion_tokens"].as_u64().unwrap())
         .collect();
     assert_eq!(osl, [4, 5, 6, 7, 8]);
+}
+
+/// Probe: a concurrency far above the request count asked for open files for every slot
+/// (`--concurrency 100000 --request-count 1` was refused for want of 200,128 descriptors);
+/// no more requests than the plan holds are ever in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_above_the_request_count_needs_no_more_open_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = specperf::replay(
+        config(&[
+            "--artifact-dir",
+            dir.path().to_str().unwrap(),
+            "--concurrency",
+            "1000000000",
+            "--request-count",
+            "2",
+            "--warmup-request-count",
+            "1",
+            "--osl",
+            "2",
+            "--sim-ttft-ms",
+            "1",
+        ]),
+        specperf::Stopper::new(),
+        tokio::sync::watch::channel(specperf::Progress::default()).0,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(out.summary.counts.success, 2);
 }

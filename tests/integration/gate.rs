@@ -251,6 +251,22 @@ fn below_and_above_the_band() {
     assert!(r["acceptance_length"].as_f64().unwrap() > 2.625);
 }
 
+/// Probe: a gate skipped because no speculative method is set says which setting did it (with
+/// the server down, "speculative decoding disabled" alone read as a verdict on the server).
+#[test]
+fn a_disabled_spec_method_names_the_setting_that_skipped_the_gate() {
+    let setup = Setup::new();
+    for method in ["none", ""] {
+        let (out, r, _) = setup.gate("http://127.0.0.1:1", &["--spec-method", method]);
+        assert_verdict(&out, &r, "skipped", Some("spec_decoding_disabled"));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.contains("--spec-method") && said.contains("SPEC_DECODING"),
+            "{method:?}: {said}"
+        );
+    }
+}
+
 #[test]
 fn skipped_reasons_need_no_replay() {
     let s = sim_at(2.5);
@@ -753,4 +769,28 @@ fn every_committed_collection_file_loads_and_fits_the_schema() {
         n += 1;
     }
     assert_eq!(n, 9, "one file per committed curve");
+}
+
+/// Probe: a file named on the command line is read whatever its name (only a directory's
+/// contents are filtered to `al_gate_*.json`): a renamed result is summarised, and a file that
+/// is no result is listed as unreadable, not "no al_gate_*.json files found".
+#[test]
+fn gate_summary_reads_a_file_named_explicitly_whatever_its_name() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gate/results");
+    let first = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let renamed = dir.path().join("result.json");
+    std::fs::copy(&first, &renamed).unwrap();
+    let s = specperf::gate::summarize(std::slice::from_ref(&renamed)).unwrap();
+    assert!(s.unreadable.is_empty(), "{:?}", s.unreadable);
+    assert_eq!(s.json["files"], 1, "{}", s.json);
+    let notes = dir.path().join("notes.json");
+    std::fs::write(&notes, "{\"a\": 1").unwrap();
+    let s = specperf::gate::summarize(&[notes]).unwrap();
+    assert_eq!(s.unreadable.len(), 1);
+    assert!(s.unreadable[0].to_string().contains("notes.json"));
 }

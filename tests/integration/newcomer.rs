@@ -57,12 +57,19 @@ const BIN: &str = env!("CARGO_BIN_EXE_specperf");
 /// Runs the binary's `replay` with `args` (artifacts in a fresh directory), bounded at 60 s;
 /// returns (exit code, stdout, stderr).
 fn replay_bin(args: &[&str]) -> (Option<i32>, String, String) {
+    let mut all = vec!["--progress-interval", "0"];
+    all.extend_from_slice(args);
+    replay_bin_showing_progress(&all)
+}
+
+/// [`replay_bin`] without its `--progress-interval 0`: the live lines are left to `args`.
+fn replay_bin_showing_progress(args: &[&str]) -> (Option<i32>, String, String) {
     use std::io::Read;
     use std::process::{Command, Stdio};
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(BIN)
         .arg("replay")
-        .args(["--progress-interval", "0", "--metrics-settle-seconds", "0"])
+        .args(["--metrics-settle-seconds", "0"])
         .arg("--artifact-dir")
         .arg(dir.path().join("a"))
         .args(args)
@@ -375,6 +382,127 @@ fn an_unresolvable_host_fails_fast_with_a_clear_error() {
     );
 }
 
+/// Item 11: before the first request the live line says what the run waits for and for how
+/// long (the model list, then the connection warm-up), naming the resolved address; the counters
+/// follow once it starts, and `--ui none` stays quiet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_start_up_waits_are_said_on_the_progress_line() {
+    use crate::common::{fake_metrics, Page};
+    use std::time::Duration;
+    let slow = |body: &str, ms| Page {
+        content_type: "application/json",
+        body: body.into(),
+        delay: Duration::from_millis(ms),
+    };
+    let models = r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#;
+    for quiet in [false, true] {
+        // The n-th connection's answer: the model list late, two slow health checks, then
+        // empty answers after 0.8 s (the requests fail; only the start matters here).
+        let (url, _) = fake_metrics(vec![
+            slow(models, 1500),
+            slow("{}", 1500),
+            slow("{}", 1500),
+            slow("", 800),
+        ])
+        .await;
+        let base = url.trim_end_matches("/metrics").to_owned();
+        let addr = base.trim_start_matches("http://").to_owned();
+        let ui = if quiet { "none" } else { "simple" };
+        let args: Vec<String> = [
+            "--url",
+            &base,
+            "--ui",
+            ui,
+            "--progress-interval",
+            "0.2",
+            "--no-server-metrics",
+            "--request-count",
+            "2",
+            "--concurrency",
+            "2",
+            "--request-timeout-seconds",
+            "5",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let (_, _, err) = tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            replay_bin_showing_progress(&args)
+        })
+        .await
+        .unwrap();
+        let line_with = |what: &str| err.lines().position(|l| l.contains(what));
+        let model_wait = line_with("waiting for the model list");
+        let warming = line_with("warming 2 connections");
+        let counting = line_with("done ");
+        if quiet {
+            assert_eq!((model_wait, warming, counting), (None, None, None), "{err}");
+            continue;
+        }
+        let (Some(m), Some(w), Some(c)) = (model_wait, warming, counting) else {
+            panic!("start-up lines missing: {err}");
+        };
+        assert!(m < w && w < c, "out of order: {err}");
+        // Once the counters show, the start-up line is gone for good.
+        let after: Vec<&str> = err.lines().skip(c).collect();
+        assert!(
+            !after
+                .iter()
+                .any(|l| l.contains("waiting for the model") || l.contains("warming")),
+            "{err}"
+        );
+        let first = err.lines().nth(m).unwrap();
+        assert!(first.contains(&addr) && first.contains(" s"), "{first}");
+    }
+}
+
+/// Item 11: every start-up step has its own words, and the counters take over once profiling
+/// starts.
+#[test]
+fn each_start_up_step_is_named_until_profiling_starts() {
+    use specperf::{StartStep, Starting};
+    use std::time::{Duration, Instant};
+    let now = Instant::now();
+    let at = |step| specperf::Progress {
+        warmup: 3,
+        starting: Some(Starting {
+            step,
+            since: now - Duration::from_millis(2500),
+            addr: Some("10.0.0.5:8000".parse().unwrap()),
+        }),
+        ..Default::default()
+    };
+    let cases = [
+        (StartStep::Resolving, "resolving the target's host name"),
+        (
+            StartStep::ModelList,
+            "10.0.0.5:8000: waiting for the model list",
+        ),
+        (
+            StartStep::Warming { done: 12, of: 64 },
+            "warming 64 connections, 12/64 answered",
+        ),
+        (StartStep::Warmup, "warmup: 3 requests done"),
+        (StartStep::Baseline, "reading the metrics baseline"),
+    ];
+    for (step, want) in cases {
+        for bar in [true, false] {
+            let line = specperf::progress_line(&at(step), now, bar, 120);
+            assert!(line.contains(want) && line.ends_with("… 2 s"), "{line}");
+        }
+    }
+    let started = specperf::Progress {
+        profiling_started: Some(now),
+        ..at(StartStep::Baseline)
+    };
+    let line = specperf::progress_line(&started, now, false, 0);
+    assert!(
+        line.contains("done 0") && !line.contains("starting"),
+        "{line}"
+    );
+}
+
 /// Item 14: a --category that matches nothing lists the categories present, and a file of
 /// another format suggests --custom-dataset-type.
 #[tokio::test]
@@ -448,4 +576,34 @@ fn render_help_leaves_out_the_load_flags() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Item 14 (the rest of "negative numbers"): a negative value for any flag of any subcommand is
+/// read as that flag's value, so the error names the flag, never clap's "unexpected argument
+/// '-1'" (seen for the simulator, gate, plot, render and inject flags).
+#[test]
+fn a_negative_value_is_a_value_of_every_flag() {
+    use clap::{CommandFactory, Parser};
+    let cli = specperf::Cli::command();
+    let mut checked = 0;
+    for sub in cli.get_subcommands() {
+        for arg in sub.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if !arg.get_action().takes_values() || long == "help" {
+                continue;
+            }
+            let flag = format!("--{long}");
+            let argv = ["specperf", sub.get_name(), flag.as_str(), "-1"];
+            checked += 1;
+            if let Err(e) = specperf::Cli::try_parse_from(argv) {
+                let text = e.to_string();
+                assert!(
+                    !text.contains("unexpected argument '-1'"),
+                    "{} {flag} -1: {text}",
+                    sub.get_name()
+                );
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} flags checked");
 }

@@ -152,7 +152,8 @@ fn concurrency_above_the_open_file_limit_exits_2_naming_ulimit() {
         .arg("-c")
         .arg(format!(
             "ulimit -Sn 256 && ulimit -Hn 512 && exec {BIN} replay --url http://127.0.0.1:9 \
-             --model m --concurrency 1000 --progress-interval 0 --artifact-dir {}",
+             --model m --concurrency 1000 --request-count 1000 --progress-interval 0 \
+             --artifact-dir {}",
             dir.path().display()
         ))
         .output()

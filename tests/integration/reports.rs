@@ -673,3 +673,33 @@ fn golden_raw_result_follows_the_committed_schema() {
     v.as_object_mut().unwrap().remove("max_concurrent_requests");
     assert_eq!(errors(&v).len(), 3, "{:#?}", errors(&v));
 }
+
+/// Probe: `plot` of a directory that is not a replay's artifact directory (missing, empty) is a
+/// usage error (exit 2) that says what to pass, not exit 1 with a bare "No such file"; so is an
+/// `--output` that is a file ("/dev/null: File exists" before).
+#[test]
+fn plot_of_a_non_artifact_directory_is_a_usage_error_saying_what_to_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    for d in [dir.path().join("missing"), dir.path().to_owned()] {
+        let out = Command::new(BIN).arg("plot").arg(&d).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&d.display().to_string()) && err.contains("--artifact-dir"),
+            "{err}"
+        );
+    }
+    std::fs::write(dir.path().join("records.jsonl"), "").unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = Command::new(BIN)
+        .arg("plot")
+        .arg(dir.path())
+        .arg("--output")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--output") && err.contains("a-file"), "{err}");
+}

@@ -164,7 +164,7 @@ pub fn evaluate(windows: &[EndpointWindow], opts: AcceptanceOptions) -> Acceptan
         out.reason = Some(if windows.is_empty() {
             "no metrics endpoints configured".into()
         } else {
-            "no metrics endpoint could be read at both ends of the window".into()
+            unreadable(&out.endpoints)
         });
         return out;
     }
@@ -291,6 +291,31 @@ pub fn evaluate(windows: &[EndpointWindow], opts: AcceptanceOptions) -> Acceptan
     }
     validate(&mut out);
     out
+}
+
+/// Why no endpoint gave a window: each one's first error (three at most), and where to look.
+fn unreadable(endpoints: &[EndpointAcceptance]) -> String {
+    const SHOWN: usize = 3;
+    let mut each: Vec<String> = endpoints
+        .iter()
+        .take(SHOWN)
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e.url,
+                e.error.as_deref().unwrap_or("unknown error")
+            )
+        })
+        .collect();
+    if endpoints.len() > SHOWN {
+        each.push(format!("and {} more", endpoints.len() - SHOWN));
+    }
+    format!(
+        "no metrics endpoint could be read at both ends of the window ({}); check that each \
+         --server-metrics endpoint (default: the target's own /metrics) is reachable and serves \
+         Prometheus text",
+        each.join("; ")
+    )
 }
 
 fn conditional(p: &[f64]) -> Vec<f64> {

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::names::{vllm_shape, Metric, SpecEngine};
+use super::names::{vllm_shape, vllm_shape_names, Metric, SpecEngine};
 use super::snapshot::SeriesKey;
 use super::trtllm_json::IterationTotals;
 use super::Numbers;
@@ -69,12 +69,15 @@ fn ratio(num: f64, den: f64) -> Option<f64> {
 /// acceptance `reason` (or an endpoint's `error`).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub(crate) enum FormulaError {
-    /// Early vLLM v1: no drafts counter, and no k to divide draft tokens by.
-    #[error(
-        "vLLM page has no spec_decode_num_drafts counter; the fixed-k fallback needs \
-         --num-spec-tokens"
-    )]
-    VllmNoDrafts,
+    /// vLLM's counter shape (early vLLM v1, or llama.cpp) without its drafts counter, and the
+    /// fixed-k fallback lacks its draft-tokens counter or k.
+    #[error("{engine} page lacks {fallback}")]
+    NoDrafts {
+        /// `vLLM` or `llama.cpp`.
+        engine: &'static str,
+        /// What is missing.
+        fallback: Fallback,
+    },
     /// SGLang without its verify or generation counter.
     #[error("SGLang page lacks sglang:spec_verify_calls_total or sglang:generation_tokens_total")]
     SglangMissing,
@@ -84,12 +87,9 @@ pub(crate) enum FormulaError {
          enable_iter_perf_stats on, and is specperf the only poller?)"
     )]
     TrtllmNoIterations,
-    /// TensorRT-LLM counters without positions, and no k.
-    #[error(
-        "TensorRT-LLM page has no per-position counters; the fixed-k fallback needs \
-         --num-spec-tokens"
-    )]
-    TrtllmNoPositions,
+    /// TensorRT-LLM counters without positions, and the fixed-k fallback lacks a counter or k.
+    #[error("TensorRT-LLM page lacks {0}")]
+    TrtllmNoPositions(Fallback),
     /// ATOM's steps histogram disagrees with its accepted counter.
     #[error(
         "invalid deltas: Σ n·Δsteps{{accepted_tokens=n}} = {weighted} but Δaccepted = {accepted}"
@@ -103,6 +103,45 @@ pub(crate) enum FormulaError {
     /// `auto` reached the formula (a bug: the engine is resolved first).
     #[error("engine not resolved")]
     Unresolved,
+}
+
+/// Why the fixed-k fallback (drafts = draft tokens / k) could not stand in for a missing
+/// counter: the counters the page lacks, and k if it was known. Only an unknown k asks for
+/// `--num-spec-tokens`; a given k with a missing counter is the server's gap, not the user's.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Fallback {
+    /// The counters whose absence sent us to the fallback.
+    lacks: Vec<&'static str>,
+    /// The fallback's own counters that are absent too.
+    fallback_lacks: Vec<&'static str>,
+    /// k from the flag or the per-position counters.
+    k: Option<u32>,
+}
+
+impl std::fmt::Display for Fallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}; the fixed-k fallback (drafts = draft tokens / k",
+            self.lacks.join(" and ")
+        )?;
+        if let Some(k) = self.k {
+            write!(f, ", k = {k}")?;
+        }
+        f.write_str(") cannot stand in: ")?;
+        let mut why = Vec::new();
+        if !self.fallback_lacks.is_empty() {
+            why.push(format!(
+                "the page lacks {} too (does this build export speculative-decoding counters, \
+                 and is this the decode worker's endpoint?)",
+                self.fallback_lacks.join(" and ")
+            ));
+        }
+        if self.k.is_none() {
+            why.push("k is unknown (pass --num-spec-tokens)".to_owned());
+        }
+        f.write_str(&why.join("; and "))
+    }
 }
 
 /// Applies the engine's formula to summed increases.
@@ -136,7 +175,15 @@ pub(crate) fn numbers(
             } else {
                 // Early v1 builds have no drafts counter: with a fixed k, drafts = tokens / k.
                 let (Some(k), Some(t)) = (kf, tokens) else {
-                    return Err(FormulaError::VllmNoDrafts);
+                    let (label, [drafts_name, tokens_name]) = vllm_shape_names(engine);
+                    return Err(FormulaError::NoDrafts {
+                        engine: label,
+                        fallback: Fallback {
+                            lacks: vec![drafts_name],
+                            fallback_lacks: missing(s, &[(draft_tokens, tokens_name)]),
+                            k,
+                        },
+                    });
                 };
                 Ok((with(t / k, accepted, tokens, Vec::new()), Formula::FixedK))
             }
@@ -185,7 +232,35 @@ pub(crate) fn numbers(
                     Formula::FixedK,
                 )),
                 _ if iterations.is_some() => Err(FormulaError::TrtllmNoIterations),
-                _ => Err(FormulaError::TrtllmNoPositions),
+                _ => Err(FormulaError::TrtllmNoPositions(Fallback {
+                    lacks: missing(
+                        s,
+                        &[
+                            (
+                                Metric::TrtDraftedPerPos,
+                                "trtllm_spec_decode_drafted_tokens_total{token_position}",
+                            ),
+                            (
+                                Metric::TrtAcceptedPerPos,
+                                "trtllm_spec_decode_accepted_tokens_total{token_position}",
+                            ),
+                        ],
+                    ),
+                    fallback_lacks: missing(
+                        s,
+                        &[
+                            (
+                                Metric::TrtDraftTokens,
+                                "trtllm_spec_decode_num_draft_tokens_total",
+                            ),
+                            (
+                                Metric::TrtAccepted,
+                                "trtllm_spec_decode_num_accepted_tokens_total",
+                            ),
+                        ],
+                    ),
+                    k,
+                })),
             }
         }
         SpecEngine::Atom => {
@@ -206,6 +281,16 @@ pub(crate) fn numbers(
         }
         SpecEngine::Auto => Err(FormulaError::Unresolved),
     }
+}
+
+/// The names of the metrics in `wanted` that the sums never saw. TensorRT-LLM's names are given
+/// with the `trtllm_` prefix; its other spellings (`trtllm:`, none) mean the same counters.
+fn missing(s: &Sums, wanted: &[(Metric, &'static str)]) -> Vec<&'static str> {
+    wanted
+        .iter()
+        .filter(|(m, _)| !s.has(*m))
+        .map(|(_, name)| *name)
+        .collect()
 }
 
 pub(crate) fn gauge_numbers(gauges: &[f64]) -> Option<Numbers> {

@@ -245,3 +245,23 @@ pub(crate) fn tables() -> &'static NameTables {
         NameTables { exact, normalised }
     })
 }
+
+/// How messages name an engine of vLLM's shape, and its drafts and draft-tokens counters.
+pub(crate) fn vllm_shape_names(engine: SpecEngine) -> (&'static str, [&'static str; 2]) {
+    match engine {
+        SpecEngine::Llamacpp => (
+            "llama.cpp",
+            [
+                "llamacpp:spec_decode_num_drafts_total",
+                "llamacpp:spec_decode_num_draft_tokens_total",
+            ],
+        ),
+        _ => (
+            "vLLM",
+            [
+                "vllm:spec_decode_num_drafts_total",
+                "vllm:spec_decode_num_draft_tokens_total",
+            ],
+        ),
+    }
+}

@@ -487,3 +487,117 @@ fn llamacpp_positions_written_on_first_use_are_not_resets() {
     );
     assert!(a.resets.iter().any(|r| r.kind == ResetKind::Decreased));
 }
+
+fn eval_as(engine: SpecEngine, page: &str, k: Option<u32>) -> Acceptance {
+    evaluate(
+        &[window("u", Snapshot::default(), snap_text(page))],
+        AcceptanceOptions {
+            engine,
+            num_spec_tokens: k,
+        },
+    )
+}
+
+fn without(page: &str, names: &[&str]) -> String {
+    page.lines()
+        .filter(|l| !names.iter().any(|n| l.contains(n)))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn vllm_fixed_k_fallback_names_what_is_missing_not_a_given_flag() {
+    let page = fixture("vllm_2engines_after.prom");
+    let drafts = "vllm:spec_decode_num_drafts_total";
+    let tokens = "vllm:spec_decode_num_draft_tokens_total";
+    let per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos";
+    // k given, both the drafts and the draft-tokens counters absent: the flag is not the fix.
+    let bare = without(&page, &[drafts, tokens, per_pos]);
+    let a = eval_as(SpecEngine::Vllm, &bare, Some(4));
+    let reason = a.reason.unwrap();
+    assert_eq!(a.status, AcceptanceStatus::Invalid, "{reason}");
+    assert!(
+        reason.contains(drafts) && reason.contains(tokens),
+        "{reason}"
+    );
+    assert!(reason.contains("k = 4"), "{reason}");
+    assert!(!reason.contains("--num-spec-tokens"), "{reason}");
+    // k not given, draft tokens present: k is all that is missing.
+    let a = eval_as(SpecEngine::Vllm, &without(&page, &[drafts, per_pos]), None);
+    let reason = a.reason.unwrap();
+    assert!(
+        reason.contains(drafts) && reason.contains("--num-spec-tokens"),
+        "{reason}"
+    );
+    assert!(!reason.contains(tokens), "{reason}");
+    // k not given, both counters absent: both are named, and so is the flag.
+    let a = eval_as(SpecEngine::Vllm, &bare, None);
+    let reason = a.reason.unwrap();
+    assert!(
+        reason.contains(drafts) && reason.contains(tokens),
+        "{reason}"
+    );
+    assert!(reason.contains("--num-spec-tokens"), "{reason}");
+}
+
+#[test]
+fn trtllm_fixed_k_fallback_names_what_is_missing_not_a_given_flag() {
+    let page = fixture("trtllm_prometheus.prom");
+    let gauge = "spec_decode_acceptance_length";
+    let positions = "token_position";
+    let tokens = "spec_decode_num_draft_tokens_total";
+    // k given, no per-position counters and no draft-tokens counter.
+    let a = eval_as(
+        SpecEngine::Trtllm,
+        &without(&page, &[gauge, positions, tokens]),
+        Some(3),
+    );
+    let reason = a.reason.unwrap();
+    assert_eq!(a.status, AcceptanceStatus::Invalid, "{reason}");
+    assert!(
+        reason.contains("trtllm_spec_decode_drafted_tokens_total"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("trtllm_spec_decode_num_draft_tokens_total"),
+        "{reason}"
+    );
+    assert!(reason.contains("k = 3"), "{reason}");
+    assert!(!reason.contains("--num-spec-tokens"), "{reason}");
+    // k not given, the fallback's counters present: only the flag is missing.
+    let a = eval_as(
+        SpecEngine::Trtllm,
+        &without(&page, &[gauge, positions]),
+        None,
+    );
+    let reason = a.reason.unwrap();
+    assert!(reason.contains("--num-spec-tokens"), "{reason}");
+    assert!(!reason.contains("num_draft_tokens"), "{reason}");
+    assert!(!reason.contains("num_accepted_tokens"), "{reason}");
+}
+
+#[test]
+fn no_readable_endpoint_names_each_one_and_its_error() {
+    let w = |url: &str, e: &str| EndpointWindow {
+        url: url.into(),
+        before: Err(ScrapeError::Fetch(e.into())),
+        after: Err(ScrapeError::NotScraped),
+        iterations: None,
+    };
+    let a = eval(
+        &[
+            w("http://a:1/metrics", "Connection refused"),
+            w("http://b:2/metrics", "no answer within 5 s"),
+        ],
+        None,
+    );
+    assert_eq!(a.status, AcceptanceStatus::Unavailable);
+    let reason = a.reason.unwrap();
+    for want in [
+        "http://a:1/metrics: Connection refused",
+        "http://b:2/metrics: no answer within 5 s",
+        "--server-metrics",
+    ] {
+        assert!(reason.contains(want), "{want:?} missing from {reason}");
+    }
+}
