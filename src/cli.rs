@@ -168,6 +168,7 @@ const NOT_FOR_RENDER: &[&str] = &[
     "insecure",
     "http",
     "connection_reuse_strategy",
+    "rate_limit_retries",
     "connect_timeout_seconds",
     "ttft_timeout_seconds",
     "idle_timeout_seconds",
@@ -481,6 +482,13 @@ pub struct ReplayArgs {
     /// sent once more on a fresh connection, and counted as retried.
     #[arg(long, value_enum, default_value_t = ConnectionReuse::Pooled)]
     pub connection_reuse_strategy: ConnectionReuse,
+
+    /// Send a request answered 429 (rate limited) again, up to N times, after the server's
+    /// Retry-After (1 s without one, at most 60 s), while its first-token deadline allows; each
+    /// is counted as retried and the wait is part of its latency. Default 0: a 429 is recorded as
+    /// an http_status failure.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub rate_limit_retries: u32,
 
     /// Limit on TCP connect plus TLS handshake, seconds.
     #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]

@@ -193,8 +193,9 @@ pub struct RequestRecord {
     /// `finish_reason: stop` with one completion token that decodes to nothing). Its tokens count.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub empty_output: bool,
-    /// Times the request was sent again on a fresh connection because a reused one closed before
-    /// any response byte (the server never saw it: nothing is counted twice).
+    /// Times the request was sent again: on a fresh connection because a reused one closed before
+    /// any response byte (the server never saw it: nothing is counted twice), or after a 429 when
+    /// `--rate-limit-retries` asks for it.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
     /// Gaps between consecutive content events, with the tokens each later event carried

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderMap, Method, Request, Uri};
+use http::{HeaderMap, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::{capture_connection, HttpConnector};
 use hyper_util::client::legacy::Client as HyperClient;
@@ -75,6 +75,8 @@ pub struct Timeouts {
 pub(crate) struct ClientOptions {
     pub(crate) http: HttpVersion,
     pub(crate) reuse: ConnectionReuse,
+    /// Times a 429 answer is retried after its `Retry-After` (0: never).
+    pub(crate) rate_limit_retries: u32,
     pub(crate) timeouts: Timeouts,
     /// Custom headers and the bearer key; credentials among them are marked sensitive.
     pub(crate) headers: HeaderMap,
@@ -232,6 +234,7 @@ impl Client {
         };
 
         // The times stay those of the first send: a retry is part of what the user waited for.
+        let (mut fresh, mut limited) = (false, 0u32);
         let resp = loop {
             let http_req = match self.request(req) {
                 Ok(r) => r,
@@ -240,14 +243,36 @@ impl Client {
             let resp = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return cancelled(rec, clock),
-                r = self.send(http_req, rec.retries > 0) => r,
+                r = self.send(http_req, fresh) => r,
                 _ = tokio::time::sleep_until(first_deadline.into()) => {
                     return fail(rec, clock, first_kind, format!("no response headers within {:?}", first_deadline - sent));
                 }
             };
             match resp {
+                Ok(r)
+                    if r.status() == StatusCode::TOO_MANY_REQUESTS
+                        && limited < self.opts.rate_limit_retries =>
+                {
+                    // Asked for (--rate-limit-retries): come back when the server said, if
+                    // that is still before the first-token deadline.
+                    let wait = retry_after(r.headers());
+                    if Instant::now() + wait >= first_deadline {
+                        break r;
+                    }
+                    drop(r);
+                    limited += 1;
+                    rec.retries += 1;
+                    tokio::select! {
+                        biased;
+                        _ = cancel.cancelled() => return cancelled(rec, clock),
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                }
                 Ok(r) => break r,
-                Err(e) if rec.retries == 0 && closed_after_reuse(&e) => rec.retries += 1,
+                Err(e) if !fresh && closed_after_reuse(&e) => {
+                    fresh = true;
+                    rec.retries += 1;
+                }
                 Err(e) => {
                     let kind = classify_transport(&e);
                     return fail(rec, clock, kind, describe(&e));
@@ -373,6 +398,18 @@ impl Client {
         }
         builder.body(Full::new(req.body.clone()))
     }
+}
+
+/// How long a 429 asks to wait: `Retry-After` in seconds (an HTTP date or nothing: 1 s), at
+/// most a minute.
+fn retry_after(h: &HeaderMap) -> Duration {
+    let secs = h
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .unwrap_or(1.0);
+    Duration::from_secs_f64(secs.min(60.0))
 }
 
 /// True when a request failed on a connection that had already served a response, because that

@@ -83,6 +83,7 @@ pub(super) fn client_options(a: &ReplayArgs) -> Result<ClientOptions, ConfigErro
     Ok(ClientOptions {
         http: a.http,
         reuse: a.connection_reuse_strategy,
+        rate_limit_retries: a.rate_limit_retries,
         timeouts,
         headers,
         origin: None,

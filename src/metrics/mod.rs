@@ -54,8 +54,8 @@ pub struct Counts {
     /// Successes whose response had usage but no text (counted in the token totals).
     #[serde(skip_serializing_if = "is_zero")]
     pub empty_output: u64,
-    /// Requests sent again on a fresh connection after a reused one closed before any response
-    /// byte (each counted once, whatever its outcome).
+    /// Requests sent again: on a fresh connection after a reused one closed before any response
+    /// byte, or after a 429 with `--rate-limit-retries` (each counted once, whatever its outcome).
     #[serde(skip_serializing_if = "is_zero")]
     pub retried: u64,
 }

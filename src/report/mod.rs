@@ -114,8 +114,8 @@ pub fn console_table(s: &Summary) -> String {
     if c.retried > 0 {
         let _ = writeln!(
             o,
-            "Retried: {} requests were sent again on a fresh connection after a reused one \
-             closed before any response byte (--connection-reuse-strategy never avoids reuse)",
+            "Retried: {} requests were sent again (a reused connection closed before any \
+             response byte, or a 429 with --rate-limit-retries)",
             c.retried
         );
     }

@@ -619,3 +619,46 @@ async fn a_rate_limited_gateway_admits_its_burst_and_answers_the_rest_429_with_r
         );
     }
 }
+
+/// Issue 14, defect 7: a 429 is retried only when asked. With `--rate-limit-retries`, a request
+/// answered 429 waits the Retry-After and goes again: every request ends ok, each refusal the
+/// gateway gave is one retry in the records, and the waits are in the latencies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_retries_wait_the_retry_after_and_go_again_when_asked() {
+    use specperf::sim::RateLimit;
+    let s = sim(SimConfig {
+        rate_limit: Some(RateLimit {
+            per_second: 4.0,
+            burst: 1,
+        }),
+        ..fast()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_at(
+        &s.url(),
+        dir.path().to_str().unwrap(),
+        &format!(
+            "--model {} --concurrency 3 --request-count 3 --osl {OSL} --rate-limit-retries 20",
+            s.model()
+        ),
+    )
+    .await;
+    let c = &out.summary.counts;
+    assert_eq!((c.success, c.failed), (3, 0), "{:?}", c.failed_by_kind);
+    let recs = records(dir.path());
+    let retries: u64 = recs
+        .iter()
+        .map(|r| r["retries"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(
+        retries >= 2,
+        "two of three found the bucket empty: {retries}"
+    );
+    assert_eq!(s.rate_limited(), retries, "one retry per refusal");
+    let retried = recs.iter().filter(|r| r.get("retries").is_some()).count() as u64;
+    assert_eq!(c.retried, retried);
+    assert!(retried >= 2, "{retried}");
+    // Retry-After is at least 1 s: a retried request waited it.
+    let slowest = out.summary.metrics["request_latency_ms"].max;
+    assert!(slowest >= 1000.0, "latency includes the wait: {slowest} ms");
+}
