@@ -301,6 +301,29 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
 
 /// Writes `profile_export_aiperf_timeslices.{csv,json}` into `dir` from its `records.jsonl`,
 /// windows `slice_ns` long.
+/// The lines of a `records.jsonl` as `R` (each view reads the fields it needs), keeping those
+/// `keep` accepts; a line that does not parse names the file and the line.
+fn read_records<R: serde::de::DeserializeOwned>(
+    path: &Path,
+    keep: impl Fn(&R) -> bool,
+) -> Result<Vec<R>, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(ReportError::io(path))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r: R = serde_json::from_str(line).map_err(|e| ReportError::Input {
+            path: path.to_owned(),
+            reason: format!("line {}: not a specperf record: {e}", i + 1),
+        })?;
+        if keep(&r) {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
 pub(crate) fn write_timeslices(dir: &Path, s: &Summary, slice_ns: u64) -> Result<(), ReportError> {
     timeslices::write(dir, s, slice_ns)
 }

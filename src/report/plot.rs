@@ -142,24 +142,6 @@ pub struct PlotOutput {
     pub files: Vec<PathBuf>,
 }
 
-fn read_records(path: &Path) -> Result<Vec<Rec>, ReportError> {
-    let text = std::fs::read_to_string(path).map_err(ReportError::io(path))?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let r: Rec = serde_json::from_str(line).map_err(|e| ReportError::Input {
-            path: path.to_owned(),
-            reason: format!("line {}: not a specperf record: {e}", i + 1),
-        })?;
-        if r.phase == "profiling" {
-            out.push(r);
-        }
-    }
-    Ok(out)
-}
-
 /// Up to `max` points of the empirical CDF of `v` (sorted in place).
 fn cdf(v: &mut [f64], max: usize) -> Vec<(f64, f64)> {
     v.sort_by(f64::total_cmp);
@@ -494,7 +476,7 @@ pub fn plot(
     golden_al: Option<f64>,
     with_png: bool,
 ) -> Result<PlotOutput, ReportError> {
-    let recs = read_records(&dir.join("records.jsonl"))?;
+    let recs = super::read_records(&dir.join("records.jsonl"), |r: &Rec| r.phase == "profiling")?;
     let summary_path = dir.join("summary.json");
     let text = std::fs::read_to_string(&summary_path).map_err(ReportError::io(&summary_path))?;
     let summary: Value = serde_json::from_str(&text).map_err(|e| ReportError::Input {

@@ -79,24 +79,6 @@ struct Slice<'a> {
     recs: Vec<&'a Rec>,
 }
 
-fn read(path: &Path) -> Result<Vec<Rec>, ReportError> {
-    let text = std::fs::read_to_string(path).map_err(ReportError::io(path))?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let r: Rec = serde_json::from_str(line).map_err(|e| ReportError::Input {
-            path: path.to_owned(),
-            reason: format!("line {}: not a specperf record: {e}", i + 1),
-        })?;
-        if r.phase == "profiling" && r.outcome.status == "success" {
-            out.push(r);
-        }
-    }
-    Ok(out)
-}
-
 fn slices(recs: &[Rec], epoch_ns: u64, slice_ns: u64) -> Vec<Slice<'_>> {
     let Some(first) = recs.iter().map(|r| r.sent_ns).min() else {
         return Vec::new();
@@ -192,7 +174,9 @@ pub(crate) fn write(dir: &Path, s: &Summary, slice_ns: u64) -> Result<(), Report
     if !path.exists() {
         return Ok(());
     }
-    let recs = read(&path)?;
+    let recs = super::read_records(&path, |r: &Rec| {
+        r.phase == "profiling" && r.outcome.status == "success"
+    })?;
     let epoch_ns = (s.meta.start_unix_s * 1e9) as u64;
     let slice_ns = slice_ns.max(1);
     let slice_s = slice_ns as f64 / 1e9;
