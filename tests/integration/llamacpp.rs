@@ -45,6 +45,7 @@ fn llamacpp_dir() -> PathBuf {
 
 /// A llama-server child on a loopback port, killed on drop.
 pub(crate) struct Llama {
+    _one: std::sync::MutexGuard<'static, ()>,
     child: Child,
     pub(crate) url: String,
     log: PathBuf,
@@ -63,9 +64,14 @@ fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// One llama-server at a time: each takes a core, and the suite's other tests (timing bounds
+/// among them) need the other.
+static ONE_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl Llama {
     fn start(mode: Mode) -> Llama {
         let dir = llamacpp_dir();
+        let one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
         let model = dir.join("model/SmolLM2-135M-Instruct.Q4_1.gguf");
         let m = model.to_str().unwrap();
         let port = free_port();
@@ -138,6 +144,7 @@ impl Llama {
             .spawn()
             .unwrap();
         let s = Llama {
+            _one: one,
             child,
             url: format!("http://127.0.0.1:{port}"),
             log,

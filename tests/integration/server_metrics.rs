@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use crate::common::{config, fast, read_json, run, sim};
+use specperf::sim::SimConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_metrics_export_has_aiperfs_shape_with_the_servers_names() {
@@ -227,7 +228,12 @@ fn inferencex_backend(v: &Value) -> Result<&'static str, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inferencex_readers_find_the_vllm_backend_and_the_plot_inputs() {
-    let s = sim(fast());
+    // 10 ms steps: the run lasts about a second, so the gauges are sampled many times (a
+    // millisecond run on a loaded machine could end between two scrapes).
+    let s = sim(SimConfig {
+        itl: std::time::Duration::from_millis(10),
+        ..fast()
+    });
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("run");
     let out = run(config(&[
