@@ -186,8 +186,8 @@ async fn measured_times_track_the_simulator_schedule() {
     // p = 0: one token per step, ten steps of 5 ms after the first token, on the simulator's
     // absolute schedule (emission i at 30 + 5·i ms after arrival): the last token can be late
     // but never early, so latency is at least 80 ms. A late first token (a loaded machine)
-    // shortens the mean gap, so the ITL bound only catches gross errors such as counting
-    // chunks instead of tokens.
+    // shortens the mean gap and a starved client lengthens it, so the ITL bound (a tenth to
+    // four times the step) only catches gross errors such as a unit or a count mistaken.
     let latency = &out.summary.metrics["request_latency_ms"];
     assert!(
         latency.min >= 80.0,
@@ -197,7 +197,7 @@ async fn measured_times_track_the_simulator_schedule() {
     let itl = &out.summary.metrics["inter_token_latency_ms"];
     let scale = f64::from(crate::common::time_scale());
     assert!(
-        (0.5 / scale..9.0 * scale).contains(&itl.p("p50")),
+        (0.5 / scale..20.0 * scale).contains(&itl.p("p50")),
         "ITL p50 near the 5 ms step: {}",
         itl.p("p50")
     );
