@@ -9,7 +9,7 @@ use http::{Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
 
 use super::credentials::redact;
-use super::{describe, Client};
+use super::{closed_after_reuse, describe, Client};
 
 /// A GET answer: status, lower-cased `Content-Type`, and the body (gzip already undone).
 #[derive(Debug)]
@@ -107,20 +107,24 @@ impl Client {
         accept: &str,
         cap: BodyCap,
     ) -> Result<Fetched, FetchError> {
-        let mut req = Request::builder().method(Method::GET).uri(uri.clone());
-        for (k, v) in self.headers_for(&uri).into_iter().flatten() {
-            req = req.header(k, v);
-        }
-        req = req.header(ACCEPT, accept);
-        req = req.header(ACCEPT_ENCODING, "gzip, identity");
-        let req = req
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| FetchError::Request(e.to_string()))?;
+        let request = || {
+            let mut req = Request::builder().method(Method::GET).uri(uri.clone());
+            for (k, v) in self.headers_for(&uri).into_iter().flatten() {
+                req = req.header(k, v);
+            }
+            req = req.header(ACCEPT, accept);
+            req = req.header(ACCEPT_ENCODING, "gzip, identity");
+            req.body(Full::new(Bytes::new()))
+                .map_err(|e| FetchError::Request(e.to_string()))
+        };
         let fut = async {
-            let resp = self
-                .send(req, false)
-                .await
-                .map_err(|e| FetchError::Transport(describe(&e)))?;
+            // As for completions: a pooled connection the server closed between requests
+            // (llama-server does) is not a failed scrape; the GET goes once more, fresh.
+            let resp = match self.send(request()?, false).await {
+                Err(e) if closed_after_reuse(&e) => self.send(request()?, true).await,
+                r => r,
+            }
+            .map_err(|e| FetchError::Transport(describe(&e)))?;
             let status = resp.status().as_u16();
             let header = |name| {
                 resp.headers()

@@ -270,23 +270,27 @@ fn assert_reconciles(mode: Mode, label: &str, c: &Case) {
         "{mode:?} {label}: prompt tokens vs the server's counters"
     );
     let a = &s.acceptance.as_ref().expect("scraped").acceptance;
+    let why = format!("{mode:?} {label}: {:?} {:?}", a.status, a.reason);
     let drafts = d("llamacpp:spec_decode_num_drafts_total");
     if mode == Mode::Base {
         assert_eq!(drafts, 0.0);
-        assert_eq!(a.numbers.acceptance_length, None, "{mode:?} {label}");
+        assert_eq!(a.numbers.acceptance_length, None, "{why}");
         return;
     }
-    assert!(drafts > 0.0, "{mode:?} {label}: no drafts");
+    assert!(drafts > 0.0, "{why}: no drafts");
     let accepted = d("llamacpp:spec_decode_num_accepted_tokens_total");
     let draft_tokens = d("llamacpp:spec_decode_num_draft_tokens_total");
-    assert_eq!(serde_json::to_value(a.engine).unwrap(), "llamacpp");
+    assert_eq!(serde_json::to_value(a.engine).unwrap(), "llamacpp", "{why}");
     assert_eq!(
         a.numbers.acceptance_length,
         Some(1.0 + accepted / drafts),
-        "{mode:?} {label}: {:?}",
-        a.reason
+        "{why}"
     );
-    assert_eq!(a.numbers.acceptance_rate, Some(accepted / draft_tokens));
+    assert_eq!(
+        a.numbers.acceptance_rate,
+        Some(accepted / draft_tokens),
+        "{why}"
+    );
     let per_pos: Vec<f64> = (0..)
         .map(|i| {
             format!("llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position=\"{i}\"}}")

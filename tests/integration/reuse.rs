@@ -18,6 +18,8 @@ enum Script {
     OneRequestPerConnection,
     /// Streams an answer with no content: a stop chunk and usage saying one completion token.
     EmptyAnswer,
+    /// Like `OneRequestPerConnection` for every request, the metrics page's GETs included.
+    OneOfAnyPerConnection,
 }
 
 struct Server {
@@ -81,6 +83,27 @@ async fn connection(
     let mut buf = Vec::new();
     let mut served = 0;
     while let Some(head) = read_request(&mut sock, &mut buf).await {
+        if matches!(script, Script::OneOfAnyPerConnection) && served > 0 {
+            dropped.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
+        if head.starts_with("GET /metrics") {
+            let n = answered.load(Ordering::SeqCst) * 4;
+            let body = format!(
+                "# TYPE vllm:spec_decode_num_drafts_total counter\n\
+                 vllm:spec_decode_num_drafts_total {n}\n\
+                 # TYPE vllm:spec_decode_num_accepted_tokens_total counter\n\
+                 vllm:spec_decode_num_accepted_tokens_total {}\n",
+                n * 3 / 2
+            );
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sock.write_all(resp.as_bytes()).await;
+            served += 1;
+            continue;
+        }
         if head.starts_with("GET ") {
             // /v1/models, or the warm-up's /health.
             let body = r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#;
@@ -99,7 +122,7 @@ async fn connection(
         served += 1;
         answered.fetch_add(1, Ordering::SeqCst);
         let events: Vec<String> = match script {
-            Script::OneRequestPerConnection => vec![
+            Script::OneRequestPerConnection | Script::OneOfAnyPerConnection => vec![
                 r#"{"choices":[{"index":0,"delta":{"content":"hi"}}]}"#.into(),
                 r#"{"choices":[{"index":0,"delta":{"content":" there"},"finish_reason":"length"}]}"#
                     .into(),
@@ -188,4 +211,32 @@ async fn an_answer_that_ends_at_once_is_a_success_and_its_tokens_count() {
         .all(|r| r["empty_output"] == true));
     let console = specperf::console_table(&out.summary);
     assert!(console.contains("Empty answers: 12"), "{console}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metrics_scrape_on_a_connection_the_server_closed_goes_once_more() {
+    let s = scripted(Script::OneOfAnyPerConnection).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_at(
+        &s.url,
+        dir.path().to_str().unwrap(),
+        &format!(
+            "--model m --request-count 12 --concurrency 1 --osl 2 --server-metrics {}/metrics \
+             --metrics-interval-seconds 0.05",
+            s.url
+        ),
+    )
+    .await;
+    assert_eq!(out.summary.counts.failed, 0);
+    let scrape = out.summary.acceptance.as_ref().expect("scraped");
+    // Both ends of the window were read although every reused connection was dropped: each
+    // request answered adds 4 drafts and 6 accepted tokens, AL 2.5.
+    assert_eq!(
+        scrape.acceptance.numbers.acceptance_length,
+        Some(2.5),
+        "{:?}: {:?}",
+        scrape.acceptance.status,
+        scrape.acceptance.reason
+    );
+    assert_eq!(scrape.acceptance.numbers.drafts, 48.0);
 }
