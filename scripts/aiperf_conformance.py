@@ -6,8 +6,9 @@
 Run it with the Python of the venv that scripts/aiperf-conformance.sh installs (aiperf==0.13.0).
 For every artifact directory:
 
-* `profile_export_aiperf.json` is validated with AIPerf's `JsonExportData` (and its
-  `telemetry_data` must be the object AIPerf writes, never null: `aiperf plot` warns on null);
+* `profile_export_aiperf.json` is validated with AIPerf's `JsonExportData` (each metric that model
+  does not name, such as `effective_concurrency`, with `JsonMetricResult`), and its
+  `telemetry_data` must be the object AIPerf writes, never null (`aiperf plot` warns on null);
 * every line of `profile_export.jsonl` with `MetricRecordInfo`;
 * `server_metrics_export.json` with `ServerMetricsExportData`;
 * `aiperf plot` must draw its plots (PNG where kaleido finds a Chrome, else the same figures as
@@ -70,7 +71,7 @@ def load_json(path: Path, fails: Failures):
 def check_profile(d: Path, fails: Failures) -> None:
     from pydantic import ValidationError
 
-    from aiperf.common.models.export_models import JsonExportData
+    from aiperf.common.models.export_models import JsonExportData, JsonMetricResult
 
     path = d / PROFILE_JSON
     data = load_json(path, fails)
@@ -82,6 +83,14 @@ def check_profile(d: Path, fails: Failures) -> None:
         fails.pydantic(path, e)
     except Exception as e:  # AIPerf's own validators can raise on shapes they do not expect
         fails.add(path, "(model)", f"{type(e).__name__}: {e}")
+    # AIPerf's model takes metrics it does not name (`extra="allow"`) unchecked: each one (the
+    # time-weighted effective_* / active_* among them) must still be a JsonMetricResult.
+    for key, value in data.items():
+        if isinstance(value, dict) and "unit" in value:
+            try:
+                JsonMetricResult.model_validate(value)
+            except ValidationError as e:
+                fails.pydantic(path, e, prefix=f"{key}.")
     if not isinstance(data.get("telemetry_data"), dict):
         fails.add(
             path,
