@@ -317,6 +317,11 @@ impl Aggregate {
         // From the intended start: what a user arriving on schedule saw (coordinated omission).
         self.push(MetricKey::EffectiveLatency, m.effective_latency_ms);
         self.push(MetricKey::OutputSequenceLength, m.osl as f64);
+        // AIPerf has no output token count for a request without output tokens.
+        let output = m.osl.saturating_sub(m.reasoning.unwrap_or(0));
+        if output > 0 {
+            self.push(MetricKey::OutputTokenCount, output as f64);
+        }
         if let Some(n) = self
             .client_isl
             .as_ref()

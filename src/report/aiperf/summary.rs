@@ -207,13 +207,16 @@ pub(crate) fn summary_json(s: &Summary) -> J {
             o.put(tag(key), stat_obj(key.unit(), st));
         }
     }
-    // AIPerf's token-count record metrics we have exactly: OSL is `usage.completion_tokens`
-    // (`usage_completion_tokens`), and without reasoning tokens every one is an output token
-    // (`output_token_count`; with reasoning the per-request split is not kept, so it is left out).
+    // AIPerf's token-count record metrics, all from the server's `usage`: ISL is
+    // `usage.prompt_tokens` (`usage_prompt_tokens`), OSL `usage.completion_tokens`
+    // (`usage_completion_tokens`), and the output token count is OSL less reasoning tokens.
+    if let Some(st) = s.metric(MetricKey::InputSequenceLength) {
+        o.put("usage_prompt_tokens", stat_obj("tokens", st));
+    }
+    if let Some(st) = s.metric(MetricKey::OutputTokenCount) {
+        o.put(tag(MetricKey::OutputTokenCount), stat_obj("tokens", st));
+    }
     if let Some(st) = s.metric(MetricKey::OutputSequenceLength) {
-        if s.total_reasoning_tokens == 0 {
-            o.put("output_token_count", stat_obj("tokens", st));
-        }
         o.put("usage_completion_tokens", stat_obj("tokens", st));
     }
     for (tag, _, unit, v) in derived(s) {
