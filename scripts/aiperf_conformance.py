@@ -6,12 +6,17 @@
 Run it with the Python of the venv that scripts/aiperf-conformance.sh installs (aiperf==0.13.0).
 For every artifact directory:
 
-* `profile_export_aiperf.json` is validated with AIPerf's `JsonExportData` (and its
-  `telemetry_data` must be the object AIPerf writes, never null: `aiperf plot` warns on null);
+* `profile_export_aiperf.json` is validated with AIPerf's `JsonExportData` (each metric that model
+  does not name, such as `effective_concurrency`, with `JsonMetricResult`), and its
+  `telemetry_data` must be the object AIPerf writes, never null (`aiperf plot` warns on null);
 * every line of `profile_export.jsonl` with `MetricRecordInfo`;
 * `server_metrics_export.json` with `ServerMetricsExportData`;
-* `aiperf plot` must draw its plots (PNG where kaleido finds a Chrome, else the same figures as
-  HTML: the figures are AIPerf's either way, only the image writer differs).
+* `inputs.json` with `InputsFile` (the model AIPerf writes it from), and every record's
+  `conversation_id` / `turn_index` must name a session and payload in it (AIPerf's record model
+  says a record's request is looked up there by them);
+* `aiperf plot`, with AIPerf's default plot config switched to every single-run plot it defines,
+  must draw each of them except the GPU ones (PNG where kaleido finds a Chrome, else the same
+  figures as HTML: the figures are AIPerf's either way, only the image writer differs).
 
 A `--speed-bench DIR=CATEGORY` directory is checked like the others and then given to
 `aiperf speed-bench-report`, which must print CATEGORY and an acceptance length equal to the one in
@@ -36,6 +41,7 @@ from pathlib import Path
 PROFILE_JSON = "profile_export_aiperf.json"
 RECORDS_JSONL = "profile_export.jsonl"
 SERVER_METRICS_JSON = "server_metrics_export.json"
+INPUTS_JSON = "inputs.json"
 
 
 class Failures:
@@ -70,7 +76,7 @@ def load_json(path: Path, fails: Failures):
 def check_profile(d: Path, fails: Failures) -> None:
     from pydantic import ValidationError
 
-    from aiperf.common.models.export_models import JsonExportData
+    from aiperf.common.models.export_models import JsonExportData, JsonMetricResult
 
     path = d / PROFILE_JSON
     data = load_json(path, fails)
@@ -82,6 +88,14 @@ def check_profile(d: Path, fails: Failures) -> None:
         fails.pydantic(path, e)
     except Exception as e:  # AIPerf's own validators can raise on shapes they do not expect
         fails.add(path, "(model)", f"{type(e).__name__}: {e}")
+    # AIPerf's model takes metrics it does not name (`extra="allow"`) unchecked: each one (the
+    # time-weighted effective_* / active_* among them) must still be a JsonMetricResult.
+    for key, value in data.items():
+        if isinstance(value, dict) and "unit" in value:
+            try:
+                JsonMetricResult.model_validate(value)
+            except ValidationError as e:
+                fails.pydantic(path, e, prefix=f"{key}.")
     if not isinstance(data.get("telemetry_data"), dict):
         fails.add(
             path,
@@ -112,6 +126,50 @@ def check_records(d: Path, fails: Failures) -> int:
         except Exception as e:
             fails.add(path, f"line {n}", f"{type(e).__name__}: {e}")
     return len(lines)
+
+
+def check_inputs(d: Path, fails: Failures) -> None:
+    from pydantic import ValidationError
+
+    from aiperf.common.models.dataset_models import InputsFile
+
+    path = d / INPUTS_JSON
+    data = load_json(path, fails)
+    if data is None:
+        return
+    try:
+        inputs = InputsFile.model_validate(data)
+    except ValidationError as e:
+        fails.pydantic(path, e)
+        return
+    if not inputs.data:
+        fails.add(path, "data", "no sessions")
+    turns = {}
+    for i, s in enumerate(inputs.data):
+        if not s.session_id:
+            fails.add(path, f"data.{i}.session_id", "missing (records name their session by it)")
+        if not s.payloads:
+            fails.add(path, f"data.{i}.payloads", "empty")
+        turns[s.session_id] = len(s.payloads)
+    try:
+        lines = (d / RECORDS_JSONL).read_text().splitlines()
+    except OSError:
+        return  # check_records reports it
+    for n, line in enumerate(lines, 1):
+        try:
+            meta = json.loads(line)["metadata"]
+            conv, turn = meta["conversation_id"], meta["turn_index"]
+        except (ValueError, KeyError, TypeError):
+            continue  # check_records reports it
+        if conv not in turns:
+            fails.add(path, "data", f"no session {conv!r} (line {n} of {RECORDS_JSONL})")
+        elif not 0 <= turn < turns[conv]:
+            fails.add(
+                path,
+                "data",
+                f"session {conv!r} has {turns[conv]} payloads, line {n} of {RECORDS_JSONL} "
+                f"is turn {turn}",
+            )
 
 
 def check_server_metrics(d: Path, fails: Failures) -> None:
@@ -166,17 +224,33 @@ def has_chrome() -> bool:
     return any(which(n) for n in ("chromium", "chromium-browser", "google-chrome", "chrome"))
 
 
+def every_single_run_plot(tmp: Path) -> Path:
+    """AIPerf's own default plot config with every single-run plot it defines switched on (its
+    default list leaves some out), so each figure AIPerf can draw for one run is checked."""
+    import yaml
+    from importlib.resources import files
+
+    cfg = yaml.safe_load((files("aiperf.plot") / "default_plot_config.yaml").read_text())
+    vis = cfg["visualization"]
+    vis["single_run_defaults"] = list(vis["single_run_plots"])
+    path = tmp / "every_single_run_plot.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
 def check_plot(d: Path, fails: Failures) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "plots"
-        # AIPerf writes ~/.aiperf/plot_config.yaml on first run; its log lines wrap at the
-        # terminal's width, and one line per message is what is checked below.
+        config = ["--config", str(every_single_run_plot(Path(tmp)))]
+        # AIPerf's log lines wrap at the terminal's width, and one line per message is what is
+        # checked below.
         env = dict(os.environ, HOME=tmp, COLUMNS="250")
+        args = [str(d), "--output", str(out), *config]
         if has_chrome():
-            p = run([*aiperf_cli(), "plot", str(d), "--output", str(out)], env=env)
+            p = run([*aiperf_cli(), "plot", *args], env=env)
             kind = "png"
         else:
-            p = run([sys.executable, "-c", PLOT_AS_HTML, str(d), "--output", str(out)], env=env)
+            p = run([sys.executable, "-c", PLOT_AS_HTML, *args], env=env)
             kind = "html"
         drawn = sorted(f.name for f in out.rglob(f"*.{kind}")) if out.exists() else []
         text = (p.stdout + p.stderr).strip()
@@ -272,6 +346,7 @@ def main() -> int:
         check_profile(d, fails)
         n = check_records(d, fails)
         check_server_metrics(d, fails)
+        check_inputs(d, fails)
         check_plot(d, fails)
         for sd, cat in speed:
             if sd == d:

@@ -27,6 +27,8 @@ pub(crate) enum MetricKey {
     InterTokenLatencyTokenWeighted,
     /// `usage.completion_tokens`.
     OutputSequenceLength,
+    /// `usage.completion_tokens` − reasoning tokens (AIPerf's output token count).
+    OutputTokenCount,
     /// 1 / ITL.
     OutputTokenThroughputPerUser,
     /// ISL / TTFT.
@@ -138,6 +140,13 @@ impl MetricKey {
                 Some("Output sequence length (tokens)"),
                 None,
             ),
+            K::OutputTokenCount => n(
+                "output_token_count",
+                TOKENS,
+                Some(("output_token_count", "Output Token Count")),
+                None,
+                None,
+            ),
             K::OutputTokenThroughputPerUser => n(
                 "output_token_throughput_per_user_tps",
                 TPS,
@@ -222,7 +231,7 @@ impl MetricKey {
 mod tests {
     use super::*;
 
-    const ALL: [MetricKey; 18] = [
+    const ALL: [MetricKey; 19] = [
         MetricKey::ClientInputSequenceLength,
         MetricKey::DecodeDuration,
         MetricKey::DispatchLag,
@@ -234,6 +243,7 @@ mod tests {
         MetricKey::InterTokenLatency,
         MetricKey::InterTokenLatencyTokenWeighted,
         MetricKey::OutputSequenceLength,
+        MetricKey::OutputTokenCount,
         MetricKey::OutputTokenThroughputPerUser,
         MetricKey::PrefillThroughputPerUser,
         MetricKey::RequestLatency,

@@ -6,13 +6,15 @@
 
 //!
 //! Split by concern: [`stat`] (exact statistics), [`request`] (one request's metrics),
-//! [`goodput`] (SLOs), [`key`] (the one table of metric names), [`summary`] (the output contract).
+//! [`goodput`] (SLOs), [`key`] (the one table of metric names), [`summary`] (the output contract),
+//! [`sweep`] (AIPerf's time-weighted metrics over the requests' times).
 
 mod goodput;
 mod key;
 mod request;
 mod stat;
 mod summary;
+mod sweep;
 #[cfg(test)]
 mod tests;
 
@@ -30,9 +32,11 @@ pub(crate) use request::RecordMetrics;
 pub use stat::Stat;
 pub(crate) use summary::PerRequest;
 pub use summary::{LoadMeta, RunMeta, Summary, TimeoutKind, SUMMARY_SCHEMA};
+pub(crate) use sweep::SweepMetric;
 
 use crate::progress::Progress;
 use crate::record::{FailureKind, Outcome, Phase, RequestRecord, TokenSource};
+use sweep::{Done, Span};
 
 /// Request counts by outcome.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -73,8 +77,9 @@ pub struct Aggregate {
     token_itl_ns: Histogram<u64>,
     pub(crate) first_sent_ns: Option<u64>,
     pub(crate) last_end_ns: u64,
-    /// `(sent, end)` of every successful request, for the peak number in flight.
-    busy: Vec<(u64, u64)>,
+    /// Every profiling request's times (and a success's token counts), for the peak number in
+    /// flight and AIPerf's time-weighted metrics: O(requests), a few words each.
+    spans: Vec<Span>,
     pub(crate) prompt_tokens: u64,
     pub(crate) completion_tokens: u64,
     pub(crate) reasoning_tokens: u64,
@@ -170,7 +175,7 @@ impl Aggregate {
             token_itl_ns: hist(),
             first_sent_ns: None,
             last_end_ns: 0,
-            busy: Vec::new(),
+            spans: Vec::new(),
             prompt_tokens: 0,
             completion_tokens: 0,
             reasoning_tokens: 0,
@@ -252,6 +257,13 @@ impl Aggregate {
             MetricKey::DispatchLag,
             ms(r.sent_ns.saturating_sub(r.intended_ns)),
         );
+        if !r.outcome.is_success() {
+            self.spans.push(Span {
+                sent_ns: r.sent_ns,
+                end_ns: r.end_ns,
+                done: None,
+            });
+        }
         let c = &mut self.counts;
         c.total += 1;
         c.retried += u64::from(r.retries > 0);
@@ -281,11 +293,20 @@ impl Aggregate {
                 return;
             }
         }
-        self.busy.push((r.sent_ns, r.end_ns));
         *self.token_sources.entry(r.token_source).or_default() += 1;
         self.reads += u64::from(r.reads);
         self.content_events += u64::from(r.content_events);
         let m = RecordMetrics::of(r);
+        self.spans.push(Span {
+            sent_ns: r.sent_ns,
+            end_ns: r.end_ns,
+            done: Some(Done {
+                // AIPerf's generation start is request start + TTFT: none without a TTFT.
+                first_token_ns: r.first_token_ns.filter(|_| m.ttft_ms.is_some()),
+                isl: m.isl,
+                osl: m.osl,
+            }),
+        });
         self.prompt_tokens += m.isl.unwrap_or(0);
         self.completion_tokens += m.osl;
         self.reasoning_tokens += m.reasoning.unwrap_or(0);
@@ -296,6 +317,11 @@ impl Aggregate {
         // From the intended start: what a user arriving on schedule saw (coordinated omission).
         self.push(MetricKey::EffectiveLatency, m.effective_latency_ms);
         self.push(MetricKey::OutputSequenceLength, m.osl as f64);
+        // AIPerf has no output token count for a request without output tokens.
+        let output = m.osl.saturating_sub(m.reasoning.unwrap_or(0));
+        if output > 0 {
+            self.push(MetricKey::OutputTokenCount, output as f64);
+        }
         if let Some(n) = self
             .client_isl
             .as_ref()
@@ -403,8 +429,14 @@ impl Aggregate {
             per_request: PerRequest {
                 input_lens: lens(MetricKey::InputSequenceLength),
                 output_lens: lens(MetricKey::OutputSequenceLength),
-                max_concurrent_requests: peak_in_flight(&self.busy),
+                max_concurrent_requests: peak_in_flight(
+                    self.spans
+                        .iter()
+                        .filter(|s| s.done.is_some())
+                        .map(|s| (s.sent_ns, s.end_ns)),
+                ),
             },
+            time_weighted: sweep::sweep_metrics(&self.spans),
             schema_version: SUMMARY_SCHEMA,
             specperf_version: env!("CARGO_PKG_VERSION"),
             meta,
@@ -508,10 +540,9 @@ pub(crate) async fn aggregate(
 
 /// The most successful requests in flight at once: a sweep over their `[sent, end)` intervals,
 /// an end before a start at the same instant (`vllm bench serve`'s `max_concurrent_requests`).
-fn peak_in_flight(busy: &[(u64, u64)]) -> u64 {
+fn peak_in_flight(busy: impl Iterator<Item = (u64, u64)>) -> u64 {
     let mut events: Vec<(u64, i64)> = busy
-        .iter()
-        .flat_map(|&(start, end)| [(start, 1), (end, -1)])
+        .flat_map(|(start, end)| [(start, 1), (end, -1)])
         .collect();
     events.sort_unstable();
     let (mut now, mut peak) = (0i64, 0i64);

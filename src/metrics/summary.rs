@@ -186,6 +186,10 @@ pub struct Summary {
     /// for the explanation printed after a run with failures.
     #[serde(skip)]
     pub(crate) first_failures: BTreeMap<FailureKind, super::FirstFailure>,
+    /// AIPerf's time-weighted metrics (`effective_*`, `active_*`, `tokens_in_flight`) for
+    /// `profile_export_aiperf.json` / `.csv` (not in `summary.json`); empty without requests.
+    #[serde(skip)]
+    pub(crate) time_weighted: Vec<super::SweepMetric>,
 }
 
 impl Summary {

@@ -474,3 +474,89 @@ fn raw_result_carries_vllm_bench_serve_keys() {
     let j = String::from_utf8(j).unwrap();
     assert!(!j.contains("spec_decode"), "{j}");
 }
+
+/// Issue 15: AIPerf 0.13's time-weighted metrics (`effective_*`, `active_*`, `tokens_in_flight`,
+/// from sweep lines over the requests' times) are in `profile_export_aiperf.json` in its
+/// `JsonMetricResult` shape (unit, avg, the percentiles it computes, min, max, std; no count or
+/// sum) and in the CSV's table with statistics, the columns it has no value for empty. The
+/// averages are checked against identities that need no sweep: the integral of concurrency is the
+/// requests' total time in flight (failed and cancelled ones too), that of decode throughput the
+/// successes' tokens after the first.
+#[test]
+fn aiperf_summary_has_time_weighted_metrics() {
+    let s = summary();
+    let j: serde_json::Value =
+        serde_json::from_slice(&super::json::pretty(&aiperf::summary_json(&s))).unwrap();
+    let profiled: Vec<RequestRecord> = records()
+        .into_iter()
+        .filter(|r| r.phase == Phase::Profiling)
+        .collect();
+    let t0 = profiled.iter().map(|r| r.sent_ns).min().unwrap();
+    let t1 = profiled.iter().map(|r| r.end_ns).max().unwrap();
+    let window_s = (t1 - t0) as f64 / 1e9;
+    let busy_s: f64 = profiled
+        .iter()
+        .map(|r| (r.end_ns - r.sent_ns) as f64 / 1e9)
+        .sum();
+    let decoded: u64 = profiled
+        .iter()
+        .filter(|r| r.outcome.is_success())
+        .map(|r| r.completion_tokens.unwrap() - 1)
+        .sum();
+    let close = |got: &serde_json::Value, want: f64| {
+        let got = got.as_f64().unwrap();
+        assert!((got - want).abs() <= 1e-9 * want.abs(), "{got} vs {want}");
+    };
+    let conc = &j["effective_concurrency"];
+    let mut keys: Vec<&str> = conc
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["avg", "max", "min", "p50", "p90", "p95", "p99", "std", "unit"]
+    );
+    assert_eq!(conc["unit"], "requests");
+    close(&conc["avg"], busy_s / window_s);
+    assert_eq!(j["effective_decode_throughput"]["unit"], "tokens/sec");
+    close(
+        &j["effective_decode_throughput"]["avg"],
+        decoded as f64 / window_s,
+    );
+    for tag in [
+        "effective_prefill_throughput",
+        "effective_decode_concurrency",
+        "effective_prefill_concurrency",
+        "effective_total_throughput",
+        "effective_decode_throughput_per_user",
+        "effective_prefill_throughput_per_user",
+        "tokens_in_flight",
+        "active_decode_throughput",
+        "active_prefill_throughput",
+        "active_decode_throughput_per_user",
+        "active_prefill_throughput_per_user",
+        "active_total_throughput",
+    ] {
+        assert!(j[tag]["avg"].as_f64().unwrap() > 0.0, "{tag}: {}", j[tag]);
+    }
+    let csv = aiperf::summary_csv(&s);
+    let row: Vec<&str> = csv
+        .lines()
+        .find(|l| l.starts_with("Effective Concurrency,"))
+        .unwrap_or_else(|| panic!("no Effective Concurrency row in\n{csv}"))
+        .split(',')
+        .collect();
+    // Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std
+    assert_eq!(row.len(), 15, "{row:?}");
+    assert_eq!(row[1], format!("{:.2}", busy_s / window_s));
+    for empty in [4, 5, 6, 7, 8, 10] {
+        assert_eq!(row[empty], "", "{row:?}");
+    }
+    assert!(
+        csv.contains("\nEffective Decode Throughput (tokens/sec),"),
+        "{csv}"
+    );
+}

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::common::{config, fast, read_json, records, run, sim};
+use crate::common::{config, fast, read_json, records, replay_at, run, sim};
+use specperf::sim::SimConfig;
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
 
@@ -702,4 +703,54 @@ fn plot_of_a_non_artifact_directory_is_a_usage_error_saying_what_to_pass() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--output") && err.contains("a-file"), "{err}");
+}
+
+/// Issue 15: AIPerf's `output_token_count` is a request's completion tokens minus its reasoning
+/// tokens and `usage_prompt_tokens` the prompt tokens of the server's `usage`. Both are written per
+/// request in `profile_export.jsonl` and as statistics in `profile_export_aiperf.json`, also when
+/// the server reports reasoning tokens (the simulator's first 5 output tokens here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperf_token_counts_split_reasoning_from_output() {
+    let s = sim(SimConfig {
+        reasoning_tokens: 5,
+        ..fast()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("run");
+    let out = replay_at(
+        &s.url(),
+        d.to_str().unwrap(),
+        "--request-count 4 --concurrency 2 --osl 16",
+    )
+    .await;
+    assert_eq!(out.summary.counts.success, 4);
+    assert_eq!(out.summary.total_reasoning_tokens, 4 * 5);
+    let text = std::fs::read_to_string(d.join("profile_export.jsonl")).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    for r in &lines {
+        let m = &r["metrics"];
+        assert_eq!(m["output_token_count"]["value"], 16 - 5, "{m}");
+        assert_eq!(m["reasoning_token_count"]["value"], 5, "{m}");
+        assert!(
+            m["usage_prompt_tokens"]["value"].as_u64().unwrap() > 0,
+            "{m}"
+        );
+        assert_eq!(
+            m["usage_prompt_tokens"]["value"], m["input_sequence_length"]["value"],
+            "{m}"
+        );
+        assert_eq!(m["usage_prompt_tokens"]["unit"], "tokens");
+    }
+    let a = read_json(&d.join("profile_export_aiperf.json"));
+    let otc = &a["output_token_count"];
+    assert_eq!(otc["unit"], "tokens", "{a}");
+    assert_eq!(otc["avg"], 11.0);
+    assert_eq!(otc["count"], 4);
+    assert_eq!(otc["sum"], 44.0);
+    assert_eq!(a["usage_prompt_tokens"], a["input_sequence_length"]);
+    assert_eq!(a["usage_prompt_tokens"]["count"], 4);
 }

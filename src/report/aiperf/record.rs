@@ -86,6 +86,14 @@ impl Serialize for Metrics<'_> {
                     unit: "tokens",
                 },
             )?;
+            // The same number under AIPerf's name for the server's `usage.prompt_tokens`.
+            map.serialize_entry(
+                "usage_prompt_tokens",
+                &Value {
+                    value: isl,
+                    unit: "tokens",
+                },
+            )?;
         }
         if let Some(v) = m.ttft_ms {
             map.serialize_entry(tag(MetricKey::TimeToFirstToken), &ms(v))?;
@@ -111,13 +119,17 @@ impl Serialize for Metrics<'_> {
             )?;
         }
         let reasoning = m.reasoning.unwrap_or(0);
-        map.serialize_entry(
-            "output_token_count",
-            &Value {
-                value: m.osl.saturating_sub(reasoning),
-                unit: "tokens",
-            },
-        )?;
+        // Completion less reasoning tokens; AIPerf leaves it out when that is 0.
+        let output = m.osl.saturating_sub(reasoning);
+        if output > 0 {
+            map.serialize_entry(
+                tag(MetricKey::OutputTokenCount),
+                &Value {
+                    value: output,
+                    unit: "tokens",
+                },
+            )?;
+        }
         if m.reasoning.is_some() {
             map.serialize_entry(
                 "reasoning_token_count",

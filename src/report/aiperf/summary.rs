@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use super::super::json::{Obj, J};
 use super::{benchmark_id, error_class, tag, tool_version, PCTS, RECORD_METRICS, SCHEMA_VERSION};
-use crate::metrics::{MetricKey, Stat, Summary, SUMMARY_SCHEMA};
+use crate::metrics::{MetricKey, Stat, Summary, SweepMetric, SUMMARY_SCHEMA};
 use crate::record::FailureKind;
 use crate::schedule::{ArrivalPattern, LoadMode};
 use crate::stop::StopReason;
@@ -21,6 +21,23 @@ fn stat_obj(unit: &str, st: &Stat) -> Obj {
         .put("std", st.std)
         .put("count", st.count)
         .put("sum", st.sum);
+    o
+}
+
+/// A time-weighted metric as AIPerf writes it: the statistics its sweep lines have, no count or
+/// sum (AIPerf leaves the others unset and drops them).
+fn sweep_obj(m: &SweepMetric) -> Obj {
+    let t = &m.stat;
+    let mut o = Obj::new();
+    o.put("unit", m.unit)
+        .put("avg", t.avg)
+        .put("p50", t.p50)
+        .put("p90", t.p90)
+        .put("p95", t.p95)
+        .put("p99", t.p99)
+        .put("min", t.min)
+        .put("max", t.max)
+        .put("std", t.std);
     o
 }
 
@@ -190,13 +207,16 @@ pub(crate) fn summary_json(s: &Summary) -> J {
             o.put(tag(key), stat_obj(key.unit(), st));
         }
     }
-    // AIPerf's token-count record metrics we have exactly: OSL is `usage.completion_tokens`
-    // (`usage_completion_tokens`), and without reasoning tokens every one is an output token
-    // (`output_token_count`; with reasoning the per-request split is not kept, so it is left out).
+    // AIPerf's token-count record metrics, all from the server's `usage`: ISL is
+    // `usage.prompt_tokens` (`usage_prompt_tokens`), OSL `usage.completion_tokens`
+    // (`usage_completion_tokens`), and the output token count is OSL less reasoning tokens.
+    if let Some(st) = s.metric(MetricKey::InputSequenceLength) {
+        o.put("usage_prompt_tokens", stat_obj("tokens", st));
+    }
+    if let Some(st) = s.metric(MetricKey::OutputTokenCount) {
+        o.put(tag(MetricKey::OutputTokenCount), stat_obj("tokens", st));
+    }
     if let Some(st) = s.metric(MetricKey::OutputSequenceLength) {
-        if s.total_reasoning_tokens == 0 {
-            o.put("output_token_count", stat_obj("tokens", st));
-        }
         o.put("usage_completion_tokens", stat_obj("tokens", st));
     }
     for (tag, _, unit, v) in derived(s) {
@@ -204,6 +224,9 @@ pub(crate) fn summary_json(s: &Summary) -> J {
             Some(v) => o.put(tag, Obj::new().with("unit", unit).with("avg", v)),
             None => o.put(tag, J::from(None::<f64>)),
         };
+    }
+    for m in &s.time_weighted {
+        o.put(m.tag, sweep_obj(m));
     }
     let l = &m.load;
     o.put("input_config", input_config(s));
@@ -464,26 +487,48 @@ pub(crate) fn summary_csv(s: &Summary) -> String {
     };
     let mut o = String::new();
     o.push_str("Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\n");
-    let mut rows: Vec<_> = RECORD_METRICS
+    // (tag, row): record metrics and AIPerf's time-weighted ones share the table, by tag.
+    let mut rows: Vec<(&str, String)> = RECORD_METRICS
         .iter()
-        .filter_map(|&key| s.metric(key).map(|st| (tag(key), key, st)))
+        .filter_map(|&key| s.metric(key).map(|st| (key, st)))
+        .map(|(key, st)| {
+            let header = key.aiperf_header().unwrap_or(key.as_str());
+            let mut row = format!(
+                "{},{:.2},{:.2},{:.2},{:.2}",
+                label(header, key.unit()),
+                st.avg,
+                st.min,
+                st.max,
+                st.sum
+            );
+            for p in PCTS {
+                let _ = write!(row, ",{:.2}", st.p(p));
+            }
+            let _ = write!(row, ",{:.2}", st.std);
+            (tag(key), row)
+        })
         .collect();
-    rows.sort_by_key(|&(tag, ..)| tag);
-    for (_, key, st) in rows {
-        let header = key.aiperf_header().unwrap_or(key.as_str());
-        let _ = write!(
-            o,
-            "{},{:.2},{:.2},{:.2},{:.2}",
-            label(header, key.unit()),
-            st.avg,
-            st.min,
-            st.max,
-            st.sum
+    for m in &s.time_weighted {
+        let t = &m.stat;
+        // No sum, p1, p5, p10, p25 or p75: AIPerf leaves those cells empty.
+        let row = format!(
+            "{},{:.2},{:.2},{:.2},,,,,,{:.2},,{:.2},{:.2},{:.2},{:.2}",
+            label(m.header, m.unit),
+            t.avg,
+            t.min,
+            t.max,
+            t.p50,
+            t.p90,
+            t.p95,
+            t.p99,
+            t.std
         );
-        for p in PCTS {
-            let _ = write!(o, ",{:.2}", st.p(p));
-        }
-        let _ = writeln!(o, ",{:.2}", st.std);
+        rows.push((m.tag, row));
+    }
+    rows.sort_by(|a, b| a.0.cmp(b.0));
+    for (_, row) in rows {
+        o.push_str(&row);
+        o.push('\n');
     }
     o.push_str("\nMetric,Value\n");
     let mut scalars: Vec<_> = derived(s)

@@ -1,0 +1,508 @@
+//! AIPerf's time-weighted metrics (`effective_*`, `active_*`, `tokens_in_flight`): sweep lines
+//! over the profiling requests' send, first-token and end times, computed once at the end.
+//!
+//! AIPerf 0.13 (`aiperf/analysis/sweepline*.py`) turns each request into intervals that carry a
+//! rate, sums them into step functions with a sweep line (events sorted by time, an end before a
+//! start at the same instant, a running sum), and reports each step function's time-weighted
+//! statistics over the run window:
+//!
+//! * concurrency: 1 over `[sent, end)` of every request, failed ones too; decode concurrency over
+//!   `[first token, end)` and prefill concurrency over `[sent, first token)` of the successes;
+//! * decode throughput: `(osl - 1) / (end - first token)` tokens/s over `[first token, end)` (the
+//!   first token arrives at once and carries no rate);
+//! * prefill throughput: `isl / (first token - sent)` over `[sent, first token)`;
+//! * total throughput: the two summed; per-user throughput: a phase's throughput divided by the
+//!   same phase's concurrency (0 where none is in flight);
+//! * tokens in flight: `isl` held over `[sent, end)` plus `osl` over `[first token, end)`.
+//!
+//! For a step function `v(t)` over the window `[t0, t1]` (first send to last end, AIPerf's window
+//! when the concurrency curve spans the run): `avg = ∫v dt / (t1 - t0)`, `std = sqrt(∫(v - avg)²
+//! dt / (t1 - t0))`, `min` and `max` over the segments of positive length, and `pXX` the smallest
+//! value whose segments cover at least XX% of the time (a duration-weighted CDF). The `active_*`
+//! variants weigh only the time when the phase has a request in flight (its concurrency > 0).
+//!
+//! AIPerf spreads decode throughput over each request's chunk gaps when it keeps every gap (its
+//! default list backend). We keep memory O(requests) and use the request-level rate, which is what
+//! AIPerf itself reports with `AIPERF_METRICS_LIST_BACKEND=tdigest`. Cost: O(n log n) for n
+//! requests.
+
+/// One profiling request's times on the run clock.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    pub(crate) sent_ns: u64,
+    pub(crate) end_ns: u64,
+    /// What a successful request adds; `None` for failed and cancelled ones (AIPerf has no token
+    /// counts or TTFT for them, so they count only in the concurrency).
+    pub(crate) done: Option<Done>,
+}
+
+/// The parts of a successful request the throughput curves need.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Done {
+    /// AIPerf's generation start (request start + TTFT); `None` when no token arrived.
+    pub(crate) first_token_ns: Option<u64>,
+    /// Input tokens, when known.
+    pub(crate) isl: Option<u64>,
+    /// Output tokens (reasoning included).
+    pub(crate) osl: u64,
+}
+
+/// Time-weighted statistics of one step function, in the metric's unit.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct TimeWeighted {
+    pub(crate) avg: f64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
+    pub(crate) p50: f64,
+    pub(crate) p90: f64,
+    pub(crate) p95: f64,
+    pub(crate) p99: f64,
+    pub(crate) std: f64,
+}
+
+impl TimeWeighted {
+    fn scaled(self, k: f64) -> TimeWeighted {
+        TimeWeighted {
+            avg: self.avg * k,
+            min: self.min * k,
+            max: self.max * k,
+            p50: self.p50 * k,
+            p90: self.p90 * k,
+            p95: self.p95 * k,
+            p99: self.p99 * k,
+            std: self.std * k,
+        }
+    }
+}
+
+/// One of AIPerf's time-weighted metrics: its tag, CSV header and unit, and the statistics.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SweepMetric {
+    pub(crate) tag: &'static str,
+    pub(crate) header: &'static str,
+    pub(crate) unit: &'static str,
+    pub(crate) stat: TimeWeighted,
+}
+
+/// A step function: `v[i]` holds from `ts[i]` to `ts[i + 1]`, 0 before `ts[0]`. Times may repeat
+/// (several events at one instant); the last value at a time is the one that holds.
+#[derive(Debug, Default)]
+struct Step {
+    ts: Vec<f64>,
+    v: Vec<f64>,
+}
+
+impl Step {
+    /// The sum of intervals: each `(from, to, rate)` adds `rate` over `[from, to)`.
+    fn sweep(intervals: &[(f64, f64, f64)]) -> Step {
+        let mut ev: Vec<(f64, f64)> = intervals
+            .iter()
+            .map(|&(from, _, r)| (from, r))
+            .chain(intervals.iter().map(|&(_, to, r)| (to, -r)))
+            .collect();
+        // By time, then ends (non-positive deltas) before starts; stable, as AIPerf's lexsort.
+        ev.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1 > 0.0).cmp(&(b.1 > 0.0))));
+        let mut sum = 0.0;
+        let mut v: Vec<f64> = ev
+            .iter()
+            .map(|&(_, d)| {
+                sum += d;
+                sum
+            })
+            .collect();
+        // Adding and taking away large rates leaves residues of ~1e-12 of the peak where the
+        // true value is 0; AIPerf snaps them to 0, so do we.
+        let peak = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        if peak > 0.0 {
+            for x in &mut v {
+                if x.abs() < 1e-9 * peak {
+                    *x = 0.0;
+                }
+            }
+        }
+        Step {
+            ts: ev.into_iter().map(|(t, _)| t).collect(),
+            v,
+        }
+    }
+
+    /// The value at `t` (the last event at or before it; 0 before the first).
+    fn at(&self, t: f64) -> f64 {
+        match self.ts.partition_point(|&x| x <= t) {
+            0 => 0.0,
+            i => self.v[i - 1],
+        }
+    }
+
+    /// `self / den` on the union of both functions' times; 0 where `den` is 0.
+    fn divide(&self, den: &Step) -> Step {
+        if self.ts.is_empty() || den.ts.is_empty() {
+            return Step::default();
+        }
+        let mut ts: Vec<f64> = self.ts.iter().chain(&den.ts).copied().collect();
+        ts.sort_by(f64::total_cmp);
+        ts.dedup();
+        let v = ts
+            .iter()
+            .map(|&t| {
+                let d = den.at(t);
+                if d > 0.0 {
+                    self.at(t) / d
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        Step { ts, v }
+    }
+
+    /// Time-weighted statistics over `[w0, w1]`.
+    fn time_weighted(&self, w0: f64, w1: f64) -> TimeWeighted {
+        let total = w1 - w0;
+        if self.ts.is_empty() || total <= 0.0 {
+            return TimeWeighted::default();
+        }
+        let mut segs = Vec::new();
+        let (mut t, mut v) = (w0, self.at(w0));
+        let lo = self.ts.partition_point(|&x| x <= w0);
+        for (&ti, &vi) in self.ts[lo..].iter().zip(&self.v[lo..]) {
+            if ti >= w1 {
+                break;
+            }
+            segs.push((v, ti - t));
+            (t, v) = (ti, vi);
+        }
+        segs.push((v, w1 - t));
+        segs.retain(|&(_, d)| d > 0.0);
+        stats(segs, total)
+    }
+
+    /// Time-weighted statistics of `self` over the parts of `[w0, w1]` where `mask` > 0.
+    fn active(&self, mask: &Step, w0: f64, w1: f64) -> TimeWeighted {
+        if w1 <= w0 || self.ts.is_empty() || mask.ts.is_empty() {
+            return TimeWeighted::default();
+        }
+        let mut grid: Vec<f64> = [w0, w1]
+            .into_iter()
+            .chain(
+                self.ts
+                    .iter()
+                    .chain(&mask.ts)
+                    .copied()
+                    .filter(|&t| t > w0 && t < w1),
+            )
+            .collect();
+        grid.sort_by(f64::total_cmp);
+        grid.dedup();
+        let segs: Vec<(f64, f64)> = grid
+            .windows(2)
+            .filter_map(|w| {
+                let d = w[1] - w[0];
+                (d > 0.0 && mask.at(w[0]) > 0.0).then(|| (self.at(w[0]), d))
+            })
+            .collect();
+        let active: f64 = segs.iter().map(|s| s.1).sum();
+        if active <= 0.0 {
+            return TimeWeighted::default();
+        }
+        stats(segs, active)
+    }
+}
+
+/// Statistics of `(value, duration)` segments over `total` time.
+fn stats(mut segs: Vec<(f64, f64)>, total: f64) -> TimeWeighted {
+    if segs.is_empty() {
+        return TimeWeighted::default();
+    }
+    let avg = segs.iter().map(|&(v, d)| v * d).sum::<f64>() / total;
+    let min = segs.iter().fold(f64::INFINITY, |m, s| m.min(s.0));
+    let max = segs.iter().fold(f64::NEG_INFINITY, |m, s| m.max(s.0));
+    let std = (segs
+        .iter()
+        .map(|&(v, d)| d * (v - avg).powi(2))
+        .sum::<f64>()
+        / total)
+        .sqrt();
+    segs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut acc = 0.0;
+    let cum: Vec<f64> = segs
+        .iter()
+        .map(|s| {
+            acc += s.1;
+            acc
+        })
+        .collect();
+    let all = cum[cum.len() - 1];
+    // The first segment whose cumulative share reaches q (numpy `searchsorted`, side left).
+    let p = |q: f64| {
+        let i = cum.partition_point(|&c| c / all < q).min(segs.len() - 1);
+        segs[i].0
+    };
+    TimeWeighted {
+        avg,
+        min,
+        max,
+        p50: p(0.50),
+        p90: p(0.90),
+        p95: p(0.95),
+        p99: p(0.99),
+        std,
+    }
+}
+
+const PER_SEC: f64 = 1e9;
+
+/// AIPerf's time-weighted metrics of `spans`, in its order (empty when there are none). Without
+/// a first token (a non-streaming run) only `effective_concurrency` was measured: AIPerf writes the
+/// others as zeros; we leave them out, as every other metric that needs token timing.
+pub(crate) fn sweep_metrics(spans: &[Span]) -> Vec<SweepMetric> {
+    let (Some(w0), Some(w1)) = (
+        spans.iter().map(|s| s.sent_ns).min(),
+        spans.iter().map(|s| s.end_ns.max(s.sent_ns)).max(),
+    ) else {
+        return Vec::new();
+    };
+    let (w0, w1) = (w0 as f64, w1 as f64);
+    let f = |ns: u64| ns as f64;
+    // (sent, first token, end, done) of the successes that had a first token.
+    let firsts: Vec<(f64, f64, f64, Done)> = spans
+        .iter()
+        .filter_map(|s| {
+            let d = s.done?;
+            Some((f(s.sent_ns), f(d.first_token_ns?), f(s.end_ns), d))
+        })
+        .collect();
+    let all: Vec<_> = spans
+        .iter()
+        .map(|s| (f(s.sent_ns), f(s.end_ns), 1.0))
+        .collect();
+    let decode_conc: Vec<_> = firsts.iter().map(|&(_, g, e, _)| (g, e, 1.0)).collect();
+    let prefill_conc: Vec<_> = firsts.iter().map(|&(s, g, _, _)| (s, g, 1.0)).collect();
+    let decode: Vec<_> = firsts
+        .iter()
+        .filter(|&&(_, g, e, d)| e > g && d.osl >= 1)
+        .map(|&(_, g, e, d)| (g, e, (d.osl as f64 - 1.0) / (e - g)))
+        .collect();
+    let prefill: Vec<_> = firsts
+        .iter()
+        .filter_map(|&(s, g, _, d)| {
+            let isl = d.isl? as f64;
+            (g > s).then(|| (s, g, isl / (g - s)))
+        })
+        .collect();
+    let total: Vec<_> = prefill.iter().chain(&decode).copied().collect();
+    let in_flight: Vec<_> = firsts
+        .iter()
+        .filter_map(|&(s, g, e, d)| d.isl.filter(|_| g > s).map(|isl| (s, e, isl as f64)))
+        .chain(
+            firsts
+                .iter()
+                .filter(|&&(_, g, e, _)| e > g)
+                .map(|&(_, g, e, d)| (g, e, d.osl as f64)),
+        )
+        .collect();
+
+    let conc = Step::sweep(&all);
+    let concurrency = |stat| SweepMetric {
+        tag: "effective_concurrency",
+        header: "Effective Concurrency",
+        unit: "requests",
+        stat,
+    };
+    if firsts.is_empty() {
+        return vec![concurrency(conc.time_weighted(w0, w1))];
+    }
+    let decode_conc = Step::sweep(&decode_conc);
+    let prefill_conc = Step::sweep(&prefill_conc);
+    let decode = Step::sweep(&decode);
+    let prefill = Step::sweep(&prefill);
+    let total = Step::sweep(&total);
+    let decode_user = decode.divide(&decode_conc);
+    let prefill_user = prefill.divide(&prefill_conc);
+    let in_flight = Step::sweep(&in_flight);
+
+    let tw = |s: &Step, k: f64| s.time_weighted(w0, w1).scaled(k);
+    let act = |s: &Step, mask: &Step| s.active(mask, w0, w1).scaled(PER_SEC);
+    let m = |tag, header, unit, stat| SweepMetric {
+        tag,
+        header,
+        unit,
+        stat,
+    };
+    let (tps, tpsu, req) = ("tokens/sec", "tokens/sec/user", "requests");
+    vec![
+        concurrency(tw(&conc, 1.0)),
+        m(
+            "effective_decode_throughput",
+            "Effective Decode Throughput",
+            tps,
+            tw(&decode, PER_SEC),
+        ),
+        m(
+            "effective_prefill_throughput",
+            "Effective Prefill Throughput",
+            tps,
+            tw(&prefill, PER_SEC),
+        ),
+        m(
+            "effective_decode_concurrency",
+            "Effective Decode Concurrency",
+            req,
+            tw(&decode_conc, 1.0),
+        ),
+        m(
+            "effective_prefill_concurrency",
+            "Effective Prefill Concurrency",
+            req,
+            tw(&prefill_conc, 1.0),
+        ),
+        m(
+            "effective_total_throughput",
+            "Effective Total Throughput",
+            tps,
+            tw(&total, PER_SEC),
+        ),
+        m(
+            "effective_decode_throughput_per_user",
+            "Effective Decode Throughput Per User",
+            tpsu,
+            tw(&decode_user, PER_SEC),
+        ),
+        m(
+            "effective_prefill_throughput_per_user",
+            "Effective Prefill Throughput Per User",
+            tpsu,
+            tw(&prefill_user, PER_SEC),
+        ),
+        m(
+            "tokens_in_flight",
+            "Tokens In Flight",
+            "tokens",
+            tw(&in_flight, 1.0),
+        ),
+        m(
+            "active_decode_throughput",
+            "Active Decode Throughput",
+            tps,
+            act(&decode, &decode_conc),
+        ),
+        m(
+            "active_prefill_throughput",
+            "Active Prefill Throughput",
+            tps,
+            act(&prefill, &prefill_conc),
+        ),
+        m(
+            "active_decode_throughput_per_user",
+            "Active Decode Throughput Per User",
+            tpsu,
+            act(&decode_user, &decode_conc),
+        ),
+        m(
+            "active_prefill_throughput_per_user",
+            "Active Prefill Throughput Per User",
+            tpsu,
+            act(&prefill_user, &prefill_conc),
+        ),
+        m(
+            "active_total_throughput",
+            "Active Total Throughput",
+            tps,
+            act(&total, &conc),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Four requests with known overlap; the expected numbers are what AIPerf 0.13's own
+    /// `aiperf.analysis.sweepline` functions (request-level variants) give for the same times,
+    /// token counts and window.
+    #[test]
+    fn sweep_metrics_match_aiperf_on_hand_made_overlap() {
+        let ok = |sent_ns, first, end_ns, isl, osl| Span {
+            sent_ns,
+            end_ns,
+            done: Some(Done {
+                first_token_ns: Some(first),
+                isl: Some(isl),
+                osl,
+            }),
+        };
+        let spans = [
+            ok(0, 100, 400, 10, 4),
+            ok(50, 200, 300, 20, 2),
+            ok(500, 600, 1000, 5, 9),
+            // A failure: in the concurrency only.
+            Span {
+                sent_ns: 250,
+                end_ns: 450,
+                done: None,
+            },
+        ];
+        // tag -> [avg, min, max, p50, p90, p95, p99, std]
+        #[rustfmt::skip]
+        let want: [(&str, [f64; 8]); 14] = [
+            ("effective_concurrency", [1.35, 0.0, 3.0, 1.0, 2.0, 2.0, 3.0, 0.653834841531101]),
+            ("effective_decode_throughput", [12e6, 0.0, 20e6, 10e6, 20e6, 20e6, 20e6, 8717797.887081347]),
+            ("effective_prefill_throughput", [35e6, 0.0, 233333333.33333334, 0.0, 133333333.33333333, 133333333.33333333, 233333333.33333334, 63442887.7022476]),
+            ("effective_decode_concurrency", [0.8, 0.0, 2.0, 1.0, 1.0, 2.0, 2.0, 0.6]),
+            ("effective_prefill_concurrency", [0.35, 0.0, 2.0, 0.0, 1.0, 1.0, 2.0, 0.5722761571129799]),
+            ("effective_total_throughput", [47000000.00000001, 0.0, 233333333.33333334, 20000000.000000015, 143333333.33333334, 143333333.33333334, 233333333.33333334, 59394163.57409763]),
+            ("effective_decode_throughput_per_user", [11e6, 0.0, 20e6, 10e6, 20e6, 20e6, 20e6, 8306623.862918074]),
+            ("effective_prefill_throughput_per_user", [29166666.666666664, 0.0, 133333333.33333333, 0.0, 116666666.66666667, 133333333.33333333, 133333333.33333333, 48555523.77319072]),
+            ("tokens_in_flight", [16.5, 0.0, 36.0, 14.0, 34.0, 36.0, 36.0, 11.110805551354051]),
+            ("active_decode_throughput", [17142857.142857146, 10e6, 20e6, 20e6, 20e6, 20e6, 20e6, 4517539.514526256]),
+            ("active_prefill_throughput", [116666666.66666667, 50e6, 233333333.33333334, 100e6, 233333333.33333334, 233333333.33333334, 233333333.33333334, 62360956.44623235]),
+            ("active_decode_throughput_per_user", [15714285.714285715, 10e6, 20e6, 20e6, 20e6, 20e6, 20e6, 4948716.593053935]),
+            ("active_prefill_throughput_per_user", [97222222.22222221, 50e6, 133333333.33333333, 100e6, 133333333.33333333, 133333333.33333333, 133333333.33333333, 35246048.72347089]),
+            ("active_total_throughput", [49473684.210526325, 0.0, 233333333.33333334, 20000000.000000015, 143333333.33333334, 233333333.33333334, 233333333.33333334, 59924544.7364032]),
+        ];
+        let got = sweep_metrics(&spans);
+        assert_eq!(
+            got.iter().map(|m| m.tag).collect::<Vec<_>>(),
+            want.iter().map(|w| w.0).collect::<Vec<_>>()
+        );
+        for (m, (tag, w)) in got.iter().zip(want) {
+            let s = m.stat;
+            let g = [s.avg, s.min, s.max, s.p50, s.p90, s.p95, s.p99, s.std];
+            for (i, (g, w)) in g.iter().zip(w).enumerate() {
+                // Summation order differs from numpy's pairwise sums: equal to 1e-9 relative.
+                assert!(
+                    (g - w).abs() <= 1e-9 * w.abs().max(1.0),
+                    "{tag}[{i}]: got {g}, AIPerf says {w}"
+                );
+            }
+        }
+    }
+
+    /// Without a first token (non-streaming) only the concurrency was measured: 1 request in
+    /// flight over [0, 100), 2 over [100, 200), 1 over [200, 400) of a 400 ns window.
+    #[test]
+    fn sweep_metrics_without_token_timing_are_the_concurrency_only() {
+        let span = |sent_ns, end_ns| Span {
+            sent_ns,
+            end_ns,
+            done: Some(Done {
+                first_token_ns: None,
+                isl: Some(10),
+                osl: 5,
+            }),
+        };
+        let got = sweep_metrics(&[span(0, 200), span(100, 400)]);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].tag, "effective_concurrency");
+        let s = got[0].stat;
+        assert_eq!(
+            (s.avg, s.min, s.max, s.p50, s.p99),
+            (1.25, 1.0, 2.0, 1.0, 2.0)
+        );
+    }
+
+    #[test]
+    fn sweep_metrics_of_no_requests_are_none() {
+        assert!(sweep_metrics(&[]).is_empty());
+    }
+}
