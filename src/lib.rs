@@ -11,6 +11,9 @@
 //!  scrape (side task): /metrics pages ──> prom::parse ──> acceptance ──> ScrapeReport, live AL in progress
 //!                                                    └──> collect (every family, bounded) ──> server_metrics_export
 //!
+//!  agentx: AgentX (Weka) traces ──> session trees (root + subagent conversations, spawn/join,
+//!          delays, theoretical cache counts); the AgentX replay's loader, beside `dataset`
+//!
 //!  engine: prepare ──> run ──> finish, wiring the stages; one Stopper (deadline, stall, SIGINT, SIGTERM)
 //! ```
 //!
@@ -27,6 +30,7 @@
 //! only `stop`, `fdlimit` and the exposition writer in `scrape::prom`). `golden` holds the golden
 //! AL curves, curve selection and the framework table that gate and inject share.
 
+pub mod agentx;
 mod cli;
 mod client;
 mod config;

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// The replay pipeline, in data-flow order (README "Layout", lib.rs diagram).
-const PIPELINE: [&str; 6] = [
-    "dataset", "render", "schedule", "client", "metrics", "report",
+const PIPELINE: [&str; 7] = [
+    "dataset", "agentx", "render", "schedule", "client", "metrics", "report",
 ];
 
 /// Top-level module -> the top-level modules its non-test code names.

@@ -1,0 +1,476 @@
+//! AgentX traces (InferenceX's agentic coding-agent sessions, the Weka trace format of
+//! `--public-dataset semianalysis_cc_traces_weka_*`) -> reconstructed session trees.
+//!
+//! This is the loader the AgentX replay builds on; it sits beside `dataset` at the head of the
+//! pipeline and uses nothing above it. What it does now ([`load`]):
+//!
+//! * reads a `traces.jsonl` (one trace per line, the Hugging Face repos' layout) or a directory
+//!   of `*.json` traces (one per file, sorted by file name);
+//! * validates every trace (`n`/`s` requests and `subagent` entries); a bad value is an
+//!   [`AgentxError`] naming the file, the trace id, the request index and the field. Unknown keys
+//!   do not fail the load (AIPerf's models forbid them; Hugging Face `datasets` may add keys):
+//!   they are collected into one warning, [`Corpus::warning`];
+//! * applies filter-then-cap ([`LoadOptions`]: `--max-context-length`, `--num-dataset-entries`);
+//! * rebuilds each trace as a root conversation and one child conversation per subagent entry
+//!   (`<trace>::sa:<agent_id>`), with the spawn/join topology (tiered joins, background
+//!   branches, orphans dropped), end-to-start delays, `max_tokens`, the theoretical prefix-cache
+//!   hit/total blocks counted in global time order, peak context, time bounds and the t* window.
+//!
+//! Conversations are built unsplit, as AIPerf does with `WEKA_SPLIT_FLATTENED_AGENTS=false`.
+//! Later slices add the flattened-agent chain splitting, the cross-stream replay gate, prompt
+//! synthesis, the lane scheduler and the `specperf profile` entry point.
+
+mod build;
+mod parse;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Where a trace came from: the file, and the line for `traces.jsonl`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The file read.
+    pub path: PathBuf,
+    /// 1-based line, for one-trace-per-line files.
+    pub line: Option<usize>,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{} line {l}", self.path.display()),
+            None => write!(f, "{}", self.path.display()),
+        }
+    }
+}
+
+/// Why a trace set does not load.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentxError {
+    /// The file or directory could not be read.
+    #[error("cannot read AgentX traces {}: {source} (give a traces.jsonl or a directory of *.json traces)", path.display())]
+    Io {
+        /// What was read.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A trace is not JSON.
+    #[error("{origin}: not a JSON trace object: {source}")]
+    Json {
+        /// Where.
+        origin: Origin,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// A field is missing or has a bad value.
+    #[error("{origin}: trace {}: `{field}` {problem}", trace.as_deref().unwrap_or("(no id)"))]
+    Invalid {
+        /// Where.
+        origin: Origin,
+        /// The trace id, when the trace has a readable one.
+        trace: Option<String>,
+        /// The field, with its request indices: `requests[3].out`,
+        /// `requests[2].requests[0].t`.
+        field: String,
+        /// What is wrong and what is expected.
+        problem: String,
+    },
+    /// Two traces share an id (session ids would collide).
+    #[error("{second}: trace id `{id}` was already used by {first}; trace ids must be unique")]
+    DuplicateId {
+        /// The id.
+        id: String,
+        /// Its first use.
+        first: Origin,
+        /// The repeat.
+        second: Origin,
+    },
+    /// Nothing to replay.
+    #[error("{}: no AgentX trace to replay ({why})", path.display())]
+    Empty {
+        /// The input.
+        path: PathBuf,
+        /// Why: no rows, or every trace over `--max-context-length`.
+        why: String,
+    },
+    /// Trajectory start ratios out of order or range.
+    #[error("trajectory start ratios {min} / {max}: need 0 <= min <= max <= 1 (InferenceX uses 0.25 / 0.75)")]
+    Ratios {
+        /// `--trajectory-start-min-ratio`.
+        min: f64,
+        /// `--trajectory-start-max-ratio`.
+        max: f64,
+    },
+}
+
+/// Filter-then-cap and output caps applied while loading (AIPerf's flags of the same names).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LoadOptions {
+    /// `--num-dataset-entries`: keep the first N eligible traces.
+    pub num_dataset_entries: Option<usize>,
+    /// `--max-context-length`: drop traces whose peak context exceeds it.
+    pub max_context_length: Option<u64>,
+    /// `--synthesis-max-osl`: caps a root turn's `max_tokens` (subagent turns are never capped).
+    pub synthesis_max_osl: Option<u64>,
+}
+
+/// `--trajectory-start-min-ratio` / `--trajectory-start-max-ratio`, checked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StartRatios {
+    min: f64,
+    max: f64,
+}
+
+impl StartRatios {
+    /// Checks `0 <= min <= max <= 1`.
+    pub fn new(min: f64, max: f64) -> Result<Self, AgentxError> {
+        if (0.0..=1.0).contains(&min) && (0.0..=1.0).contains(&max) && min <= max {
+            Ok(StartRatios { min, max })
+        } else {
+            Err(AgentxError::Ratios { min, max })
+        }
+    }
+}
+
+/// How a request was recorded (it is replayed the same way either way; `--streaming` decides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// `"n"`.
+    Normal,
+    /// `"s"` (carries `ttft`).
+    Streaming,
+}
+
+/// What the turn's new input is, for the prompt segments of a later slice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// A user message.
+    User,
+    /// A tool result (`"tool_result"` in `input_types`, or, with no types, the previous turn
+    /// stopped on `tool_use`).
+    ToolResult,
+}
+
+/// One request of a conversation, in replay terms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Turn {
+    /// Recorded start, ms from the conversation start (subagent inner times made absolute).
+    pub timestamp_ms: f64,
+    /// End-to-start delay after the previous turn's response, ms: `max(0, (t_k - t_{k-1}) -
+    /// api_time_{k-1})`; `None` for the first turn.
+    pub delay_ms: Option<f64>,
+    /// Recorded server time, ms.
+    pub api_time_ms: Option<f64>,
+    /// Recorded input tokens (`in`).
+    pub input_tokens: u64,
+    /// Recorded output tokens (`out`).
+    pub output_tokens: u64,
+    /// Sent as `max_completion_tokens`: `max(1, out)`, root turns also capped by
+    /// `--synthesis-max-osl`.
+    pub max_tokens: u64,
+    /// KV block ids (local to the trace).
+    pub hash_ids: Vec<u64>,
+    /// Recorded model (mapped to `--model` later).
+    pub model: String,
+    /// Recorded transport.
+    pub transport: Transport,
+    /// User or tool-result input.
+    pub input_kind: InputKind,
+    /// Recorded stop reason (`""`, `tool_use`, `end_turn`).
+    pub stop: String,
+    /// Index of this request (root) or of its subagent entry (child) in the trace's `requests`.
+    pub source_outer_idx: usize,
+    /// Index inside the subagent entry's `requests`, for child turns.
+    pub source_inner_idx: Option<usize>,
+    /// Leading `hash_ids` already seen earlier in the trace (global time order).
+    pub cache_hit_blocks: u64,
+    /// `hash_ids.len()`.
+    pub cache_total_blocks: u64,
+    /// Branches spawned when this turn returns (indices into [`Trace::branches`]).
+    pub spawns: Vec<usize>,
+    /// Branches that must finish before this turn is sent (indices into [`Trace::branches`]).
+    pub joins: Vec<usize>,
+}
+
+/// What a child conversation is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subagent {
+    /// `agent_id`.
+    pub agent_id: String,
+    /// `subagent_type`.
+    pub subagent_type: String,
+    /// Spawn time, ms.
+    pub spawn_ms: f64,
+    /// Recorded end, ms: spawn + `duration_ms`, else the last inner response, else the spawn.
+    pub end_ms: f64,
+    /// The branch it belongs to (index into [`Trace::branches`]).
+    pub branch: usize,
+    /// Delay from the spawn to its first turn, ms.
+    pub first_turn_offset_ms: f64,
+}
+
+/// A root or child conversation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conversation {
+    /// `<trace>` for the root, `<trace>::sa:<agent_id>` for a subagent.
+    pub session_id: String,
+    /// `Some` for a child conversation.
+    pub subagent: Option<Subagent>,
+    /// Declared tool prefix tokens (trace-level for the root, entry-level for a child).
+    pub tool_tokens: u64,
+    /// Declared system prefix tokens (same levels).
+    pub system_tokens: u64,
+    /// The turns, in order (never empty).
+    pub turns: Vec<Turn>,
+}
+
+/// Subagents spawned by one parent turn that join on the same later turn (or none).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Branch {
+    /// `<trace>:spawn:<first agent_id>`.
+    pub id: String,
+    /// Root turn whose return spawns it.
+    pub spawn_turn: usize,
+    /// Root turn that waits for it; `None` for a background branch.
+    pub join_turn: Option<usize>,
+    /// Its children (indices into [`Trace::children`]).
+    pub children: Vec<usize>,
+    /// Earliest spawn time of its subagents, ms.
+    pub start_ms: f64,
+}
+
+impl Branch {
+    /// No later root turn waits for it; the lane stays busy until it drains.
+    pub fn is_background(&self) -> bool {
+        self.join_turn.is_none()
+    }
+}
+
+/// Why a subagent entry is not replayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// Listed before any root request: nothing spawns it.
+    NoPrecedingTurn,
+    /// It has no requests.
+    NoRequests,
+}
+
+/// A subagent entry left out of the replay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dropped {
+    /// `agent_id`.
+    pub agent_id: String,
+    /// Index in the trace's `requests`.
+    pub source_outer_idx: usize,
+    /// Why.
+    pub reason: DropReason,
+}
+
+/// One trace, reconstructed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    /// Trace id (the root session id).
+    pub id: String,
+    /// Where it was read.
+    pub origin: Origin,
+    /// `models` (informational).
+    pub models: Vec<String>,
+    /// Tokens per hash block.
+    pub block_size: u64,
+    /// The root conversation (empty turns when the trace has only subagents).
+    pub root: Conversation,
+    /// Child conversations, in `requests` order.
+    pub children: Vec<Conversation>,
+    /// Spawn/join groups, in order of first subagent.
+    pub branches: Vec<Branch>,
+    /// Subagent entries not replayed.
+    pub dropped: Vec<Dropped>,
+    /// Largest `in + max(1, out)` over root turns (`out` capped by `--synthesis-max-osl`)
+    /// and replayed child turns.
+    pub peak_context_tokens: u64,
+    /// Earliest and latest turn start over the root and replayed children, ms.
+    pub time_bounds_ms: (f64, f64),
+}
+
+impl Trace {
+    /// Σ hit blocks and Σ total blocks over every replayed turn (AIPerf's
+    /// `theoretical_prefix_cache_hit` sum and count).
+    pub fn cache_blocks(&self) -> (u64, u64) {
+        std::iter::once(&self.root)
+            .chain(&self.children)
+            .flat_map(|c| &c.turns)
+            .fold((0, 0), |(h, t), turn| {
+                (h + turn.cache_hit_blocks, t + turn.cache_total_blocks)
+            })
+    }
+
+    /// The window t* is drawn from, ms: `lo + min·(hi − lo)` to `lo + max·(hi − lo)`.
+    pub fn t_star_window_ms(&self, ratios: StartRatios) -> (f64, f64) {
+        let (lo, hi) = self.time_bounds_ms;
+        let span = hi - lo;
+        (lo + ratios.min * span, lo + ratios.max * span)
+    }
+}
+
+/// A key the trace format does not define, ignored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownKey {
+    /// Where it sits: `trace`, `request`, `subagent` or `subagent request`.
+    pub level: &'static str,
+    /// The key.
+    pub key: String,
+    /// The first trace it was seen in.
+    pub first_trace: String,
+    /// How many objects carry it.
+    pub count: usize,
+}
+
+/// The loaded traces.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Corpus {
+    /// The traces kept, in input order.
+    pub traces: Vec<Trace>,
+    /// Ids dropped because their peak context exceeds `--max-context-length`.
+    pub over_context: Vec<String>,
+    /// Eligible traces left out by `--num-dataset-entries`.
+    pub beyond_cap: usize,
+    /// Keys the format does not define (ignored), sorted by level and key.
+    pub unknown_keys: Vec<UnknownKey>,
+}
+
+impl Corpus {
+    /// The one warning about unknown keys, if any.
+    pub fn warning(&self) -> Option<String> {
+        if self.unknown_keys.is_empty() {
+            return None;
+        }
+        let keys: Vec<String> = self
+            .unknown_keys
+            .iter()
+            .map(|k| {
+                format!(
+                    "{} `{}` ({}x, first in trace {})",
+                    k.level, k.key, k.count, k.first_trace
+                )
+            })
+            .collect();
+        Some(format!(
+            "AgentX traces: ignored keys the Weka trace format does not define: {}",
+            keys.join(", ")
+        ))
+    }
+}
+
+/// Reads `path` (a `traces.jsonl` or a directory of `*.json` traces), validates and rebuilds
+/// every trace, then applies `opts`.
+pub fn load(path: &Path, opts: &LoadOptions) -> Result<Corpus, AgentxError> {
+    let io = |source| AgentxError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut texts: Vec<(Origin, String)> = Vec::new();
+    if path.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(io)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(io)?;
+        files.retain(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"));
+        files.sort();
+        for f in files {
+            let text = std::fs::read_to_string(&f).map_err(|source| AgentxError::Io {
+                path: f.clone(),
+                source,
+            })?;
+            texts.push((
+                Origin {
+                    path: f,
+                    line: None,
+                },
+                text,
+            ));
+        }
+    } else {
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        for (i, line) in text.lines().enumerate() {
+            if !line.trim().is_empty() {
+                texts.push((
+                    Origin {
+                        path: path.to_path_buf(),
+                        line: Some(i + 1),
+                    },
+                    line.to_string(),
+                ));
+            }
+        }
+    }
+    if texts.is_empty() {
+        return Err(AgentxError::Empty {
+            path: path.to_path_buf(),
+            why: "no traces in it".into(),
+        });
+    }
+
+    let mut unknown = parse::Unknown::default();
+    let mut seen: HashMap<String, Origin> = HashMap::new();
+    let mut all = Vec::with_capacity(texts.len());
+    for (origin, text) in texts {
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| AgentxError::Json {
+                origin: origin.clone(),
+                source,
+            })?;
+        let raw = parse::trace(&value, &origin, &mut unknown)?;
+        if let Some(first) = seen.get(&raw.id) {
+            return Err(AgentxError::DuplicateId {
+                id: raw.id,
+                first: first.clone(),
+                second: origin,
+            });
+        }
+        seen.insert(raw.id.clone(), origin.clone());
+        all.push(build::trace(raw, origin, opts));
+    }
+
+    let mut corpus = Corpus {
+        traces: Vec::new(),
+        over_context: Vec::new(),
+        beyond_cap: 0,
+        unknown_keys: unknown.into_keys(),
+    };
+    let cap = opts.num_dataset_entries.unwrap_or(usize::MAX);
+    for t in all {
+        if opts
+            .max_context_length
+            .is_some_and(|m| t.peak_context_tokens > m)
+        {
+            corpus.over_context.push(t.id);
+        } else if corpus.traces.len() < cap {
+            corpus.traces.push(t);
+        } else {
+            corpus.beyond_cap += 1;
+        }
+    }
+    if corpus.traces.is_empty() {
+        let why = match opts.max_context_length {
+            Some(m) if !corpus.over_context.is_empty() => format!(
+                "all {} traces have a peak context over --max-context-length {m}; raise it or leave it unset",
+                corpus.over_context.len()
+            ),
+            _ => "--num-dataset-entries is 0; give at least 1".into(),
+        };
+        return Err(AgentxError::Empty {
+            path: path.to_path_buf(),
+            why,
+        });
+    }
+    Ok(corpus)
+}
+
+/// Unknown keys collected across the load, grouped by (level, key).
+type UnknownMap = BTreeMap<(&'static str, String), (String, usize)>;
+
+#[cfg(test)]
+mod tests;
