@@ -350,3 +350,31 @@ pub(crate) async fn replay_err(cfg: RunConfig, expect: &str) -> specperf::Engine
         .err()
         .expect(expect)
 }
+
+/// The machine to one of the tests that either load it heavily (the AIPerf conformance check's
+/// Python and browser, a real llama-server) or bound wall-clock times tightly (the fault matrix,
+/// the schedule check): they never run beside each other. Hold the guard for the whole test
+/// (each test has its own runtime, so waiting blocks only its own thread).
+pub(crate) fn exclusive() -> Exclusive {
+    let (busy, freed) = &EXCLUSIVE;
+    let mut b = busy.lock().unwrap_or_else(|e| e.into_inner());
+    while *b {
+        b = freed.wait(b).unwrap_or_else(|e| e.into_inner());
+    }
+    *b = true;
+    Exclusive
+}
+
+static EXCLUSIVE: (std::sync::Mutex<bool>, std::sync::Condvar) =
+    (std::sync::Mutex::new(false), std::sync::Condvar::new());
+
+/// Held by the test that has the machine; released on drop (also when the test panics).
+pub(crate) struct Exclusive;
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        let (busy, freed) = &EXCLUSIVE;
+        *busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        freed.notify_one();
+    }
+}

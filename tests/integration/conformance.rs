@@ -29,6 +29,7 @@ fn venv_python() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aiperf_0_13_reads_every_aiperf_named_artifact() {
+    let _machine = crate::common::exclusive();
     let python = venv_python();
     let s = sim(fast());
     let tmp = tempfile::tempdir().unwrap();

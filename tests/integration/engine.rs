@@ -162,6 +162,7 @@ fn per_chunk_usage_ignored_by_the_server_is_warned_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn measured_times_track_the_simulator_schedule() {
+    let _machine = crate::common::exclusive();
     let s = sim(SimConfig {
         ttft: Duration::from_millis(30),
         itl: Duration::from_millis(5),

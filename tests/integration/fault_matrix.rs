@@ -193,6 +193,7 @@ fn check_run(label: &str, out: &specperf::RunOutcome, recs: &[Value]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_fault_mixed_with_healthy_requests_for_every_mode_and_protocol() {
+    let _machine = crate::common::exclusive();
     let started = Instant::now();
     let mut runs = tokio::task::JoinSet::new();
     for streaming in [true, false] {

@@ -45,7 +45,7 @@ fn llamacpp_dir() -> PathBuf {
 
 /// A llama-server child on a loopback port, killed on drop.
 pub(crate) struct Llama {
-    _one: std::sync::MutexGuard<'static, ()>,
+    _one: crate::common::Exclusive,
     child: Child,
     pub(crate) url: String,
     log: PathBuf,
@@ -64,14 +64,11 @@ fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-/// One llama-server at a time: each takes a core, and the suite's other tests (timing bounds
-/// among them) need the other.
-static ONE_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 impl Llama {
     fn start(mode: Mode) -> Llama {
         let dir = llamacpp_dir();
-        let one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+        // One llama-server at a time, never beside a timing-bound test: it takes a core.
+        let one = crate::common::exclusive();
         let model = dir.join("model/SmolLM2-135M-Instruct.Q4_1.gguf");
         let m = model.to_str().unwrap();
         let port = free_port();
