@@ -45,6 +45,8 @@ pub(super) enum StreamPhase {
     Emitting,
     Done,
     Stalled,
+    /// The partial bytes are out; yield once so the server flushes them, then reset.
+    Flushing,
     Closing,
 }
 
@@ -115,6 +117,14 @@ impl SimStream {
             match self.state {
                 StreamPhase::Done => return Poll::Ready(None),
                 StreamPhase::Stalled => return Poll::Pending,
+                StreamPhase::Flushing => {
+                    // hyper writes what it buffered when the body has nothing ready: without
+                    // this the reset could go out before the partial bytes, and a close with no
+                    // byte at all is another fault (one a client may retry).
+                    self.state = StreamPhase::Closing;
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
                 StreamPhase::Closing => {
                     self.state = StreamPhase::Done;
                     return Poll::Ready(Some(Err(std::io::Error::new(
@@ -243,7 +253,7 @@ impl SimStream {
             match fault {
                 Fault::CloseMidStream => {
                     out.push_str("{\"id\":\"cmpl-");
-                    self.state = StreamPhase::Closing;
+                    self.state = StreamPhase::Flushing;
                 }
                 Fault::StallMidStream => self.state = StreamPhase::Stalled,
                 Fault::MalformedChunk => {
@@ -265,7 +275,7 @@ impl SimStream {
             return Bytes::from(out);
         }
         match fault {
-            Fault::CloseMidStream => self.state = StreamPhase::Closing,
+            Fault::CloseMidStream => self.state = StreamPhase::Flushing,
             Fault::StallMidStream => self.state = StreamPhase::Stalled,
             Fault::MalformedChunk => {
                 out.push_str("data: {\"choices\":[{\"delta\":{\"content\":\"x\"\n\n")

@@ -211,12 +211,16 @@ async fn every_fault_mixed_with_healthy_requests_for_every_mode_and_protocol() {
                     let dir = tempfile::tempdir().unwrap();
                     // Eight replays at once on a two-core machine: scrape once a second (the
                     // default before AIPerf's 0.333 s cadence), so the healthy requests' header
-                    // times measure the faults, not eight scrapers' load.
+                    // times measure the faults, not eight scrapers' load. Faults go by arrival
+                    // order, and a request retried after a reused connection closed (a reset
+                    // can reach a slow client before the bytes it follows) would take a second
+                    // slot: no reuse here; the retry has its own tests (reuse.rs).
                     let args = format!(
                         "--model {} --endpoint-type {endpoint} --streaming {streaming} --http {http} \
                          --concurrency 8 --request-count {} --osl {OSL} --max-event-bytes 65536 \
                          --ttft-timeout-seconds {} --idle-timeout-seconds {} \
-                         --request-timeout-seconds 30 --metrics-interval-seconds 1",
+                         --request-timeout-seconds 30 --metrics-interval-seconds 1 \
+                         --connection-reuse-strategy never",
                         s.model(),
                         sequence().len() * REPEATS,
                         ttft_timeout().as_secs_f64(),
