@@ -205,6 +205,47 @@ pub struct RequestRecord {
     /// The response text, kept only for multi-turn sessions (the next turn's history).
     #[serde(skip)]
     pub response_text: Option<String>,
+    /// Where an AgentX request sits in its session tree (`None` for every other workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<Box<SessionMeta>>,
+}
+
+/// An AgentX request's place in its session tree: what AIPerf writes in a record's metadata and
+/// InferenceX's aggregator reads (`conversation_id`, `turn_index`, the correlation ids).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    /// `<trace>` for a root turn, `<trace>::sa:<agent_id>` (and split chains) for a child.
+    pub conversation_id: String,
+    /// `X-Request-ID` sent (a fresh UUID per request).
+    pub x_request_id: String,
+    /// `X-Correlation-ID` sent: the conversation's UUID.
+    pub x_correlation_id: String,
+    /// The tree's root correlation id.
+    pub root_correlation_id: String,
+    /// The spawning conversation's correlation id, for a child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_correlation_id: Option<String>,
+    /// 0 for the root, 1 for a subagent.
+    pub agent_depth: u32,
+    /// The trace id (text before `::`).
+    pub source_trace_id: String,
+    /// Index in the trace's `requests`.
+    pub source_outer_idx: usize,
+    /// Index inside a subagent entry's `requests`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_inner_idx: Option<usize>,
+    /// `weka_main` or `weka_subagent`.
+    pub source_kind: String,
+    /// The lane (0..concurrency) whose tree sent it.
+    pub lane: usize,
+    /// Theoretical prefix-cache hit blocks of this turn (trace order, see `agentx`).
+    pub cache_hit_blocks: u64,
+    /// `hash_ids.len()` of this turn.
+    pub cache_total_blocks: u64,
+    /// The server rejected the prompt as over its context; the session ended there. Such records
+    /// are counted toward completion but left out of metrics and `profile_export.jsonl`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub context_overflow: bool,
 }
 
 /// Time between two content events and the tokens the later one carried (0 = unknown).
@@ -248,6 +289,7 @@ impl RequestRecord {
             retries: 0,
             chunk_gaps: Vec::new(),
             response_text: None,
+            session: None,
         }
     }
 

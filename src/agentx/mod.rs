@@ -22,6 +22,7 @@
 
 mod build;
 mod parse;
+pub mod prompt;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -124,6 +125,16 @@ pub struct StartRatios {
 }
 
 impl StartRatios {
+    /// `--trajectory-start-min-ratio`.
+    pub fn min(&self) -> f64 {
+        self.min
+    }
+
+    /// `--trajectory-start-max-ratio`.
+    pub fn max(&self) -> f64 {
+        self.max
+    }
+
     /// Checks `0 <= min <= max <= 1`.
     pub fn new(min: f64, max: f64) -> Result<Self, AgentxError> {
         if (0.0..=1.0).contains(&min) && (0.0..=1.0).contains(&max) && min <= max {
@@ -295,6 +306,14 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// The root or a child conversation.
+    pub fn conversation(&self, c: prompt::ConvRef) -> &Conversation {
+        match c {
+            prompt::ConvRef::Root => &self.root,
+            prompt::ConvRef::Child(i) => &self.children[i],
+        }
+    }
+
     /// Σ hit blocks and Σ total blocks over every replayed turn (AIPerf's
     /// `theoretical_prefix_cache_hit` sum and count).
     pub fn cache_blocks(&self) -> (u64, u64) {

@@ -7,6 +7,7 @@
 //! scrape), `output` (goodput, result file: metrics and report) and `sim` (the `sim` command).
 //! Checks run in one fixed order, so with several bad flags the same one is always reported.
 
+mod agentx;
 mod input;
 mod load;
 mod output;
@@ -25,6 +26,7 @@ use crate::dataset::SpeedBenchSelect;
 use crate::metrics::Slo;
 use crate::render::{EndpointType, RenderOptions};
 
+pub(crate) use agentx::{AgentxSettings, Provenance, SessionRouting};
 pub(crate) use input::parse_extra_inputs;
 pub(crate) use input::{DatasetSource, EncoderSpec};
 pub(crate) use load::LoadConfig;
@@ -95,6 +97,8 @@ pub struct RunConfig {
     /// Settings that weaken the run (`--insecure`): printed by the binary before the run and
     /// kept in `summary.json` warnings.
     pub warnings: Vec<String>,
+    /// Set for an AgentX replay: the lane scheduler replaces the plan.
+    pub(crate) agentx: Option<Box<AgentxSettings>>,
 }
 
 impl RunConfig {
@@ -193,6 +197,7 @@ impl RunConfig {
             result_file,
             cli_command: None,
             warnings: target::warnings(a),
+            agentx: None,
         })
     }
 }
