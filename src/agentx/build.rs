@@ -77,6 +77,7 @@ fn turns(reqs: &[Placed<'_>], max_osl: Option<u64>) -> Vec<Turn> {
             cache_total_blocks: r.hash_ids.len() as u64,
             spawns: Vec::new(),
             joins: Vec::new(),
+            after: Vec::new(),
         });
     }
     out

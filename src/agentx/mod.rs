@@ -24,6 +24,8 @@ mod build;
 mod parse;
 pub mod prompt;
 
+pub use prompt::ConvRef;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -203,6 +205,18 @@ pub struct Turn {
     pub spawns: Vec<usize>,
     /// Branches that must finish before this turn is sent (indices into [`Trace::branches`]).
     pub joins: Vec<usize>,
+    /// Cross-stream replay dependencies (spec §2.5): turns of other conversations of the same
+    /// replay scope that must have completed before this turn is sent.
+    pub after: Vec<After>,
+}
+
+/// "Wait until turn `turn` of conversation `conv` has completed."
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct After {
+    /// The conversation.
+    pub conv: prompt::ConvRef,
+    /// Its turn.
+    pub turn: usize,
 }
 
 /// What a child conversation is.
