@@ -513,3 +513,80 @@ fn a_100k_token_turn_is_made_without_the_tokenizer_in_bounded_time() {
     assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
     assert!(next.as_secs() < 5, "{next:?}");
 }
+
+/// Every fixture conversation, every turn: the same segments (roles, blocks, tails) and the
+/// same `reset_context` as AIPerf's reconstructor, so prefix caches see the same sharing. This
+/// includes the shapes the README does not spell out: back-to-back assistant segments after a
+/// tail-only user turn is truncated, and a resumed conversation with no surviving user input
+/// (general_001 turn 1: all user, no assistant).
+#[test]
+fn segments_match_aiperf_0_13_on_every_fixture_conversation() {
+    let s = synth();
+    let mut checked = 0;
+    for id in ["fx-simple-001", "fx-subagent-002", "fx-tiered-003"] {
+        let t = trace(id);
+        let convs = std::iter::once(ConvRef::Root).chain((0..t.children.len()).map(ConvRef::Child));
+        for c in convs {
+            let conv = t.conversation(c);
+            let (_, want) = AIPERF_SEGMENTS
+                .iter()
+                .find(|(sid, _)| *sid == conv.session_id)
+                .unwrap_or_else(|| panic!("{} not recorded", conv.session_id));
+            assert_eq!(want.len(), conv.turns.len(), "{}", conv.session_id);
+            let mut p = s.stream(t.clone(), c);
+            for (k, (reset, segs)) in want.iter().enumerate() {
+                let got = p.turn(k).unwrap();
+                assert_turn(&s, &t, c, &got, segs);
+                assert_eq!(got.reset_context, *reset, "{} turn {k}", conv.session_id);
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 20);
+}
+
+use Role::{Assistant as A, System as S, User as U};
+
+/// One recorded turn: `reset_context` and the segments.
+type RecordedTurn = (bool, &'static [Want<'static>]);
+
+/// AIPerf 0.13.0's `ConversationReconstructor` (+ `compute_asst_block_caps`) on the three
+/// fixtures, printed by `scripts/agentx-aiperf-segments.py` (blocks as hash ids, tails as counts): per session,
+/// per turn, `reset_context` and the segments (role, hash ids, tail tokens and tail turn).
+#[rustfmt::skip]
+const AIPERF_SEGMENTS: &[(&str, &[RecordedTurn])] = &[
+    ("fx-simple-001", &[
+        (false, &[(U, &[1, 2, 3], Some((8, 0)))]),
+        (true, &[(U, &[1, 2, 3], None), (A, &[4], None), (U, &[5], Some((10, 1)))]),
+        (true, &[(U, &[1, 2, 3], None), (A, &[4], None), (U, &[5], None), (U, &[6, 7], Some((8, 2)))]),
+        (true, &[(U, &[1, 2], None), (A, &[90], None), (U, &[91], None)]),
+        (false, &[(U, &[1, 2], None), (A, &[90], None), (U, &[91], None), (A, &[92], None), (U, &[93], Some((16, 4)))]),
+    ]),
+    ("fx-subagent-002", &[
+        (false, &[(S, &[10, 11, 12], None), (U, &[13, 14, 15], Some((16, 0)))]),
+        (true, &[(S, &[10, 11, 12], None), (U, &[13, 14, 15], None), (A, &[16], None), (U, &[17], Some((8, 1)))]),
+        (true, &[(S, &[10, 11, 12], None), (U, &[13, 14, 15], None), (A, &[16], None), (U, &[17], None), (A, &[18, 19], None), (U, &[], Some((60, 2)))]),
+        (true, &[(S, &[10, 11, 12], None), (U, &[13, 14, 15], None), (A, &[16], None), (U, &[17], None), (A, &[18, 19], None), (A, &[20], None), (U, &[], Some((56, 3)))]),
+    ]),
+    ("fx-subagent-002::sa:explore_001", &[
+        (false, &[(S, &[10, 11, 12], None), (U, &[40], Some((44, 0)))]),
+        (true, &[(S, &[10, 11, 12], None), (U, &[40], None), (A, &[41, 42], None), (U, &[], Some((36, 1)))]),
+        (true, &[(S, &[10, 11, 12], None), (U, &[40], None), (A, &[41, 42], None), (A, &[43, 44], None), (U, &[], Some((48, 2)))]),
+    ]),
+    ("fx-subagent-002::sa:general_001", &[
+        (false, &[(S, &[10, 11, 12], None), (U, &[], Some((8, 0)))]),
+        (true, &[(S, &[10, 11, 12], None), (U, &[50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60], Some((4, 1)))]),
+    ]),
+    ("fx-tiered-003", &[
+        (false, &[(U, &[100, 101, 102, 103], None)]),
+        (false, &[(U, &[100, 101, 102, 103], None), (A, &[104], None), (U, &[105], None)]),
+        (false, &[(U, &[100, 101, 102, 103], None), (A, &[104], None), (U, &[105], None), (A, &[106], None), (U, &[107], None)]),
+    ]),
+    ("fx-tiered-003::sa:worker_a", &[
+        (false, &[(U, &[100, 101, 200], None)]),
+    ]),
+    ("fx-tiered-003::sa:worker_b", &[
+        (false, &[(U, &[100, 101, 300], None)]),
+        (false, &[(U, &[100, 101, 300], None), (A, &[301, 302, 303, 304], None), (U, &[305], None)]),
+    ]),
+];
