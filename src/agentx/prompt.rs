@@ -445,8 +445,9 @@ pub struct StreamPrompts {
     emitted: usize,
     /// Earliest segment the last truncation touched.
     disturbed: Option<usize>,
-    /// Pool offsets of the leading buffer blocks, kept across turns (a prefix stays valid).
-    offsets: Vec<usize>,
+    /// Pool offsets of the leading buffer blocks, kept across turns (a prefix stays valid);
+    /// `u32`: the pool is far smaller, and a 990k-token context holds 15k blocks per stream.
+    offsets: Vec<u32>,
     /// `reset_context` of the last turn processed (for a repeated ask).
     last_reset: bool,
 }
@@ -624,7 +625,7 @@ impl StreamPrompts {
         let bs = trace.block_size as usize;
         let blocks: usize = self.segs.iter().map(|s| s.block_count).sum();
         for &h in &hash_ids[self.offsets.len()..blocks] {
-            self.offsets.push(synth.block_offset(&trace.id, h));
+            self.offsets.push(synth.block_offset(&trace.id, h) as u32);
         }
         let per_token = synth.pool.bytes_per_token();
         let mut tokens = 0;
@@ -637,7 +638,7 @@ impl StreamPrompts {
                 tokens += n;
                 let mut content = String::with_capacity(n * per_token);
                 for &off in &self.offsets[s.block_start..s.block_start + s.block_count] {
-                    synth.pool.push(&mut content, off, bs);
+                    synth.pool.push(&mut content, off as usize, bs);
                 }
                 if let Some(t) = s.tail {
                     let off = synth.tail_offset(&conv.session_id, t.turn);
