@@ -1,126 +1,235 @@
 #!/usr/bin/env python3
-"""Writes a synthetic AgentX (Weka-format) trace set shaped like InferenceX's default corpus.
+"""Writes datasets/agentx-corpus.txt: the text AgentX prompt blocks are cut from.
 
-Invented numbers only: no real session, prompt or timing is used. The default shape follows the
-sizes AIPerf states for `semianalysis_cc_traces_weka_062126` (393 traces, ~56.8k main turns,
-~1.7k subagent groups, ~42k inner requests, ~99k requests, block size 64): coding-agent
-sessions whose context grows turn by turn (new tool results appended, hash ids extending the
-previous turn's), compacts when it passes a threshold (a pull-back to a short prefix), and
-spawns subagents that mostly join a later parent turn and sometimes run in the background.
+The AgentX traces carry no prompt text, only token counts and KV block ids, so every prompt is
+synthesized (spec §2.6). The blocks need words a coding agent's context would hold; their exact
+meaning does not matter. This script composes that text from word lists and sentence shapes
+written for specperf (Apache-2.0, like the repository): narration of a coding session, review
+notes, and small code listings.
 
-    scripts/gen-agentx-corpus.py --out target/agentx-bench/traces.jsonl            # full size
-    scripts/gen-agentx-corpus.py --out /tmp/t.jsonl --traces 20 --scale 0.1       # small
+Deterministic: a fixed-seed xorshift generator (not Python's `random`, whose streams are not
+promised across versions), so re-running it rewrites the committed file byte for byte:
 
-Same arguments, same file (seeded).
+    python3 scripts/gen-agentx-corpus.py            # writes datasets/agentx-corpus.txt
+    python3 scripts/gen-agentx-corpus.py --check    # exits 1 if the committed file differs
 """
-import argparse
-import json
-import random
 
-BS = 64
+import re
+import sys
+from pathlib import Path
+
+TARGET_BYTES = 240_000
+OUT = Path(__file__).resolve().parent.parent / "datasets" / "agentx-corpus.txt"
+
+
+class Rng:
+    """xorshift64*: small, fast, and the same on every Python."""
+
+    def __init__(self, seed):
+        self.s = seed or 0x9E3779B97F4A7C15
+
+    def next(self):
+        s = self.s
+        s ^= (s >> 12) & 0xFFFFFFFFFFFFFFFF
+        s ^= (s << 25) & 0xFFFFFFFFFFFFFFFF
+        s ^= (s >> 27) & 0xFFFFFFFFFFFFFFFF
+        self.s = s & 0xFFFFFFFFFFFFFFFF
+        return (self.s * 0x2545F4914F6CDD1D) & 0xFFFFFFFFFFFFFFFF
+
+    def pick(self, items):
+        return items[self.next() % len(items)]
+
+    def chance(self, percent):
+        return self.next() % 100 < percent
+
+
+NOUNS = """
+scheduler parser buffer handler request response session worker lane queue channel socket
+stream token block prefix cache entry record histogram counter gauge metric snapshot summary
+report table column row field value key index offset length limit budget deadline timeout
+retry backoff connection client server endpoint route header body payload message chunk frame
+event signal callback future task thread runtime executor pool allocator arena slice vector
+string map set tree node edge graph branch commit patch diff hunk line file folder path module
+crate package library binary test fixture assertion benchmark profile trace span log warning
+error panic result option iterator closure trait struct enum variant pattern match loop guard
+lock mutex atomic reference pointer lifetime borrow owner scope config flag argument parameter
+default schema version migration database query transaction cursor batch window interval clock
+timer tick rate ratio percentile mean median sample dataset corpus prompt template tokenizer
+vocabulary encoder decoder model layer weight tensor shape kernel device memory page region
+marker digest checksum seed generator shuffle permutation boundary segment tail head frontier
+manifest lockfile workflow pipeline stage job runner artifact release changelog readme comment
+docstring example tutorial issue ticket reviewer maintainer contributor user operator caller
+callee function method constructor builder factory adapter wrapper proxy gateway balancer
+""".split()
+
+VERBS = """
+reads writes parses returns sends receives builds checks validates rejects accepts counts
+records measures schedules dispatches cancels retries drains flushes closes opens spawns joins
+waits blocks yields polls wakes stores loads caches evicts hashes sorts merges splits trims
+pads encodes decodes renders formats logs reports exports imports resolves registers removes
+replaces updates clears resets advances rewinds skips copies moves clones borrows owns drops
+allocates frees grows shrinks compares matches filters maps folds collects groups partitions
+""".split()
+
+BASE_VERBS = """
+read write parse return send receive build check validate reject accept count record measure
+schedule dispatch cancel retry drain flush close open spawn join wait block yield poll wake
+store load cache evict hash sort merge split trim pad encode decode render format log report
+export import resolve register remove replace update clear reset advance rewind skip copy move
+clone borrow drop allocate free grow shrink compare match filter map fold collect group rename
+refactor inline extract document simplify rewrite revert bisect reproduce profile benchmark
+""".split()
+
+ADJECTIVES = """
+empty full partial stale fresh cached pending ready idle busy slow fast small large nested
+flat sorted unsorted shared private public local remote blocking async deterministic random
+bounded unbounded optional required default custom legacy new old first last next previous
+current final initial valid invalid broken flaky stable unstable strict lenient exact rough
+typed untyped mutable immutable atomic concurrent sequential parallel lazy eager hidden visible
+""".split()
+
+ADVERBS = """
+quickly slowly carefully again once twice already still only always never rarely usually
+silently loudly eagerly lazily safely correctly exactly roughly early late first finally
+""".split()
+
+AGENT_OPENERS = [
+    "Let me look at how the {n} {v} the {n2}.",
+    "I will start by reading the {n} module to see where the {n2} is {pp}.",
+    "First I need to understand why the {a} {n} {v} an {a2} {n2}.",
+    "The failing test suggests the {n} {v} the {n2} before the {n3} is ready.",
+    "Now I can see the problem: the {n} never {v} the {a} {n2}.",
+    "Next I should check whether the {n} still {v} the {n2} when the {n3} is {a}.",
+    "I am going to {bv} the {n} so that it {v} the {n2} {adv}.",
+    "Looking at the call site, the {n} is {pp} twice when the {n2} is {a}.",
+]
+
+AGENT_MIDDLES = [
+    "The {n} {v} the {n2} and then {v2} the {n3}, which is why the {n4} looks {a}.",
+    "When the {n} is {a}, the {n2} {v} the {n3} {adv} instead of waiting for the {n4}.",
+    "Each {n} holds a {a} {n2}, so the {n3} must {bv} it before it can {bv2} the {n4}.",
+    "If the {n} {v} a {a} {n2}, the {n3} has to {bv} the whole {n4} again.",
+    "The {a} {n} is only {pp} after the {n2} {v} the last {n3}.",
+    "Because the {n} {v} the {n2} {adv}, the {n3} sees a {a} {n4} on the next {n5}.",
+    "The {n} and the {n2} both {bv} the same {n3}, which makes the {n4} {a}.",
+    "This {n} {v} every {n2} in the {n3} and keeps the {a} ones in a {n4}.",
+    "The test {v} a {a} {n} and expects the {n2} to {bv} it without touching the {n3}.",
+    "Nothing else {v} the {n}, so it is safe to {bv} it here and {bv2} the {n2} later.",
+    "The {n} should {bv} the {n2} once per {n3}, not once per {n4}.",
+    "Instead of a {a} {n}, we can keep a {a2} {n2} and {bv} it when the {n3} changes.",
+]
+
+AGENT_CLOSERS = [
+    "I will {bv} the {n} now and run the tests again.",
+    "With that change the {n} {v} the {n2} {adv} and the test passes.",
+    "That fixes the {a} {n}; the remaining {n2} is unrelated and can wait.",
+    "Let me run the whole suite to make sure nothing else {v} the {n}.",
+    "The {n} is now {a}, and the {n2} no longer {v} the {n3}.",
+    "I have updated the {n} and added a test that {v} the {a} {n2}.",
+]
+
+REVIEW_LINES = [
+    "Please {bv} the {n} before the {n2} {v} it; otherwise the {n3} stays {a}.",
+    "Could this {n} {bv} the {n2} instead? It would keep the {n3} {a}.",
+    "Nit: the {n} name does not say that it {v} the {n2}.",
+    "Why does the {n} {bv} the {n2} here and not in the {n3}?",
+    "This looks right, but a test for the {a} {n} would help the next reader.",
+    "The {n} is {pp} on every {n2}; consider moving it out of the {n3}.",
+    "I think the {a} {n} case is missing: what happens when the {n2} is {a2}?",
+]
+
+IDENT_PARTS = """
+read write parse next prev first last total count max min len size offset start end block
+token turn lane tree node conv trace hash seed pool text tail head buf line row col key val
+state plan step tick time delay gap cap limit rate ratio hit miss seen kept lost done ready
+""".split()
+
+TYPE_NAMES = """
+Scheduler Parser Buffer Handler Request Response Session Worker Lane Queue Record Snapshot
+Summary Report Config Options Builder Plan Turn Trace Block Segment Pool Marker Digest Error
+""".split()
+
+PAST_PARTICIPLES = """
+read written parsed returned sent received built checked validated rejected accepted counted
+recorded measured scheduled dispatched cancelled retried drained flushed closed opened spawned
+joined stored loaded cached evicted hashed sorted merged split trimmed encoded decoded rendered
+""".split()
+
+
+def ident(rng):
+    parts = [rng.pick(IDENT_PARTS) for _ in range(1 + rng.next() % 3)]
+    return "_".join(parts)
+
+
+def fill(rng, shape):
+    return shape.format(
+        n=rng.pick(NOUNS), n2=rng.pick(NOUNS), n3=rng.pick(NOUNS), n4=rng.pick(NOUNS),
+        n5=rng.pick(NOUNS), v=rng.pick(VERBS), v2=rng.pick(VERBS), bv=rng.pick(BASE_VERBS),
+        bv2=rng.pick(BASE_VERBS), a=rng.pick(ADJECTIVES), a2=rng.pick(ADJECTIVES),
+        adv=rng.pick(ADVERBS), pp=rng.pick(PAST_PARTICIPLES),
+    )
+
+
+def narration(rng):
+    sentences = [fill(rng, rng.pick(AGENT_OPENERS))]
+    for _ in range(2 + rng.next() % 5):
+        sentences.append(fill(rng, rng.pick(AGENT_MIDDLES)))
+    sentences.append(fill(rng, rng.pick(AGENT_CLOSERS)))
+    return " ".join(sentences)
+
+
+def review(rng):
+    return "\n".join("- " + fill(rng, rng.pick(REVIEW_LINES)) for _ in range(2 + rng.next() % 4))
+
+
+def listing(rng):
+    ty = rng.pick(TYPE_NAMES)
+    fname = ident(rng)
+    arg = ident(rng)
+    lines = [
+        "```rust",
+        f"/// {fill(rng, rng.pick(AGENT_MIDDLES))}",
+        f"fn {fname}(&mut self, {arg}: &{ty}) -> Result<usize, Error> {{",
+    ]
+    for _ in range(2 + rng.next() % 5):
+        local = ident(rng)
+        if rng.chance(40):
+            lines.append(f"    let {local} = self.{ident(rng)}.get({arg}.{ident(rng)})?;")
+        elif rng.chance(50):
+            lines.append(f"    if {arg}.{ident(rng)} > self.{ident(rng)} {{")
+            lines.append(f"        // {fill(rng, rng.pick(REVIEW_LINES))}")
+            lines.append(f"        return Err(Error::{rng.pick(TYPE_NAMES)});")
+            lines.append("    }")
+        else:
+            lines.append(f"    for {local} in self.{ident(rng)}.iter() {{")
+            lines.append(f"        self.{ident(rng)}.push({local}.{ident(rng)});")
+            lines.append("    }")
+    lines.append(f"    Ok(self.{ident(rng)}.len())")
+    lines.append("}")
+    lines.append("```")
+    return "\n".join(lines)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True, help="traces.jsonl to write")
-    ap.add_argument("--traces", type=int, default=393)
-    ap.add_argument("--scale", type=float, default=1.0, help="multiplies turns per trace")
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--max-context", type=int, default=200_000,
-                    help="context (tokens) at which a session compacts")
-    a = ap.parse_args()
-    rng = random.Random(a.seed)
-    n_req = n_main = n_groups = n_inner = 0
-    with open(a.out, "w") as f:
-        for i in range(a.traces):
-            tr, counts = trace(rng, i, a.scale, a.max_context)
-            n_main += counts[0]; n_groups += counts[1]; n_inner += counts[2]
-            f.write(json.dumps(tr, separators=(",", ":")))
-            f.write("\n")
-    n_req = n_main + n_inner
-    print(f"gen-agentx-corpus: {a.traces} traces, {n_main} main turns, {n_groups} subagent groups, "
-          f"{n_inner} inner requests, {n_req} requests -> {a.out}")
-
-
-def req(t, model, inn, out, hids, api, think, stop, itype):
-    return {"t": round(t, 3), "type": "s", "model": model, "in": inn, "out": out,
-            "hash_ids": hids, "input_types": [itype], "output_types": ["text"], "stop": stop,
-            "api_time": round(api, 3), "think_time": round(think, 3), "ttft": round(min(api, 0.2 + inn / 40000), 3)}
-
-
-def grow(rng, hids, inn, next_id, lo, hi):
-    """Appends new content: returns (hash ids, in, next id)."""
-    add = rng.randint(lo, hi)
-    inn2 = inn + add
-    full = inn2 // BS
-    new = list(hids[: min(len(hids), inn // BS)])
-    while len(new) < full:
-        new.append(next_id)
-        next_id += 1
-    return new, inn2, next_id
-
-
-def trace(rng, i, scale, max_ctx):
-    tid = f"synth-{i:04d}"
-    opus, haiku = "synthetic-large", "synthetic-small"
-    system = rng.randint(8_000, 20_000)
-    turns = max(4, int(rng.gauss(145, 60) * scale))
-    groups = max(0, round(rng.gauss(4.3, 3)))
-    spawn_at = sorted(rng.sample(range(1, turns - 1), min(groups, turns - 2))) if turns > 2 else []
-    next_id = 0
-    hids, inn = [], system
-    hids = list(range(inn // BS)); next_id = len(hids)
-    t = 0.0
-    reqs = []
-    counts = [0, 0, 0]
-    for k in range(turns):
-        if k > 0:
-            if inn > max_ctx:  # compaction: keep the system prefix and a summary
-                keep = system // BS
-                hids = hids[:keep]
-                inn = keep * BS
-            hids, inn, next_id = grow(rng, hids, inn, next_id, 200, 3_000)
-        out = max(0, int(rng.expovariate(1 / 400)))
-        api = 1.0 + out / 60 + inn / 50_000
-        think = rng.expovariate(1 / 3.0) if rng.random() > 0.02 else rng.uniform(60, 600)
-        stop = "tool_use" if rng.random() < 0.85 else "end_turn"
-        reqs.append(req(t, opus, inn, out, list(hids), api, think if k else 0.0, stop,
-                        "tool_result" if k and rng.random() < 0.8 else "text"))
-        counts[0] += 1
-        if k in spawn_at:
-            sa, next_id, n_in, end, background = subagent(rng, tid, k, t + api + 0.05, next_id, haiku, scale)
-            reqs.append(sa)
-            counts[1] += 1; counts[2] += n_in
-            if not background:  # the parent waits for the Task result: its next turn joins
-                t = max(t + api + think, end + 0.5 + think)
-                continue
-        t += api + think
-    tr = {"id": tid, "models": [opus, haiku], "block_size": BS, "hash_id_scope": "local",
-          "tool_tokens": system // 2, "system_tokens": system - system // 2, "requests": reqs, "totals": None}
-    return tr, counts
-
-
-def subagent(rng, tid, k, t0, next_id, model, scale):
-    n = max(1, int(rng.gauss(24.7, 12) * max(scale, 0.2)))
-    system = rng.randint(3_000, 8_000)
-    hids = list(range(next_id, next_id + system // BS)); next_id += len(hids)
-    inn = system
-    t = t0 + 0.1
-    inner = []
-    for j in range(n):
-        if j:
-            hids, inn, next_id = grow(rng, hids, inn, next_id, 300, 4_000)
-        out = max(1, int(rng.expovariate(1 / 250)))
-        api = 0.8 + out / 90 + inn / 60_000
-        think = rng.expovariate(1 / 1.0)
-        inner.append(req(t, model, inn, out, list(hids), api, think if j else 0.0, "tool_use", "tool_result" if j else "text"))
-        t += api + think
-    background = rng.random() < 0.15
-    dur = (t - t0) * (3.0 if background else 1.0)
-    sa = {"t": round(t0, 3), "type": "subagent", "agent_id": f"explore_{k:03d}", "subagent_type": "Explore",
-          "duration_ms": int(dur * 1000), "total_tokens": None, "tool_use_count": None, "status": "completed",
-          "requests": inner, "models": [model], "tool_tokens": system // 2, "system_tokens": system - system // 2}
-    return sa, next_id, n, t0 + dur, background
+    rng = Rng(0x5EC_9E2F_A6E7)
+    parts = []
+    size = 0
+    while size < TARGET_BYTES:
+        roll = rng.next() % 10
+        part = listing(rng) if roll < 2 else review(rng) if roll < 4 else narration(rng)
+        parts.append(part)
+        size += len(part) + 2
+    text = "\n\n".join(parts) + "\n"
+    # Articles agree with the word drawn after them.
+    text = re.sub(r"\b([Aa]) ([aeiou])", r"\1n \2", text)
+    text = re.sub(r"\b([Aa])n ([^aeiou\W])", r"\1 \2", text)
+    if "--check" in sys.argv[1:]:
+        if OUT.read_text() != text:
+            print(f"{OUT} differs from the generator's output; re-run without --check", file=sys.stderr)
+            sys.exit(1)
+        return
+    OUT.write_text(text)
+    print(f"wrote {OUT} ({len(text)} bytes)")
 
 
 if __name__ == "__main__":
