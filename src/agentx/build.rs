@@ -302,6 +302,7 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
     // among equal keys).
     cache_order.extend(sub_keys);
     count_cache_hits(&mut root, &mut children, cache_order);
+    super::after::fill(&mut root, &mut children);
 
     let all_turns = || {
         std::iter::once(&root)

@@ -21,9 +21,11 @@
 //!   `::wg:G_M` / `::aux:NNN` spawned off the root, and a subagent entry's further chains become
 //!   siblings `<trace>::sa:<agent_id>:fa:NNN` (...) in the subagent's branch ([`ConvKind`]).
 //!
-//! Later slices add the cross-stream replay gate, prompt synthesis, the lane scheduler and the
-//! `specperf profile` entry point.
+//! * fills each turn's cross-stream replay dependencies ([`Turn::after`]) inside its replay scope.
+//!
+//! Later slices add prompt synthesis, the lane scheduler and the `specperf profile` entry point.
 
+mod after;
 mod build;
 mod chains;
 mod parse;
@@ -229,6 +231,8 @@ pub struct Turn {
     pub joins: Vec<usize>,
     /// Cross-stream replay dependencies (spec §2.5): turns of other conversations of the same
     /// replay scope that must have completed before this turn is sent.
+    /// One per other stream of the scope at most (the latest request that had ended by this
+    /// one's recorded start), in (session id, turn) order; empty for unsplit traces.
     pub after: Vec<After>,
 }
 

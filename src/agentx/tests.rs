@@ -824,3 +824,138 @@ fn split_options_come_from_aiperfs_environment_variables() {
         );
     }
 }
+
+// Cross-stream replay dependencies (spec §2.5): derived by hand for `fx-split-after-006` in
+// `tests/fixtures/README.md`; the others as AIPerf 0.13 builds them (`split/aiperf_check.py`).
+
+/// `after` of every turn, as (session id, turn) pairs.
+fn afters<'a>(t: &'a Trace, c: &Conversation) -> Vec<Vec<(&'a str, usize)>> {
+    c.turns
+        .iter()
+        .map(|turn| {
+            turn.after
+                .iter()
+                .map(|a| (t.conversation(a.conv).session_id.as_str(), a.turn))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn after_waits_for_the_latest_request_each_other_stream_finished_by_the_recorded_start() {
+    let c = split_corpus(&LoadOptions::default());
+    let t = by_id(&c, "fx-split-after-006");
+    let (root, fa, aux) = (
+        "fx-split-after-006",
+        "fx-split-after-006::fa:000",
+        "fx-split-after-006::aux:001",
+    );
+    assert_eq!(kinds(t).iter().map(|k| k.0).collect::<Vec<_>>(), [fa, aux]);
+    assert_eq!(
+        afters(t, &t.root),
+        [vec![], vec![], vec![(aux, 0)], vec![(fa, 2)]]
+    );
+    assert_eq!(
+        afters(t, &t.children[0]),
+        [vec![], vec![(root, 1)], vec![(root, 2)]]
+    );
+    assert_eq!(afters(t, &t.children[1]), [vec![(root, 1), (fa, 0)]]);
+    assert_eq!(
+        t.root.turns[2].after[0],
+        After {
+            conv: ConvRef::Child(1),
+            turn: 0
+        }
+    );
+    let b: Vec<(usize, Option<usize>)> = t
+        .branches
+        .iter()
+        .map(|b| (b.spawn_turn, b.join_turn))
+        .collect();
+    assert_eq!(b, [(0, Some(3)), (1, Some(2))]);
+    assert_eq!(t.cache_blocks(), (23, 39));
+}
+
+#[test]
+fn after_stays_inside_a_replay_scope() {
+    let c = split_corpus(&LoadOptions::default());
+    // Root and flat chains share the trace's scope.
+    let t = by_id(&c, "fx-split-flat-004");
+    let p = "fx-split-flat-004";
+    let (w0, w1, w2) = (
+        "fx-split-flat-004::wg:000_000",
+        "fx-split-flat-004::wg:000_001",
+        "fx-split-flat-004::wg:000_002",
+    );
+    let (a3, f4, a5) = (
+        "fx-split-flat-004::aux:003",
+        "fx-split-flat-004::fa:004",
+        "fx-split-flat-004::aux:005",
+    );
+    assert_eq!(
+        afters(t, &t.root),
+        [
+            vec![],
+            vec![],
+            vec![(f4, 0), (w0, 1), (w1, 1), (w2, 1)],
+            vec![(a5, 0)]
+        ]
+    );
+    assert_eq!(
+        afters(t, &t.children[0]),
+        [vec![(p, 1)], vec![(a3, 0), (w1, 0), (w2, 0)]]
+    );
+    assert_eq!(afters(t, &t.children[3]), [vec![(p, 1)]]);
+    assert_eq!(
+        afters(t, &t.children[4]),
+        [vec![(a3, 0), (w0, 0), (w1, 0), (w2, 0)], vec![(p, 2)]]
+    );
+    assert_eq!(afters(t, &t.children[5]), [vec![(f4, 1)]]);
+
+    // Each subagent family is a scope of its own: nothing crosses to the root.
+    let t = by_id(&c, "fx-split-sub-005");
+    assert!(t.root.turns.iter().all(|turn| turn.after.is_empty()));
+    let sa = "fx-split-sub-005::sa:coder_001";
+    let s = |suffix: &str| format!("{sa}{suffix}");
+    let (w0, a1, w2, w3, a4) = (
+        s(":wg:000_000"),
+        s(":aux:001"),
+        s(":wg:000_002"),
+        s(":wg:000_003"),
+        s(":aux:004"),
+    );
+    let owned = |v: Vec<Vec<(&str, usize)>>| -> Vec<Vec<(String, usize)>> {
+        v.into_iter()
+            .map(|x| x.into_iter().map(|(a, b)| (a.to_string(), b)).collect())
+            .collect()
+    };
+    assert_eq!(
+        owned(afters(t, &t.children[0])),
+        [
+            vec![],
+            vec![],
+            vec![(w0.clone(), 1), (w2.clone(), 1), (w3.clone(), 1)]
+        ]
+    );
+    assert_eq!(
+        owned(afters(t, &t.children[1])),
+        [
+            vec![(sa.to_string(), 1)],
+            vec![(a1, 0), (a4, 0), (w2, 0), (w3, 0)]
+        ]
+    );
+    assert_eq!(
+        owned(afters(t, &t.children[6])),
+        [vec![(sa.to_string(), 2)], vec![(sa.to_string(), 2)]]
+    );
+
+    // Unsplit traces have one stream per scope: no dependencies.
+    for t in &corpus().traces {
+        let all = std::iter::once(&t.root).chain(&t.children);
+        assert!(
+            all.flat_map(|c| &c.turns).all(|turn| turn.after.is_empty()),
+            "{}",
+            t.id
+        );
+    }
+}
