@@ -37,50 +37,60 @@ pub(super) fn fill(root: &mut Conversation, children: &mut [Conversation]) {
         }
     }
     let key = |iv: &Interval| (convs[iv.conv].session_id.as_str(), iv.turn);
+    let order = |a: &Interval, b: &Interval| {
+        a.end
+            .total_cmp(&b.end)
+            .then(a.start.total_cmp(&b.start))
+            .then(key(a).cmp(&key(b)))
+    };
     let mut found: Vec<(usize, usize, Vec<After>)> = Vec::new();
     for (_, members) in scopes.iter().filter(|s| s.1.len() > 1) {
-        let intervals: Vec<Interval> = members
+        // Each stream's requests sorted by (end, start, key): the latest request a target can
+        // wait for is the last one ending by its start that also started before it.
+        let streams: Vec<Vec<Interval>> = members
             .iter()
-            .flat_map(|&c| {
-                convs[c]
+            .map(|&c| {
+                let mut v: Vec<Interval> = convs[c]
                     .turns
                     .iter()
                     .enumerate()
-                    .map(move |(k, t)| Interval {
+                    .map(|(k, t)| Interval {
                         conv: c,
                         turn: k,
                         start: t.timestamp_ms,
                         // No recorded server time: a zero-width interval.
                         end: t.timestamp_ms + t.api_time_ms.unwrap_or(0.0).max(0.0),
                     })
+                    .collect();
+                v.sort_by(|a, b| order(a, b));
+                v
             })
             .collect();
-        for target in &intervals {
+        for target in streams.iter().flatten() {
             let mut frontier: Vec<Interval> = Vec::new();
-            for &other in members.iter().filter(|&&c| c != target.conv) {
-                let latest = intervals
+            // (An empty stream, a subagent-only trace's root, has nothing to wait for.)
+            for stream in streams
+                .iter()
+                .filter(|s| s.first().is_some_and(|f| f.conv != target.conv))
+            {
+                let ended = stream.partition_point(|iv| iv.end <= target.start);
+                // Only a zero-width request at exactly the target's start is skipped here.
+                let latest = stream[..ended]
                     .iter()
-                    .filter(|iv| {
-                        iv.conv == other && iv.start < target.start && iv.end <= target.start
-                    })
-                    .max_by(|a, b| {
-                        a.end
-                            .total_cmp(&b.end)
-                            .then(a.start.total_cmp(&b.start))
-                            .then(key(a).cmp(&key(b)))
-                    });
+                    .rev()
+                    .find(|iv| iv.start < target.start);
                 frontier.extend(latest);
             }
-            let mut preds: Vec<Interval> = frontier
+            // A candidate that had ended before another candidate started is implied by it.
+            // Both tests only get easier as the other's start grows, so the latest start
+            // decides.
+            let last_start = frontier
                 .iter()
-                .filter(|c| {
-                    !frontier.iter().any(|l| {
-                        (l.conv, l.turn) != (c.conv, c.turn)
-                            && c.start < l.start
-                            && c.end <= l.start
-                    })
-                })
-                .copied()
+                .map(|l| l.start)
+                .fold(f64::NEG_INFINITY, f64::max);
+            let mut preds: Vec<Interval> = frontier
+                .into_iter()
+                .filter(|c| !(c.start < last_start && c.end <= last_start))
                 .collect();
             preds.sort_by(|a, b| key(a).cmp(&key(b)));
             if !preds.is_empty() {

@@ -237,7 +237,12 @@ pub(super) fn detect<'a>(items: &[Item<'a>], opts: &SplitOptions) -> Detection<'
             if tail.len() > h.len() || tail.len() <= best {
                 continue;
             }
-            if model != r.model || end > t + EPS || h[..tail.len()] != *tail {
+            // The last block first: it rules out most chains at once.
+            if model != r.model
+                || end > t + EPS
+                || h[tail.len() - 1] != tail[tail.len() - 1]
+                || h[..tail.len()] != *tail
+            {
                 continue;
             }
             target = Some(ci);
