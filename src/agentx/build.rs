@@ -1,13 +1,15 @@
-//! Checked raw trace -> [`Trace`]: root and child conversations, the spawn/join topology,
+//! Checked raw trace -> [`Trace`]: root and child conversations (split into agent chains by
+//! `chains`), the spawn/join topology,
 //! delays, `max_tokens`, theoretical prefix-cache counts, peak context and time bounds (spec
 //! §2.4–§2.5, §3.2).
 
 use std::collections::HashSet;
 
+use super::chains::{self, Item, Split};
 use super::parse::{RawEntry, RawRequest, RawSubagent, RawTrace};
 use super::{
-    Branch, Conversation, DropReason, Dropped, InputKind, LoadOptions, Origin, Subagent, Trace,
-    Turn,
+    Branch, ConvKind, Conversation, DropReason, Dropped, InputKind, LoadOptions, Origin, Subagent,
+    Trace, Turn,
 };
 
 /// Slack when comparing recorded times, s (AIPerf's tolerance).
@@ -83,26 +85,79 @@ fn turns(reqs: &[Placed<'_>], max_osl: Option<u64>) -> Vec<Turn> {
     out
 }
 
+/// A request's place in the prefix-cache order: `(t, outer index, chain index, k)`, and the
+/// turn it is (conversation: 0 = root, `c + 1` = child `c`; turn).
+type CacheKey = (f64, usize, usize, usize, usize, usize);
+
 /// Rebuilds one checked trace.
 pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace {
-    let parents: Vec<Placed<'_>> = raw
+    let split = &opts.split;
+    let bs = raw.block_size;
+    let normals: Vec<Item<'_>> = raw
         .requests
         .iter()
         .enumerate()
         .filter_map(|(i, e)| match e {
-            RawEntry::Request(r) => Some((r.t, r, i, None)),
+            RawEntry::Request(r) => Some((i, r.t, r)),
             RawEntry::Subagent(_) => None,
         })
         .collect();
+    // Top-level chains: the main chain is the root; the rest become flat children.
+    let (main, flats) = if split.enabled && normals.len() > 1 {
+        let p = chains::partition(&normals, split);
+        if p.extra.is_empty() {
+            (normals, Vec::new())
+        } else {
+            let base = first_hashes(&p.detected_main);
+            let flats: Vec<(Split<'_>, (u64, u64))> = p
+                .extra
+                .into_iter()
+                .map(|s| {
+                    let init = chains::chain_init_tokens(
+                        raw.tool_tokens,
+                        raw.system_tokens,
+                        bs,
+                        base,
+                        &s.items[0].2.hash_ids,
+                    );
+                    (s, init)
+                })
+                .collect();
+            (p.main, flats)
+        }
+    } else {
+        (normals, Vec::new())
+    };
+    let parents: Vec<Placed<'_>> = main.iter().map(|&(i, t, r)| (t, r, i, None)).collect();
     let mut root = Conversation {
         session_id: raw.id.clone(),
+        kind: ConvKind::Root,
         subagent: None,
         tool_tokens: raw.tool_tokens,
         system_tokens: raw.system_tokens,
         turns: turns(&parents, opts.synthesis_max_osl),
     };
+    // Root turns by list index: the spawn/join rules go by list order, the turns by chain order.
+    let mut by_outer: Vec<(usize, usize, f64)> = parents
+        .iter()
+        .enumerate()
+        .map(|(pos, p)| (p.2, pos, p.0))
+        .collect();
+    by_outer.sort_by_key(|p| p.0);
+    let preceding = |i: usize| by_outer.iter().filter(|p| p.0 < i).map(|p| p.1).max();
+    let join_after = |i: usize, end: f64| {
+        by_outer
+            .iter()
+            .find(|p| p.0 > i && p.2 + EPS >= end)
+            .map(|p| p.1)
+    };
 
+    let mut cache_order: Vec<CacheKey> = Vec::new();
+    for (k, t) in root.turns.iter().enumerate() {
+        cache_order.push((t.timestamp_ms, t.source_outer_idx, 0, 0, 0, k));
+    }
     let mut children: Vec<Conversation> = Vec::new();
+    let mut sub_keys: Vec<CacheKey> = Vec::new();
     let mut branches: Vec<Branch> = Vec::new();
     let mut dropped = Vec::new();
     for (i, e) in raw.requests.iter().enumerate() {
@@ -113,7 +168,7 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
             reason,
         };
         // The spawning turn: the last root turn listed before the entry.
-        let Some(spawn_turn) = parents.iter().rposition(|p| p.2 < i) else {
+        let Some(spawn_turn) = preceding(i) else {
             dropped.push(dropped_as(DropReason::NoPrecedingTurn));
             continue;
         };
@@ -123,7 +178,7 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
         }
         let end = subagent_end(sa);
         // The join: the first later-listed root turn that starts once the subagent has ended.
-        let join_turn = parents.iter().position(|p| p.2 > i && p.0 + EPS >= end);
+        let join_turn = join_after(i, end);
         let branch = match branches
             .iter()
             .position(|b| b.spawn_turn == spawn_turn && b.join_turn == join_turn)
@@ -140,30 +195,101 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
                 branches.len() - 1
             }
         };
-        let b = &mut branches[branch];
-        b.children.push(children.len());
-        b.start_ms = b.start_ms.min(sa.t * 1000.0);
-        let inner: Vec<Placed<'_>> = sa
-            .requests
+        branches[branch].start_ms = branches[branch].start_ms.min(sa.t * 1000.0);
+        let sub_session = format!("{}::sa:{}", raw.id, sa.agent_id);
+        for (chain, (session_id, kind, tool, system, items)) in
+            subagent_chains(sa, &sub_session, bs, split)
+                .into_iter()
+                .enumerate()
+        {
+            let placed: Vec<Placed<'_>> =
+                items.iter().map(|&(k, t, r)| (t, r, i, Some(k))).collect();
+            let child_turns = turns(&placed, None);
+            let c = children.len();
+            for (k, t) in child_turns.iter().enumerate() {
+                sub_keys.push((t.timestamp_ms, i, chain, k, c + 1, k));
+            }
+            branches[branch].children.push(c);
+            children.push(Conversation {
+                session_id,
+                kind,
+                subagent: Some(Subagent {
+                    agent_id: sa.agent_id.clone(),
+                    subagent_type: sa.subagent_type.clone(),
+                    spawn_ms: sa.t * 1000.0,
+                    end_ms: end * 1000.0,
+                    branch,
+                    first_turn_offset_ms: 0.0,
+                }),
+                tool_tokens: tool,
+                system_tokens: system,
+                turns: child_turns,
+            });
+        }
+    }
+
+    // Flat chains: spawned off the last root turn listed before their first request (turn 0
+    // when none), joined on the first later-listed root turn starting once they have ended;
+    // grouped by (spawn, join) like subagents, in branches of their own.
+    let first_flat_branch = branches.len();
+    for (split_chain, (tool, system)) in flats {
+        let first = split_chain.items[0];
+        let spawn_turn = preceding(first.0).unwrap_or(0);
+        let end = split_chain
+            .items
             .iter()
-            .enumerate()
-            .map(|(k, r)| (inner_t(sa, r), r, i, Some(k)))
+            .map(|it| chains::req_end(it.1, it.2))
+            .fold(f64::NEG_INFINITY, f64::max);
+        let join_turn = join_after(first.0, end);
+        let branch = match branches[first_flat_branch..]
+            .iter()
+            .position(|b| b.spawn_turn == spawn_turn && b.join_turn == join_turn)
+        {
+            Some(b) => first_flat_branch + b,
+            None => {
+                branches.push(Branch {
+                    id: format!("{}:flatspawn:{}", raw.id, split_chain.index),
+                    spawn_turn,
+                    join_turn,
+                    children: Vec::new(),
+                    start_ms: first.1 * 1000.0,
+                });
+                branches.len() - 1
+            }
+        };
+        branches[branch].start_ms = branches[branch].start_ms.min(first.1 * 1000.0);
+        let placed: Vec<Placed<'_>> = split_chain
+            .items
+            .iter()
+            .map(|&(i, t, r)| (t, r, i, None))
             .collect();
-        let child_turns = turns(&inner, None);
+        let flat_turns = turns(&placed, opts.synthesis_max_osl);
+        let c = children.len();
+        for (k, t) in flat_turns.iter().enumerate() {
+            cache_order.push((t.timestamp_ms, t.source_outer_idx, 0, 0, c + 1, k));
+        }
+        branches[branch].children.push(c);
         children.push(Conversation {
-            session_id: format!("{}::sa:{}", raw.id, sa.agent_id),
+            session_id: format!("{}::{}", raw.id, split_chain.suffix()),
+            kind: ConvKind::Flat(split_chain.kind),
             subagent: Some(Subagent {
-                agent_id: sa.agent_id.clone(),
-                subagent_type: sa.subagent_type.clone(),
-                spawn_ms: sa.t * 1000.0,
+                agent_id: String::new(),
+                subagent_type: String::new(),
+                spawn_ms: first.1 * 1000.0,
                 end_ms: end * 1000.0,
                 branch,
-                first_turn_offset_ms: (child_turns[0].timestamp_ms - sa.t * 1000.0).max(0.0),
+                first_turn_offset_ms: 0.0,
             }),
-            tool_tokens: sa.tool_tokens,
-            system_tokens: sa.system_tokens,
-            turns: child_turns,
+            tool_tokens: tool,
+            system_tokens: system,
+            turns: flat_turns,
         });
+    }
+    for child in &mut children {
+        let first = child.turns[0].timestamp_ms;
+        if let Some(sa) = child.subagent.as_mut() {
+            sa.first_turn_offset_ms = (first - branches[sa.branch].start_ms).max(0.0);
+        }
     }
     for (b, branch) in branches.iter().enumerate() {
         root.turns[branch.spawn_turn].spawns.push(b);
@@ -172,7 +298,11 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
         }
     }
 
-    count_cache_hits(&mut root, &mut children);
+    // AIPerf's record order: root, flat chains, then subagent chains (a stable sort keeps it
+    // among equal keys).
+    cache_order.extend(sub_keys);
+    count_cache_hits(&mut root, &mut children, cache_order);
+    super::after::fill(&mut root, &mut children);
 
     let all_turns = || {
         std::iter::once(&root)
@@ -203,16 +333,83 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
     }
 }
 
-/// Theoretical prefix-cache hits: one seen-set per trace, requests taken in global order of
-/// (start, list index, turn); a request's hits are the leading run of its blocks already seen.
-fn count_cache_hits(root: &mut Conversation, children: &mut [Conversation]) {
-    let mut order: Vec<(f64, usize, usize, usize, usize)> = Vec::new();
-    for (c, conv) in std::iter::once(&*root).chain(children.iter()).enumerate() {
-        for (k, t) in conv.turns.iter().enumerate() {
-            order.push((t.timestamp_ms, t.source_outer_idx, k, c, k));
-        }
+/// The first non-empty `hash_ids` of a chain.
+fn first_hashes<'a>(items: &[Item<'a>]) -> &'a [u64] {
+    items
+        .iter()
+        .map(|it| it.2.hash_ids.as_slice())
+        .find(|h| !h.is_empty())
+        .unwrap_or(&[])
+}
+
+/// A subagent entry's chains: (session id, kind, tool tokens, system tokens, requests keyed by
+/// inner index). Unsplit: one chain, its requests in time order.
+type SubChain<'a> = (String, ConvKind, u64, u64, Vec<Item<'a>>);
+
+fn subagent_chains<'a>(
+    sa: &'a RawSubagent,
+    session: &str,
+    block_size: u64,
+    split: &chains::SplitOptions,
+) -> Vec<SubChain<'a>> {
+    let mut inner: Vec<Item<'a>> = sa
+        .requests
+        .iter()
+        .enumerate()
+        .map(|(k, r)| (k, inner_t(sa, r), r))
+        .collect();
+    if !split.enabled {
+        inner.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        return vec![(
+            session.to_string(),
+            ConvKind::Subagent,
+            sa.tool_tokens,
+            sa.system_tokens,
+            inner,
+        )];
     }
-    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let p = chains::partition(&inner, split);
+    let base = first_hashes(&p.detected_main);
+    let mut out = vec![(
+        session.to_string(),
+        ConvKind::Subagent,
+        sa.tool_tokens,
+        sa.system_tokens,
+        p.main,
+    )];
+    for s in p.extra {
+        let (tool, system) = chains::chain_init_tokens(
+            sa.tool_tokens,
+            sa.system_tokens,
+            block_size,
+            base,
+            first_hashes(&s.items),
+        );
+        out.push((
+            format!("{session}:{}", s.suffix()),
+            ConvKind::SubagentChain(s.kind),
+            tool,
+            system,
+            s.items,
+        ));
+    }
+    out
+}
+
+/// Theoretical prefix-cache hits: one seen-set per trace, requests taken in AIPerf's global
+/// order `(t, outer index, chain index, k)` (stable among equal keys); a request's hits are the
+/// leading run of its blocks already seen.
+fn count_cache_hits(
+    root: &mut Conversation,
+    children: &mut [Conversation],
+    mut order: Vec<CacheKey>,
+) {
+    order.sort_by(|a, b| {
+        a.0.total_cmp(&b.0)
+            .then(a.1.cmp(&b.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+    });
     let mut seen: HashSet<u64> = HashSet::new();
     for (.., c, k) in order {
         let turn = if c == 0 {

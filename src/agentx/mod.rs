@@ -16,14 +16,22 @@
 //!   branches, orphans dropped), end-to-start delays, `max_tokens`, the theoretical prefix-cache
 //!   hit/total blocks counted in global time order, peak context, time bounds and the t* window.
 //!
-//! Conversations are built unsplit, as AIPerf does with `WEKA_SPLIT_FLATTENED_AGENTS=false`.
-//! Later slices add the flattened-agent chain splitting, the cross-stream replay gate, prompt
-//! synthesis, the lane scheduler and the `specperf profile` entry point.
+//! * splits flattened agents as AIPerf 0.13 does by default ([`SplitOptions`], `chains`): top-level
+//!   requests that do not continue the main chain become children `<trace>::fa:NNN` /
+//!   `::wg:G_M` / `::aux:NNN` spawned off the root, and a subagent entry's further chains become
+//!   siblings `<trace>::sa:<agent_id>:fa:NNN` (...) in the subagent's branch ([`ConvKind`]).
+//!
+//! * fills each turn's cross-stream replay dependencies ([`Turn::after`]) inside its replay scope.
+//!
+//! Later slices add prompt synthesis, the lane scheduler and the `specperf profile` entry point.
 
+mod after;
 mod build;
+mod chains;
 mod parse;
 pub mod prompt;
 
+pub use chains::SplitOptions;
 pub use prompt::ConvRef;
 
 use std::collections::{BTreeMap, HashMap};
@@ -98,6 +106,18 @@ pub enum AgentxError {
         /// Why: no rows, or every trace over `--max-context-length`.
         why: String,
     },
+    /// An `AIPERF_DATASET_WEKA_*` environment variable AIPerf would reject.
+    #[error(
+        "environment variable {var}={value:?}: expected {expected} (unset it for AIPerf's default)"
+    )]
+    Env {
+        /// The variable.
+        var: String,
+        /// Its value.
+        value: String,
+        /// What it takes.
+        expected: String,
+    },
     /// Trajectory start ratios out of order or range.
     #[error("trajectory start ratios {min} / {max}: need 0 <= min <= max <= 1 (InferenceX uses 0.25 / 0.75)")]
     Ratios {
@@ -108,7 +128,8 @@ pub enum AgentxError {
     },
 }
 
-/// Filter-then-cap and output caps applied while loading (AIPerf's flags of the same names).
+/// Filter-then-cap, output caps and chain splitting applied while loading (AIPerf's flags and
+/// environment variables of the same names); `Default` is AIPerf's defaults.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LoadOptions {
     /// `--num-dataset-entries`: keep the first N eligible traces.
@@ -117,6 +138,8 @@ pub struct LoadOptions {
     pub max_context_length: Option<u64>,
     /// `--synthesis-max-osl`: caps a root turn's `max_tokens` (subagent turns are never capped).
     pub synthesis_max_osl: Option<u64>,
+    /// Flattened-agent chain splitting (`AIPERF_DATASET_WEKA_*`, [`SplitOptions::from_env`]).
+    pub split: SplitOptions,
 }
 
 /// `--trajectory-start-min-ratio` / `--trajectory-start-max-ratio`, checked.
@@ -193,7 +216,8 @@ pub struct Turn {
     pub input_kind: InputKind,
     /// Recorded stop reason (`""`, `tool_use`, `end_turn`).
     pub stop: String,
-    /// Index of this request (root) or of its subagent entry (child) in the trace's `requests`.
+    /// Index of this request (root, flat chain) or of its subagent entry (subagent chains) in
+    /// the trace's `requests`.
     pub source_outer_idx: usize,
     /// Index inside the subagent entry's `requests`, for child turns.
     pub source_inner_idx: Option<usize>,
@@ -207,6 +231,8 @@ pub struct Turn {
     pub joins: Vec<usize>,
     /// Cross-stream replay dependencies (spec §2.5): turns of other conversations of the same
     /// replay scope that must have completed before this turn is sent.
+    /// One per other stream of the scope at most (the latest request that had ended by this
+    /// one's recorded start), in (session id, turn) order; empty for unsplit traces.
     pub after: Vec<After>,
 }
 
@@ -219,31 +245,88 @@ pub struct After {
     pub turn: usize,
 }
 
-/// What a child conversation is.
+/// A child conversation's place: what spawns it and when its first turn goes. Every child
+/// has one (subagent chains and top-level flat chains alike).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Subagent {
-    /// `agent_id`.
+    /// The subagent entry's `agent_id` (empty for a top-level flat chain).
     pub agent_id: String,
-    /// `subagent_type`.
+    /// `subagent_type` (empty for a top-level flat chain).
     pub subagent_type: String,
-    /// Spawn time, ms.
+    /// Spawn time, ms: the subagent entry's `t`; a flat chain's first request.
     pub spawn_ms: f64,
-    /// Recorded end, ms: spawn + `duration_ms`, else the last inner response, else the spawn.
+    /// Recorded end, ms. A subagent (all its chains): spawn + `duration_ms`, else the last inner
+    /// response, else the spawn. A flat chain: its last response end.
     pub end_ms: f64,
     /// The branch it belongs to (index into [`Trace::branches`]).
     pub branch: usize,
-    /// Delay from the spawn to its first turn, ms.
+    /// Delay from the branch's spawn (its `start_ms`) to this child's first turn, ms:
+    /// `max(0, first turn - branch start)`.
     pub first_turn_offset_ms: f64,
+}
+
+/// How an extra chain split off a request list is classified (spec §2.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainKind {
+    /// A solo agent: `fa:NNN`.
+    Agent,
+    /// A member of a parallel fan-out off one request: `wg:GGG_MMM`.
+    WorkerGroup {
+        /// The fan-out, by earliest start.
+        group: usize,
+        /// The member, by start.
+        member: usize,
+    },
+    /// A one-shot sidecar (cross-model, small fresh context, or a reduction): `aux:NNN`.
+    Aux,
+}
+
+/// What a conversation is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvKind {
+    /// The root: `<trace>`.
+    Root,
+    /// A subagent entry's main chain: `<trace>::sa:<agent_id>`.
+    Subagent,
+    /// A further chain of a subagent entry: `<trace>::sa:<agent_id>:fa:NNN` (etc.), in the
+    /// subagent's branch.
+    SubagentChain(ChainKind),
+    /// A chain split off the top-level requests: `<trace>::fa:NNN` (etc.), spawned off the root.
+    Flat(ChainKind),
+}
+
+impl ConvKind {
+    /// AIPerf's record `source_kind`: `weka_main`, `weka_subagent` or `weka_flat`.
+    pub fn source_kind(self) -> &'static str {
+        match self {
+            ConvKind::Root => "weka_main",
+            ConvKind::Subagent | ConvKind::SubagentChain(_) => "weka_subagent",
+            ConvKind::Flat(_) => "weka_flat",
+        }
+    }
+
+    /// AIPerf's `agent_depth`: 0 for the root, 1 for every child (flat chains included).
+    pub fn agent_depth(self) -> u32 {
+        match self {
+            ConvKind::Root => 0,
+            _ => 1,
+        }
+    }
 }
 
 /// A root or child conversation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Conversation {
-    /// `<trace>` for the root, `<trace>::sa:<agent_id>` for a subagent.
+    /// `<trace>` for the root, `<trace>::sa:<agent_id>` for a subagent, with a chain suffix
+    /// (`::fa:000`, `:aux:001`, ...) for a split chain ([`ConvKind`]).
     pub session_id: String,
+    /// What it is.
+    pub kind: ConvKind,
     /// `Some` for a child conversation.
     pub subagent: Option<Subagent>,
-    /// Declared tool prefix tokens (trace-level for the root, entry-level for a child).
+    /// Declared tool prefix tokens (trace-level for the root, entry-level for a subagent; a
+    /// split chain has them only when its first request starts with the same declared-prefix
+    /// blocks as its main chain, else 0).
     pub tool_tokens: u64,
     /// Declared system prefix tokens (same levels).
     pub system_tokens: u64,
@@ -254,15 +337,18 @@ pub struct Conversation {
 /// Subagents spawned by one parent turn that join on the same later turn (or none).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Branch {
-    /// `<trace>:spawn:<first agent_id>`.
+    /// `<trace>:spawn:<first agent_id>` for subagents, `<trace>:flatspawn:<first chain's NNN>`
+    /// for top-level flat chains.
     pub id: String,
-    /// Root turn whose return spawns it.
+    /// Root turn whose return spawns it (subagents: the last root turn listed before the entry;
+    /// flat chains: the last root turn listed before the chain's first request, else turn 0).
     pub spawn_turn: usize,
     /// Root turn that waits for it; `None` for a background branch.
     pub join_turn: Option<usize>,
     /// Its children (indices into [`Trace::children`]).
     pub children: Vec<usize>,
-    /// Earliest spawn time of its subagents, ms.
+    /// Earliest spawn time of its subagents (first request of its flat chains), ms; each
+    /// child's first turn goes `first_turn_offset_ms` after the branch is spawned.
     pub start_ms: f64,
 }
 
@@ -306,7 +392,8 @@ pub struct Trace {
     pub block_size: u64,
     /// The root conversation (empty turns when the trace has only subagents).
     pub root: Conversation,
-    /// Child conversations, in `requests` order.
+    /// Child conversations: each replayed subagent entry's chains (its main chain, then its
+    /// split chains) in `requests` order, then the top-level flat chains (AIPerf's order).
     pub children: Vec<Conversation>,
     /// Spawn/join groups, in order of first subagent.
     pub branches: Vec<Branch>,

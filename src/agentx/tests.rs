@@ -452,3 +452,600 @@ fn empty_inputs_and_bad_ratios_are_errors_that_say_so() {
         assert!(e.contains("0 <= min <= max <= 1"), "{e}");
     }
 }
+
+// Flattened-agent chain splitting (spec §2.5). The traces of `split/` are invented; every
+// number below was derived by hand in `tests/fixtures/README.md` and matched against AIPerf
+// 0.13's loader (`split/aiperf_check.py`).
+
+fn split_corpus(opts: &LoadOptions) -> Corpus {
+    load(&fixtures().join("split"), opts).unwrap()
+}
+
+/// (session id, kind) of every child, in order.
+fn kinds(t: &Trace) -> Vec<(&str, ConvKind)> {
+    t.children
+        .iter()
+        .map(|c| (c.session_id.as_str(), c.kind))
+        .collect()
+}
+
+/// (outer index, inner index) of each turn.
+fn sources(c: &Conversation) -> Vec<(usize, Option<usize>)> {
+    c.turns
+        .iter()
+        .map(|t| (t.source_outer_idx, t.source_inner_idx))
+        .collect()
+}
+
+fn max_tokens(c: &Conversation) -> Vec<u64> {
+    c.turns.iter().map(|t| t.max_tokens).collect()
+}
+
+fn offset_s(c: &Conversation) -> f64 {
+    c.subagent.as_ref().unwrap().first_turn_offset_ms / 1000.0
+}
+
+#[test]
+fn top_level_flat_chains_split_into_a_worker_group_a_solo_agent_and_sidecars() {
+    let c = split_corpus(&LoadOptions::default());
+    let t = by_id(&c, "fx-split-flat-004");
+    use ChainKind::{Agent, Aux, WorkerGroup};
+    let wg = |member| ConvKind::Flat(WorkerGroup { group: 0, member });
+    assert_eq!(
+        kinds(t),
+        [
+            ("fx-split-flat-004::wg:000_000", wg(0)),
+            ("fx-split-flat-004::wg:000_001", wg(1)),
+            ("fx-split-flat-004::wg:000_002", wg(2)),
+            ("fx-split-flat-004::aux:003", ConvKind::Flat(Aux)),
+            ("fx-split-flat-004::fa:004", ConvKind::Flat(Agent)),
+            ("fx-split-flat-004::aux:005", ConvKind::Flat(Aux)),
+        ]
+    );
+    assert_eq!(t.root.kind, ConvKind::Root);
+    let outer = |c: &Conversation| -> Vec<usize> { sources(c).iter().map(|s| s.0).collect() };
+    assert_eq!(outer(&t.root), [0, 1, 10, 13]);
+    let chains: Vec<Vec<usize>> = t.children.iter().map(outer).collect();
+    assert_eq!(
+        chains,
+        [
+            vec![2, 6],
+            vec![3, 7],
+            vec![4, 8],
+            vec![5],
+            vec![9, 11],
+            vec![12]
+        ]
+    );
+    assert_shape(
+        &t.root,
+        &[
+            (0.0, 512, 60, None),
+            (2.0, 640, 80, Some(1.0)),
+            (7.0, 768, 50, Some(4.0)),
+            (12.0, 896, 40, Some(4.0)),
+        ],
+    );
+    assert_shape(
+        &t.children[0],
+        &[(3.5, 320, 100, None), (5.5, 448, 90, Some(0.5))],
+    );
+    assert_shape(
+        &t.children[4],
+        &[(6.0, 256, 70, None), (8.0, 320, 60, Some(1.0))],
+    );
+    assert_shape(&t.children[5], &[(9.0, 20000, 200, None)]);
+
+    // Branches: (spawn, join) groups of their own, ids after the first chain's index.
+    let b: Vec<(&str, usize, Option<usize>, &[usize])> = t
+        .branches
+        .iter()
+        .map(|b| {
+            (
+                b.id.as_str(),
+                b.spawn_turn,
+                b.join_turn,
+                b.children.as_slice(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        b,
+        [
+            (
+                "fx-split-flat-004:flatspawn:0",
+                1,
+                Some(2),
+                &[0, 1, 2, 3][..]
+            ),
+            ("fx-split-flat-004:flatspawn:4", 1, Some(3), &[4][..]),
+            ("fx-split-flat-004:flatspawn:5", 2, Some(3), &[5][..]),
+        ]
+    );
+    let starts: Vec<f64> = t.branches.iter().map(|b| b.start_ms).collect();
+    assert_eq!(starts, [3500.0, 6000.0, 9000.0]);
+    assert_eq!(t.root.turns[1].spawns, [0, 1]);
+    assert_eq!(t.root.turns[2].spawns, [2]);
+    assert_eq!(t.root.turns[2].joins, [0]);
+    assert_eq!(t.root.turns[3].joins, [1, 2]);
+    // First turns go at their recorded offset from the branch start.
+    let offsets: Vec<f64> = t.children.iter().map(offset_s).collect();
+    for (g, w) in offsets.iter().zip([0.0, 0.1, 0.2, 0.5, 0.0, 0.0]) {
+        assert!(close(*g, w), "{offsets:?}");
+    }
+    let sa = t.children[4].subagent.as_ref().unwrap();
+    assert_eq!(
+        (sa.agent_id.as_str(), sa.spawn_ms, sa.end_ms),
+        ("", 6000.0, 9000.0)
+    );
+    for c in &t.children {
+        assert_eq!(
+            (c.kind.source_kind(), c.kind.agent_depth()),
+            ("weka_flat", 1)
+        );
+        assert_eq!((c.tool_tokens, c.system_tokens), (0, 0));
+    }
+
+    // One seen-set over root and chains, in time order.
+    assert_eq!(hits(&t.root), [(0, 8), (8, 10), (10, 12), (12, 14)]);
+    assert_eq!(hits(&t.children[0]), [(4, 5), (5, 7)]);
+    assert_eq!(hits(&t.children[3]), [(0, 2)]);
+    assert_eq!(hits(&t.children[4]), [(0, 4), (4, 5)]);
+    assert_eq!(t.cache_blocks(), (61, 94));
+    assert_eq!(t.peak_context_tokens, 20_200);
+    assert_eq!(t.time_bounds_ms, (0.0, 12_000.0));
+}
+
+#[test]
+fn subagent_chains_split_into_siblings_in_the_subagent_branch() {
+    let c = split_corpus(&LoadOptions::default());
+    let t = by_id(&c, "fx-split-sub-005");
+    // The title-generation preamble stays the root's first turn instead of founding the main
+    // chain (which would push the real root out as `::fa:000`).
+    assert_eq!(sources(&t.root), [(0, None), (1, None), (3, None)]);
+    use ChainKind::{Agent, Aux, WorkerGroup};
+    let wg = |member| ConvKind::SubagentChain(WorkerGroup { group: 0, member });
+    let sa = "fx-split-sub-005::sa:coder_001";
+    let ids: Vec<String> = [
+        "",
+        ":wg:000_000",
+        ":aux:001",
+        ":wg:000_002",
+        ":wg:000_003",
+        ":aux:004",
+        ":fa:005",
+    ]
+    .iter()
+    .map(|s| format!("{sa}{s}"))
+    .collect();
+    let want_kinds = [
+        ConvKind::Subagent,
+        wg(0),
+        // A reduction (20000 in, 300 out) among the fan-out takes member 1, then is an aux.
+        ConvKind::SubagentChain(Aux),
+        wg(2),
+        wg(3),
+        ConvKind::SubagentChain(Aux),
+        ConvKind::SubagentChain(Agent),
+    ];
+    let want: Vec<(&str, ConvKind)> = ids.iter().map(String::as_str).zip(want_kinds).collect();
+    assert_eq!(kinds(t), want);
+    let inner: Vec<Vec<usize>> = t
+        .children
+        .iter()
+        .map(|c| sources(c).iter().map(|s| s.1.unwrap()).collect())
+        .collect();
+    assert_eq!(
+        inner,
+        [
+            vec![0, 1, 10],
+            vec![2, 7],
+            vec![3],
+            vec![4, 8],
+            vec![5, 9],
+            vec![6],
+            vec![11, 12]
+        ]
+    );
+    assert!(t
+        .children
+        .iter()
+        .all(|c| c.turns.iter().all(|t| t.source_outer_idx == 2)));
+    // The declared 64 + 64 prefix (2 blocks) goes with the chains that start with the main
+    // chain's first 2 blocks.
+    let prefix: Vec<(u64, u64)> = t
+        .children
+        .iter()
+        .map(|c| (c.tool_tokens, c.system_tokens))
+        .collect();
+    assert_eq!(
+        prefix,
+        [
+            (64, 64),
+            (64, 64),
+            (64, 64),
+            (64, 64),
+            (64, 64),
+            (0, 0),
+            (0, 0)
+        ]
+    );
+    // One branch holds every chain; each starts at its offset from the entry's spawn.
+    assert_eq!(t.branches.len(), 1);
+    let b = &t.branches[0];
+    assert_eq!(
+        (b.id.as_str(), b.spawn_turn, b.join_turn, b.start_ms),
+        ("fx-split-sub-005:spawn:coder_001", 1, Some(2), 1000.0)
+    );
+    assert_eq!(b.children, [0, 1, 2, 3, 4, 5, 6]);
+    let offsets: Vec<f64> = t.children.iter().map(offset_s).collect();
+    for (g, w) in offsets.iter().zip([0.1, 2.6, 2.65, 2.7, 2.8, 3.0, 10.0]) {
+        assert!(close(*g, w), "{offsets:?}");
+    }
+    for c in &t.children {
+        let s = c.subagent.as_ref().unwrap();
+        assert_eq!((s.agent_id.as_str(), s.end_ms), ("coder_001", 21_000.0));
+        assert_eq!(c.kind.source_kind(), "weka_subagent");
+    }
+    assert_shape(
+        &t.children[0],
+        &[
+            (1.1, 256, 100, None),
+            (2.5, 384, 100, Some(0.4)),
+            (10.0, 512, 80, Some(6.5)),
+        ],
+    );
+    assert_eq!(hits(&t.children[0]), [(0, 4), (4, 6), (6, 8)]);
+    assert_eq!(hits(&t.children[2]), [(5, 6)]);
+    assert_eq!(hits(&t.children[6]), [(0, 2), (2, 3)]);
+    assert_eq!(hits(&t.root), [(0, 1), (0, 4), (4, 6)]);
+    assert_eq!(t.cache_blocks(), (36, 62));
+    assert_eq!(t.peak_context_tokens, 20_300);
+}
+
+#[test]
+fn synthesis_max_osl_caps_flat_chains_like_the_root_but_not_subagent_chains() {
+    let c = split_corpus(&LoadOptions {
+        synthesis_max_osl: Some(100),
+        ..LoadOptions::default()
+    });
+    let flat = by_id(&c, "fx-split-flat-004");
+    assert_eq!(max_tokens(&flat.children[5]), [100]);
+    assert_eq!(flat.peak_context_tokens, 20_100);
+    let sub = by_id(&c, "fx-split-sub-005");
+    assert_eq!(max_tokens(&sub.children[2]), [300]);
+    assert_eq!(sub.peak_context_tokens, 20_300);
+}
+
+#[test]
+fn split_disabled_keeps_one_root_and_one_child_per_subagent() {
+    let c = split_corpus(&LoadOptions {
+        split: SplitOptions {
+            enabled: false,
+            ..SplitOptions::default()
+        },
+        ..LoadOptions::default()
+    });
+    let flat = by_id(&c, "fx-split-flat-004");
+    assert!(flat.children.is_empty() && flat.branches.is_empty());
+    assert_eq!(flat.root.turns.len(), 14);
+    assert_eq!(flat.cache_blocks(), (61, 94));
+    let sub = by_id(&c, "fx-split-sub-005");
+    assert_eq!(
+        kinds(sub),
+        [("fx-split-sub-005::sa:coder_001", ConvKind::Subagent)]
+    );
+    assert_eq!(sub.children[0].turns.len(), 13);
+    assert_eq!(sub.cache_blocks(), (36, 62));
+}
+
+#[test]
+fn the_shared_fixtures_do_not_split_under_the_default_thresholds() {
+    // AIPerf 0.13 with its defaults builds them unsplit too (`split/aiperf_check.py ../traces`).
+    let c = corpus();
+    for t in &c.traces {
+        assert_eq!(t.root.kind, ConvKind::Root);
+        assert!(
+            t.children.iter().all(|c| c.kind == ConvKind::Subagent),
+            "{}",
+            t.id
+        );
+    }
+    let totals: Vec<(u64, u64)> = c.traces.iter().map(Trace::cache_blocks).collect();
+    assert_eq!(totals, [(14, 25), (43, 70), (17, 32)]);
+}
+
+#[test]
+fn split_options_come_from_aiperfs_environment_variables() {
+    let none = |_: &str| None;
+    assert_eq!(
+        SplitOptions::from_env(&none).unwrap(),
+        SplitOptions::default()
+    );
+    let d = SplitOptions::default();
+    assert!(d.enabled && d.aux_cross_model);
+    assert_eq!(
+        (d.aux_max_requests, d.aux_isl_floor, d.worker_group_min),
+        (1, 16384, 3)
+    );
+    assert_eq!((d.aux_isl_ratio, d.aux_reduction_ratio), (0.10, 20.0));
+    assert_eq!(
+        (
+            d.aux_reduction_osl_max,
+            d.seam_max_gap_s,
+            d.seam_min_overlap_ratio
+        ),
+        (4000, 3600.0, 0.5)
+    );
+
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    let o = SplitOptions::from_env(&env(&[
+        ("AIPERF_DATASET_WEKA_SPLIT_FLATTENED_AGENTS", "false"),
+        ("AIPERF_DATASET_WEKA_AUX_MAX_REQUESTS", "2"),
+        ("AIPERF_DATASET_WEKA_AUX_CROSS_MODEL", "0"),
+        ("AIPERF_DATASET_WEKA_SEAM_MAX_GAP_SECONDS", "inf"),
+        ("AIPERF_DATASET_WEKA_SEAM_MIN_OVERLAP_RATIO", "0.9"),
+        ("AIPERF_DATASET_WEKA_WORKER_GROUP_MIN", "0"),
+    ]))
+    .unwrap();
+    assert!(!o.enabled && !o.aux_cross_model);
+    assert_eq!((o.aux_max_requests, o.worker_group_min), (2, 0));
+    assert_eq!(
+        (o.seam_max_gap_s, o.seam_min_overlap_ratio),
+        (f64::INFINITY, 0.9)
+    );
+
+    for (var, value, says) in [
+        (
+            "AIPERF_DATASET_WEKA_SPLIT_FLATTENED_AGENTS",
+            "maybe",
+            "true or false",
+        ),
+        ("AIPERF_DATASET_WEKA_AUX_MAX_REQUESTS", "-1", "whole number"),
+        (
+            "AIPERF_DATASET_WEKA_SEAM_MIN_OVERLAP_RATIO",
+            "1.5",
+            "from 0 to 1",
+        ),
+        ("AIPERF_DATASET_WEKA_AUX_ISL_RATIO", "x", ">= 0"),
+    ] {
+        let get = move |k: &str| (k == var).then(|| value.to_string());
+        let e = SplitOptions::from_env(&get).unwrap_err().to_string();
+        assert!(
+            e.contains(var) && e.contains(value) && e.contains(says),
+            "{e}"
+        );
+    }
+}
+
+// Cross-stream replay dependencies (spec §2.5): derived by hand for `fx-split-after-006` in
+// `tests/fixtures/README.md`; the others as AIPerf 0.13 builds them (`split/aiperf_check.py`).
+
+/// `after` of every turn, as (session id, turn) pairs.
+fn afters<'a>(t: &'a Trace, c: &Conversation) -> Vec<Vec<(&'a str, usize)>> {
+    c.turns
+        .iter()
+        .map(|turn| {
+            turn.after
+                .iter()
+                .map(|a| (t.conversation(a.conv).session_id.as_str(), a.turn))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn after_waits_for_the_latest_request_each_other_stream_finished_by_the_recorded_start() {
+    let c = split_corpus(&LoadOptions::default());
+    let t = by_id(&c, "fx-split-after-006");
+    let (root, fa, aux) = (
+        "fx-split-after-006",
+        "fx-split-after-006::fa:000",
+        "fx-split-after-006::aux:001",
+    );
+    assert_eq!(kinds(t).iter().map(|k| k.0).collect::<Vec<_>>(), [fa, aux]);
+    assert_eq!(
+        afters(t, &t.root),
+        [vec![], vec![], vec![(aux, 0)], vec![(fa, 2)]]
+    );
+    assert_eq!(
+        afters(t, &t.children[0]),
+        [vec![], vec![(root, 1)], vec![(root, 2)]]
+    );
+    assert_eq!(afters(t, &t.children[1]), [vec![(root, 1), (fa, 0)]]);
+    assert_eq!(
+        t.root.turns[2].after[0],
+        After {
+            conv: ConvRef::Child(1),
+            turn: 0
+        }
+    );
+    let b: Vec<(usize, Option<usize>)> = t
+        .branches
+        .iter()
+        .map(|b| (b.spawn_turn, b.join_turn))
+        .collect();
+    assert_eq!(b, [(0, Some(3)), (1, Some(2))]);
+    assert_eq!(t.cache_blocks(), (23, 39));
+}
+
+#[test]
+fn after_stays_inside_a_replay_scope() {
+    let c = split_corpus(&LoadOptions::default());
+    // Root and flat chains share the trace's scope.
+    let t = by_id(&c, "fx-split-flat-004");
+    let p = "fx-split-flat-004";
+    let (w0, w1, w2) = (
+        "fx-split-flat-004::wg:000_000",
+        "fx-split-flat-004::wg:000_001",
+        "fx-split-flat-004::wg:000_002",
+    );
+    let (a3, f4, a5) = (
+        "fx-split-flat-004::aux:003",
+        "fx-split-flat-004::fa:004",
+        "fx-split-flat-004::aux:005",
+    );
+    assert_eq!(
+        afters(t, &t.root),
+        [
+            vec![],
+            vec![],
+            vec![(f4, 0), (w0, 1), (w1, 1), (w2, 1)],
+            vec![(a5, 0)]
+        ]
+    );
+    assert_eq!(
+        afters(t, &t.children[0]),
+        [vec![(p, 1)], vec![(a3, 0), (w1, 0), (w2, 0)]]
+    );
+    assert_eq!(afters(t, &t.children[3]), [vec![(p, 1)]]);
+    assert_eq!(
+        afters(t, &t.children[4]),
+        [vec![(a3, 0), (w0, 0), (w1, 0), (w2, 0)], vec![(p, 2)]]
+    );
+    assert_eq!(afters(t, &t.children[5]), [vec![(f4, 1)]]);
+
+    // Each subagent family is a scope of its own: nothing crosses to the root.
+    let t = by_id(&c, "fx-split-sub-005");
+    assert!(t.root.turns.iter().all(|turn| turn.after.is_empty()));
+    let sa = "fx-split-sub-005::sa:coder_001";
+    let s = |suffix: &str| format!("{sa}{suffix}");
+    let (w0, a1, w2, w3, a4) = (
+        s(":wg:000_000"),
+        s(":aux:001"),
+        s(":wg:000_002"),
+        s(":wg:000_003"),
+        s(":aux:004"),
+    );
+    let owned = |v: Vec<Vec<(&str, usize)>>| -> Vec<Vec<(String, usize)>> {
+        v.into_iter()
+            .map(|x| x.into_iter().map(|(a, b)| (a.to_string(), b)).collect())
+            .collect()
+    };
+    assert_eq!(
+        owned(afters(t, &t.children[0])),
+        [
+            vec![],
+            vec![],
+            vec![(w0.clone(), 1), (w2.clone(), 1), (w3.clone(), 1)]
+        ]
+    );
+    assert_eq!(
+        owned(afters(t, &t.children[1])),
+        [
+            vec![(sa.to_string(), 1)],
+            vec![(a1, 0), (a4, 0), (w2, 0), (w3, 0)]
+        ]
+    );
+    assert_eq!(
+        owned(afters(t, &t.children[6])),
+        [vec![(sa.to_string(), 2)], vec![(sa.to_string(), 2)]]
+    );
+
+    // Unsplit traces have one stream per scope: no dependencies.
+    for t in &corpus().traces {
+        let all = std::iter::once(&t.root).chain(&t.children);
+        assert!(
+            all.flat_map(|c| &c.turns).all(|turn| turn.after.is_empty()),
+            "{}",
+            t.id
+        );
+    }
+}
+
+/// The rule of spec §2.5 written the plain way, for comparing with the loader's.
+fn naive_after(t: &Trace, scope: &[ConvRef]) -> Vec<(ConvRef, usize, Vec<After>)> {
+    let iv = |c: ConvRef, k: usize| {
+        let turn = &t.conversation(c).turns[k];
+        let s = turn.timestamp_ms;
+        (s, s + turn.api_time_ms.unwrap_or(0.0))
+    };
+    let name = |a: &After| (t.conversation(a.conv).session_id.clone(), a.turn);
+    let mut out = Vec::new();
+    for &c in scope {
+        for k in 0..t.conversation(c).turns.len() {
+            let (start, _) = iv(c, k);
+            let mut frontier: Vec<After> = Vec::new();
+            for &o in scope.iter().filter(|&&o| o != c) {
+                let best = (0..t.conversation(o).turns.len())
+                    .filter(|&j| iv(o, j).0 < start && iv(o, j).1 <= start)
+                    .max_by(|&a, &b| {
+                        let (x, y) = (iv(o, a), iv(o, b));
+                        x.1.total_cmp(&y.1)
+                            .then(x.0.total_cmp(&y.0))
+                            .then(a.cmp(&b))
+                    });
+                frontier.extend(best.map(|turn| After { conv: o, turn }));
+            }
+            let mut keep: Vec<After> = frontier
+                .iter()
+                .filter(|p| {
+                    !frontier.iter().any(|l| {
+                        let (ps, pe) = iv(p.conv, p.turn);
+                        l != *p && ps < iv(l.conv, l.turn).0 && pe <= iv(l.conv, l.turn).0
+                    })
+                })
+                .copied()
+                .collect();
+            keep.sort_by_key(name);
+            out.push((c, k, keep));
+        }
+    }
+    out
+}
+
+#[test]
+fn after_matches_the_plain_rule_on_many_interleaved_streams() {
+    // Eight agents interleaved at the top level (fresh contexts, so each is its own chain),
+    // with tied starts, zero and missing server times: seeded, so the same trace every run.
+    let mut seed: u64 = 0x5eed;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut hashes: Vec<Vec<u64>> = (0..8).map(|a| vec![1000 * (a + 1)]).collect();
+    let mut requests = Vec::new();
+    let mut t = 0.0;
+    for _ in 0..120 {
+        let a = next(8) as usize;
+        let h = &mut hashes[a];
+        h.push(h[0] + h.len() as u64);
+        t += [0.0, 0.25, 0.5, 1.0][next(4) as usize];
+        let mut r = json!({"t": t, "type": "n", "model": "m", "in": 64 * h.len(),
+            "out": 100, "hash_ids": h.clone()});
+        match next(3) {
+            0 => {}
+            1 => r["api_time"] = json!(0.0),
+            _ => r["api_time"] = json!([0.25, 0.75, 1.5, 3.0][next(4) as usize]),
+        }
+        requests.push(r);
+    }
+    let trace = json!({"id": "fx-many", "models": ["m"], "block_size": 64,
+        "hash_id_scope": "local", "requests": requests});
+    let c = load_values(&[trace]).unwrap();
+    let t = &c.traces[0];
+    assert!(t.children.len() >= 4, "{:?}", kinds(t));
+    let scope: Vec<ConvRef> = std::iter::once(ConvRef::Root)
+        .chain((0..t.children.len()).map(ConvRef::Child))
+        .collect();
+    let want = naive_after(t, &scope);
+    let mut edges = 0;
+    for (conv, k, after) in want {
+        assert_eq!(
+            t.conversation(conv).turns[k].after,
+            after,
+            "{conv:?} turn {k}"
+        );
+        edges += after.len();
+    }
+    assert!(edges > 50, "too few dependencies to mean anything: {edges}");
+}
