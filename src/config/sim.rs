@@ -3,8 +3,19 @@
 use std::time::Duration;
 
 use super::ConfigError;
-use crate::cli::SimArgs;
+use crate::cli::{EmbeddedSimArgs, SimArgs};
 use crate::sim::{Acceptance, RateLimit, SimConfig, TlsFiles};
+
+/// The embedded simulator's KV and queue flags (`--sim-*`) onto `cfg`.
+pub(crate) fn embedded_kv(a: &EmbeddedSimArgs, cfg: SimConfig) -> Result<SimConfig, ConfigError> {
+    Ok(SimConfig {
+        kv_block_tokens: a.kv_block_tokens,
+        kv_blocks: a.kv_blocks,
+        max_running: a.max_running,
+        prefill_tokens_per_s: a.prefill_tokens_per_s,
+        ..cfg
+    })
+}
 
 /// Validates `sim` flags.
 pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
@@ -48,6 +59,10 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
         },
         record_requests: 0,
         ignore_continuous_usage: a.ignore_continuous_usage,
+        kv_block_tokens: a.kv_block_tokens,
+        kv_blocks: a.kv_blocks,
+        max_running: a.max_running,
+        prefill_tokens_per_s: a.prefill_tokens_per_s,
     };
     cfg.validate().map_err(|e| ConfigError(e.to_string()))?;
     Ok(cfg)

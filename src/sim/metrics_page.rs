@@ -100,7 +100,19 @@ fn vllm_families(w: &mut Writer, ctx: &ServerCtx) {
     let ranks: Vec<String> = engines.iter().map(|e| e.rank.to_string()).collect();
     let labels = |i: usize| [("engine", ranks[i].as_str()), ("model_name", model)];
     type Get = fn(&EngineCounters) -> u64;
-    let families: [(&str, &str, &str, Get); 5] = [
+    let families: [(&str, &str, &str, Get); 7] = [
+        (
+            "vllm:prefix_cache_queries",
+            "counter",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            |e| e.prefix_cache_queries.load(Relaxed),
+        ),
+        (
+            "vllm:prefix_cache_hits",
+            "counter",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            |e| e.prefix_cache_hits.load(Relaxed),
+        ),
         (
             "vllm:prompt_tokens",
             "counter",
@@ -145,6 +157,21 @@ fn vllm_families(w: &mut Writer, ctx: &ServerCtx) {
             &labels(i),
             format_args!("{}.0", e.running.load(Relaxed)),
         );
+    }
+    let sched = &shared.sched[ctx.engines.clone()];
+    let waiting = "vllm:num_requests_waiting";
+    w.family(
+        waiting,
+        "gauge",
+        "Number of requests waiting to be processed.",
+    );
+    for (i, s) in sched.iter().enumerate() {
+        w.sample(waiting, &labels(i), format_args!("{}.0", s.waiting()));
+    }
+    let usage = "vllm:kv_cache_usage_perc";
+    w.family(usage, "gauge", "KV-cache usage. 1 means 100 percent usage.");
+    for (i, s) in sched.iter().enumerate() {
+        w.sample(usage, &labels(i), format_args!("{:?}", s.usage()));
     }
     for (name, kind, help, get) in families {
         let total = format!("{name}_total");

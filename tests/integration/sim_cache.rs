@@ -1,0 +1,204 @@
+//! The simulator's prefix cache, KV usage, queue, token counts, output limits and context
+//! length, driven over loopback HTTP and read back from its `/metrics` page and its admission log
+//! (the prefill time it planned, not wall time).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use specperf::sim::SimConfig;
+
+use crate::common::{fast, sim};
+
+/// A bare HTTP/1.0 exchange: status and body.
+fn http(url: &str, method: &str, path: &str, body: &str, extra: &str) -> (u16, String) {
+    let addr = url.strip_prefix("http://").unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n{extra}\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    (
+        head.split_whitespace().nth(1).unwrap().parse().unwrap(),
+        body.to_owned(),
+    )
+}
+
+/// A non-streaming chat request; the parsed response.
+fn chat(url: &str, body: Value) -> (u16, Value) {
+    let (status, text) = http(url, "POST", "/v1/chat/completions", &body.to_string(), "");
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// One user message of `content`, `max_tokens` output.
+fn ask(content: &str, max_tokens: u32) -> Value {
+    json!({"model": "specperf-sim", "messages": [{"role": "user", "content": content}],
+           "max_tokens": max_tokens, "ignore_eos": true})
+}
+
+/// The page's unlabelled-by-engine values: name -> value summed over engines.
+fn page(url: &str) -> BTreeMap<String, f64> {
+    let (status, text) = http(url, "GET", "/metrics", "", "");
+    assert_eq!(status, 200);
+    let mut m = BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("vllm:")) {
+        let name = line.split(['{', ' ']).next().unwrap().to_owned();
+        let v: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        *m.entry(name).or_insert(0.0) += v;
+    }
+    m
+}
+
+/// Polls the page until `cond` holds (bounded: 30 s).
+fn wait_page(url: &str, what: &str, cond: impl Fn(&BTreeMap<String, f64>) -> bool) {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let p = page(url);
+        if cond(&p) {
+            return;
+        }
+        assert!(Instant::now() < until, "{what}: {p:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `n` characters of text seeded by `seed` (distinct seeds differ from the first character).
+fn text(seed: u8, n: usize) -> String {
+    (0..n)
+        .map(|i| char::from(b'a' + ((i * 7 + usize::from(seed) * 5) % 26) as u8))
+        .collect()
+}
+
+#[test]
+fn prefix_cache_hits_are_exact_for_shared_diverging_and_evicted_prefixes() {
+    // Stand-in tokens: 16 header characters + 200 = 216 characters = 54 tokens, 3 full blocks.
+    let s = sim(SimConfig {
+        record_requests: 100,
+        prefill_tokens_per_s: 10_000.0,
+        ..fast()
+    });
+    let url = s.url();
+    let a = text(1, 200);
+    // The same first 100 characters, then different: only the first block (64 characters,
+    // header included) is shared.
+    let diverging = format!("{}{}", &a[..100], text(2, 100));
+    for content in [&a, &a, &diverging, &text(3, 200)] {
+        let (status, r) = chat(&url, ask(content, 4));
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["usage"]["prompt_tokens"], 54);
+    }
+    let cached: Vec<u64> = s.admissions().iter().map(|a| a.cached_tokens).collect();
+    assert_eq!(cached, [0, 48, 16, 0]);
+    let p = page(&url);
+    assert_eq!(p["vllm:prefix_cache_queries_total"], 4.0 * 54.0);
+    assert_eq!(p["vllm:prefix_cache_hits_total"], 64.0);
+    assert_eq!(p["vllm:prompt_tokens_total"], 4.0 * 54.0);
+    // The prefill the simulator planned: base TTFT plus the uncached tokens at 10k tokens/s.
+    let ttft: Vec<Duration> = s.admissions().iter().map(|a| a.planned_ttft).collect();
+    let base = Duration::from_millis(1);
+    assert_eq!(ttft[0], base + Duration::from_secs_f64(54.0 / 10_000.0));
+    assert_eq!(ttft[1], base + Duration::from_secs_f64(6.0 / 10_000.0));
+    assert!(ttft[1] < ttft[2] && ttft[2] < ttft[0], "{ttft:?}");
+
+    // Eviction: 8 blocks hold one request (3 prompt blocks, the tail and 1 output block = 5)
+    // and keep at most 8 cached. A, B, C, then A: C's admission evicted A's blocks.
+    let small = sim(SimConfig {
+        kv_blocks: 8,
+        record_requests: 100,
+        ..fast()
+    });
+    let (b, c) = (text(4, 200), text(5, 200));
+    for content in [&a, &b, &c, &a, &a] {
+        assert_eq!(chat(&small.url(), ask(content, 16)).0, 200);
+    }
+    let cached: Vec<u64> = small.admissions().iter().map(|a| a.cached_tokens).collect();
+    assert_eq!(cached, [0, 0, 0, 0, 48]);
+    let p = page(&small.url());
+    assert_eq!(p["vllm:prefix_cache_hits_total"], 48.0);
+    assert_eq!(p["vllm:kv_cache_usage_perc"], 0.0);
+}
+
+/// Opens a streaming request that the simulator stalls halfway (`stall-mid-stream`) and reads
+/// until its first token: it holds its slot and blocks until the socket is dropped.
+fn held(url: &str, body: &Value) -> TcpStream {
+    let addr = url.strip_prefix("http://").unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let body = body.to_string();
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         x-specperf-fault: stall-mid-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("data: ") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before the first token");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    s
+}
+
+#[test]
+fn running_requests_hold_kv_blocks_and_the_rest_wait_then_drain_to_zero() {
+    let s = Arc::new(sim(SimConfig {
+        max_running: Some(1),
+        kv_blocks: 100,
+        record_requests: 100,
+        ..fast()
+    }));
+    let url = s.url();
+    // 54 prompt tokens, 32 output, stalled after 16: 70 tokens fill 5 blocks of 100.
+    let mut body = ask(&text(1, 200), 32);
+    body["stream"] = json!(true);
+    let hold = held(&url, &body);
+    // Its stall comes after 16 to 19 output tokens: 70 to 73 tokens, 5 blocks.
+    wait_page(&url, "one running, 5 blocks", |p| {
+        p["vllm:num_requests_running"] == 1.0 && p["vllm:kv_cache_usage_perc"] == 5.0 / 100.0
+    });
+    // Two more arrive: no running slot, they wait in order.
+    let queued: Vec<_> = (0..2)
+        .map(|i| {
+            let url = url.clone();
+            std::thread::spawn(move || chat(&url, ask(&text(10 + i, 40), 4)))
+        })
+        .collect();
+    wait_page(&url, "two waiting", |p| {
+        p["vllm:num_requests_waiting"] == 2.0
+    });
+    let p = page(&url);
+    assert_eq!(p["vllm:num_requests_running"], 1.0);
+    assert_eq!(
+        p["vllm:prompt_tokens_total"], 54.0,
+        "waiting requests are not prefilled"
+    );
+    assert_eq!(s.totals().waiting, 2);
+    // The held request goes away: the queue runs and drains.
+    drop(hold);
+    for q in queued {
+        let (status, r) = q.join().unwrap();
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["usage"]["completion_tokens"], 4);
+    }
+    wait_page(&url, "drained", |p| {
+        p["vllm:num_requests_waiting"] == 0.0
+            && p["vllm:num_requests_running"] == 0.0
+            && p["vllm:kv_cache_usage_perc"] == 0.0
+    });
+    let log = s.admissions();
+    assert_eq!(log.len(), 3);
+    assert_eq!(log[0].waited, Duration::ZERO);
+    assert!(log[1].waited > Duration::ZERO && log[2].waited > Duration::ZERO);
+}
