@@ -762,6 +762,11 @@ pub struct EmbeddedSimArgs {
     /// rate, so prefix-cache hits show in TTFT. 0 = instant prefill.
     #[arg(long = "sim-prefill-tokens-per-s", default_value_t = crate::sim::SimConfig::DEFAULT_PREFILL_TOKENS_PER_S)]
     pub prefill_tokens_per_s: f64,
+    /// Simulator: count prompt tokens with this tokenizer.json (or model directory): the sum over
+    /// messages of each content's tokens, WITHOUT a chat template. Default: a stand-in of 4
+    /// characters a token (plus 4 per chat message).
+    #[arg(long = "sim-tokenizer", value_name = "PATH")]
+    pub sim_tokenizer: Option<PathBuf>,
 }
 
 /// `specperf sim`.
@@ -875,6 +880,11 @@ pub struct SimArgs {
     /// prefix-cache hits show in TTFT. 0 = instant prefill.
     #[arg(long, default_value_t = crate::sim::SimConfig::DEFAULT_PREFILL_TOKENS_PER_S)]
     pub prefill_tokens_per_s: f64,
+    /// Count prompt tokens with this tokenizer.json (or model directory): the sum over messages
+    /// of each content's tokens (a completions prompt's, token-id arrays as they are), WITHOUT a
+    /// chat template. Default: a stand-in of 4 characters a token (plus 4 per chat message).
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<PathBuf>,
 }
 
 const INJECT_EXIT_CODES: &str = "Exit codes: 0 rewritten (broken entries repaired), already synthetic, opted out \

@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::kv::{PromptBlocks, StandIn};
+use super::kv::{BlockHasher, PromptBlocks, StandIn};
 use super::metrics_page::metrics_page;
 use super::model::{plan, request_rng, PlanParams};
 use super::sched;
@@ -273,10 +273,15 @@ fn for_each_text<'v>(v: &'v Value, f: &mut impl FnMut(&'v str)) {
 /// Characters of the message header the stand-in counts per chat message (role and framing).
 const STAND_IN_MESSAGE_CHARS: usize = 16;
 
-/// The prompt's tokens as KV blocks, by the stand-in: 4 characters a token over each message's
-/// 16-character header (its role) and its content, so `ceil((Σ chars + 16 per message) / 4)`
-/// tokens as before, now with blocks that cover real prefixes of the text.
-fn prompt_blocks(v: &Value, chat: bool, cfg: &super::SimConfig) -> PromptBlocks {
+/// The prompt's tokens as KV blocks. With a tokenizer: Σ over the messages of each content's
+/// tokens (no chat template), or the prompt's (a token-id array is taken as it is). Without: the
+/// stand-in, 4 characters a token over each message's 16-character header (its role) and its
+/// content, so `ceil((Σ chars + 16 per message) / 4)` tokens as before.
+fn prompt_blocks(
+    v: &Value,
+    chat: bool,
+    cfg: &super::SimConfig,
+) -> Result<PromptBlocks, tokenizer_encoders::TokenizeError> {
     let pieces: Vec<(Option<&str>, &Value)> = if chat {
         v.get("messages")
             .and_then(Value::as_array)
@@ -292,16 +297,42 @@ fn prompt_blocks(v: &Value, chat: bool, cfg: &super::SimConfig) -> PromptBlocks 
     } else {
         vec![(None, v.get("prompt").unwrap_or(&Value::Null))]
     };
-    let mut s = StandIn::new(cfg.kv_block_tokens);
-    for (role, content) in pieces {
-        if let Some(role) = role {
-            let head = role.chars().chain(std::iter::repeat('\0'));
-            head.take(STAND_IN_MESSAGE_CHARS)
-                .for_each(|c| s.push_char(c));
+    match &cfg.tokenizer {
+        Some(tok) => {
+            let mut h = BlockHasher::new(cfg.kv_block_tokens);
+            for (_, content) in pieces {
+                if let Value::Array(ids) = content {
+                    if !ids.is_empty() && ids.iter().all(Value::is_u64) {
+                        ids.iter()
+                            .filter_map(Value::as_u64)
+                            .for_each(|id| h.push(id));
+                        continue;
+                    }
+                }
+                let mut err = None;
+                for_each_text(content, &mut |t| match tok.ids(t) {
+                    Ok(ids) => ids.into_iter().for_each(|id| h.push(u64::from(id))),
+                    Err(e) => err = Some(e),
+                });
+                if let Some(e) = err {
+                    return Err(e);
+                }
+            }
+            Ok(h.finish())
         }
-        for_each_text(content, &mut |t| t.chars().for_each(|c| s.push_char(c)));
+        None => {
+            let mut s = StandIn::new(cfg.kv_block_tokens);
+            for (role, content) in pieces {
+                if let Some(role) = role {
+                    let head = role.chars().chain(std::iter::repeat('\0'));
+                    head.take(STAND_IN_MESSAGE_CHARS)
+                        .for_each(|c| s.push_char(c));
+                }
+                for_each_text(content, &mut |t| t.chars().for_each(|c| s.push_char(c)));
+            }
+            Ok(s.finish())
+        }
     }
-    s.finish()
 }
 
 async fn completion(
@@ -374,7 +405,20 @@ async fn completion(
             &format!("The model `{model}` does not exist."),
         );
     }
-    let blocks = prompt_blocks(&v, chat, cfg);
+    let blocks = if cfg.tokenizer.is_some() {
+        // A long prompt takes the tokenizer milliseconds: off the thread that times emissions.
+        let s2 = shared.clone();
+        match tokio::task::spawn_blocking(move || prompt_blocks(&v, chat, &s2.cfg)).await {
+            Ok(b) => b.map_err(|e| e.to_string()),
+            Err(e) => Err(format!("tokenizer task failed: {e}")),
+        }
+    } else {
+        prompt_blocks(&v, chat, cfg).map_err(|e| e.to_string())
+    };
+    let blocks = match blocks {
+        Ok(b) => b,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, "BadRequestError", &e),
+    };
     let limit = cfg.context_limit();
     let max_tokens = match ask.max_tokens {
         Some(m) => u64::from(m),

@@ -218,6 +218,9 @@ pub struct SimConfig {
     /// Prefill speed: the time to first token is `ttft` plus the uncached prompt tokens at this
     /// rate, so a cached prefix shows in it. 0 = prefill takes no time.
     pub prefill_tokens_per_s: f64,
+    /// Count prompt tokens with this tokenizer (Σ over messages of each `content`'s tokens, no
+    /// chat template); `None` = a stand-in of 4 characters a token.
+    pub tokenizer: Option<std::sync::Arc<tokenizer_encoders::Tokenizer>>,
 }
 
 impl Default for SimConfig {
@@ -253,6 +256,7 @@ impl Default for SimConfig {
             kv_blocks: SimConfig::DEFAULT_KV_BLOCKS,
             max_running: None,
             prefill_tokens_per_s: SimConfig::DEFAULT_PREFILL_TOKENS_PER_S,
+            tokenizer: None,
         }
     }
 }

@@ -5,11 +5,12 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use specperf::sim::SimConfig;
+use specperf::sim::{SimConfig, SimHandle};
 
 use crate::common::{fast, sim};
 
@@ -201,4 +202,64 @@ fn running_requests_hold_kv_blocks_and_the_rest_wait_then_drain_to_zero() {
     assert_eq!(log.len(), 3);
     assert_eq!(log[0].waited, Duration::ZERO);
     assert!(log[1].waited > Duration::ZERO && log[2].waited > Duration::ZERO);
+}
+
+fn tokenizer_path() -> PathBuf {
+    let p = std::env::var("SPECPERF_DSV4_TOKENIZER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("target/fixtures/deepseek-v4/tokenizer.json")
+        });
+    assert!(
+        p.is_file(),
+        "{} missing: run scripts/fetch-tokenizer.sh (the README's test command does)",
+        p.display()
+    );
+    p
+}
+
+#[test]
+fn prompt_tokens_are_exact_with_the_deepseek_v4_tokenizer() {
+    let path = tokenizer_path();
+    let tok = tokenizer_encoders::Tokenizer::from_path(&path).unwrap();
+    let s: SimHandle = sim(SimConfig {
+        tokenizer: Some(Arc::new(tok.clone())),
+        record_requests: 10,
+        ..fast()
+    });
+    let system = "You are a careful coding agent. Read the repository before editing it.";
+    let user = "Fix the failing test in src/lib.rs: `assert_eq!(parse(\"1 + 2\"), Ok(3));` fails \
+                with Err(UnexpectedEof). Explain the cause in one paragraph, then patch it.";
+    let want = tok.count(system).unwrap() + tok.count(user).unwrap();
+    let body = json!({"model": "specperf-sim", "max_completion_tokens": 3, "messages": [
+        {"role": "system", "content": system},
+        {"role": "user", "content": [{"type": "text", "text": user}]},
+    ]});
+    let (status, r) = chat(&s.url(), body.clone());
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["usage"]["prompt_tokens"], want as u64);
+    // The same prompt again hits its full blocks (real token blocks now).
+    chat(&s.url(), body);
+    let log = s.admissions();
+    assert_eq!(log[1].cached_tokens, (want as u64 - 1) / 16 * 16);
+    // /v1/completions: the prompt's tokens; an array of token ids is taken as it is.
+    let (_, text) = http(
+        &s.url(),
+        "POST",
+        "/v1/completions",
+        &json!({"model": "specperf-sim", "prompt": user, "max_tokens": 2}).to_string(),
+        "",
+    );
+    let r: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(r["usage"]["prompt_tokens"], tok.count(user).unwrap() as u64);
+    let (_, text) = http(
+        &s.url(),
+        "POST",
+        "/v1/completions",
+        &json!({"model": "specperf-sim", "prompt": [1, 2, 3, 4, 5], "max_tokens": 2}).to_string(),
+        "",
+    );
+    let r: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(r["usage"]["prompt_tokens"], 5);
 }
