@@ -762,6 +762,10 @@ pub struct EmbeddedSimArgs {
     /// rate, so prefix-cache hits show in TTFT. 0 = instant prefill.
     #[arg(long = "sim-prefill-tokens-per-s", default_value_t = crate::sim::SimConfig::DEFAULT_PREFILL_TOKENS_PER_S)]
     pub prefill_tokens_per_s: f64,
+    /// Simulator: longest prompt + max tokens; longer requests get HTTP 400 with vLLM's "maximum
+    /// context length" message. Default: what one engine's KV blocks hold.
+    #[arg(long = "sim-max-model-len")]
+    pub max_model_len: Option<u32>,
     /// Simulator: count prompt tokens with this tokenizer.json (or model directory): the sum over
     /// messages of each content's tokens, WITHOUT a chat template. Default: a stand-in of 4
     /// characters a token (plus 4 per chat message).
@@ -880,6 +884,10 @@ pub struct SimArgs {
     /// prefix-cache hits show in TTFT. 0 = instant prefill.
     #[arg(long, default_value_t = crate::sim::SimConfig::DEFAULT_PREFILL_TOKENS_PER_S)]
     pub prefill_tokens_per_s: f64,
+    /// Longest prompt + max tokens (vLLM's --max-model-len); longer requests get HTTP 400 with
+    /// vLLM's "maximum context length" message. Default: what one engine's KV blocks hold.
+    #[arg(long)]
+    pub max_model_len: Option<u32>,
     /// Count prompt tokens with this tokenizer.json (or model directory): the sum over messages
     /// of each content's tokens (a completions prompt's, token-id arrays as they are), WITHOUT a
     /// chat template. Default: a stand-in of 4 characters a token (plus 4 per chat message).

@@ -33,6 +33,7 @@ pub(crate) fn embedded_kv(a: &EmbeddedSimArgs, cfg: SimConfig) -> Result<SimConf
         kv_blocks: a.kv_blocks,
         max_running: a.max_running,
         prefill_tokens_per_s: a.prefill_tokens_per_s,
+        max_model_len: a.max_model_len,
         tokenizer: tokenizer("sim-tokenizer", a.sim_tokenizer.as_deref())?,
         ..cfg
     })
@@ -84,6 +85,7 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
         kv_blocks: a.kv_blocks,
         max_running: a.max_running,
         prefill_tokens_per_s: a.prefill_tokens_per_s,
+        max_model_len: a.max_model_len,
         tokenizer: tokenizer("tokenizer", a.tokenizer.as_deref())?,
     };
     cfg.validate().map_err(|e| ConfigError(e.to_string()))?;
@@ -161,6 +163,26 @@ mod tests {
         assert!(
             sim_config(&a).unwrap().tokenizer.is_none(),
             "stand-in by default"
+        );
+    }
+
+    #[test]
+    fn max_model_len_must_fit_the_kv_cache_and_caps_the_context() {
+        let cfg = |args: &[&str]| {
+            let mut argv = vec!["specperf", "sim"];
+            argv.extend_from_slice(args);
+            let Command::Sim(a) = parse(&argv) else {
+                panic!("not sim")
+            };
+            sim_config(&a).map_err(|e| e.to_string())
+        };
+        let ok = cfg(&["--max-model-len", "4096"]).unwrap();
+        assert_eq!(ok.context_limit(), 4096);
+        assert_eq!(cfg(&[]).unwrap().context_limit(), 131_072 * 16);
+        let e = cfg(&["--max-model-len", "100", "--kv-blocks", "2"]).unwrap_err();
+        assert!(
+            e.contains("--max-model-len") && e.contains("32 tokens") && e.contains("--kv-blocks"),
+            "{e}"
         );
     }
 }

@@ -218,6 +218,9 @@ pub struct SimConfig {
     /// Prefill speed: the time to first token is `ttft` plus the uncached prompt tokens at this
     /// rate, so a cached prefix shows in it. 0 = prefill takes no time.
     pub prefill_tokens_per_s: f64,
+    /// Longest prompt + output (vLLM's `--max-model-len`); longer requests get HTTP 400 with
+    /// vLLM's message. `None` = what the KV blocks of one engine hold.
+    pub max_model_len: Option<u32>,
     /// Count prompt tokens with this tokenizer (Σ over messages of each `content`'s tokens, no
     /// chat template); `None` = a stand-in of 4 characters a token.
     pub tokenizer: Option<std::sync::Arc<tokenizer_encoders::Tokenizer>>,
@@ -256,6 +259,7 @@ impl Default for SimConfig {
             kv_blocks: SimConfig::DEFAULT_KV_BLOCKS,
             max_running: None,
             prefill_tokens_per_s: SimConfig::DEFAULT_PREFILL_TOKENS_PER_S,
+            max_model_len: None,
             tokenizer: None,
         }
     }
@@ -290,10 +294,13 @@ impl SimConfig {
     /// Prefill speed by default, tokens per second: 50k uncached tokens add half a second.
     pub const DEFAULT_PREFILL_TOKENS_PER_S: f64 = 100_000.0;
 
-    /// The longest prompt + output a request may ask for: what one engine's KV blocks hold.
+    /// The longest prompt + output a request may ask for: `max_model_len`, else what one
+    /// engine's KV blocks hold.
     pub fn context_limit(&self) -> u64 {
-        self.kv_blocks
-            .saturating_mul(u64::from(self.kv_block_tokens))
+        let kv = self
+            .kv_blocks
+            .saturating_mul(u64::from(self.kv_block_tokens));
+        self.max_model_len.map_or(kv, |m| u64::from(m).min(kv))
     }
 
     /// Checks ranges; called by `Simulator::bind`.
@@ -338,7 +345,9 @@ impl SimConfig {
             }
         }
         if self.kv_block_tokens == 0 || self.kv_blocks == 0 {
-            return bad("--kv-block-tokens and --kv-blocks (--sim-kv-block-tokens, --sim-kv-blocks) must be at least 1".into());
+            return bad("--kv-block-tokens and --kv-blocks (--sim-kv-block-tokens, \
+                 --sim-kv-blocks) must be at least 1"
+                .into());
         }
         if self.max_running == Some(0) {
             return bad(
@@ -348,9 +357,23 @@ impl SimConfig {
         }
         if !(self.prefill_tokens_per_s >= 0.0 && self.prefill_tokens_per_s.is_finite()) {
             return bad(format!(
-                "--prefill-tokens-per-s (--sim-prefill-tokens-per-s) {} must be a non-negative number (0 = instant prefill)",
+                "--prefill-tokens-per-s (--sim-prefill-tokens-per-s) {} must be a non-negative \
+                 number (0 = instant prefill)",
                 self.prefill_tokens_per_s
             ));
+        }
+        if let Some(m) = self.max_model_len {
+            let kv = self
+                .kv_blocks
+                .saturating_mul(u64::from(self.kv_block_tokens));
+            if m == 0 || u64::from(m) > kv {
+                return bad(format!(
+                    "--max-model-len (--sim-max-model-len) {m} must be at least 1 and fit one \
+                     engine's KV cache ({} blocks of {} tokens = {kv} tokens); raise --kv-blocks \
+                     (--sim-kv-blocks) or lower it",
+                    self.kv_blocks, self.kv_block_tokens
+                ));
+            }
         }
         if !self.fault_rates.is_empty() && !self.fault_sequence.is_empty() {
             return bad(

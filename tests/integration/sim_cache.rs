@@ -263,3 +263,83 @@ fn prompt_tokens_are_exact_with_the_deepseek_v4_tokenizer() {
     let r: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(r["usage"]["prompt_tokens"], 5);
 }
+
+#[test]
+fn output_limits_follow_vllm_precedence_and_ignore_eos() {
+    // Every token is an EOS candidate: only ignore_eos reaches the limit.
+    let s = sim(SimConfig {
+        eos_probability: 1.0,
+        ..fast()
+    });
+    let url = s.url();
+    let base = json!({"model": "specperf-sim", "messages": [{"role": "user", "content": "hi"}]});
+    let with = |extra: Value| {
+        let mut b = base.clone();
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let (status, r) = chat(&url, b);
+        assert_eq!(status, 200, "{r}");
+        (
+            r["usage"]["completion_tokens"].as_u64().unwrap(),
+            r["choices"][0]["finish_reason"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        )
+    };
+    // max_completion_tokens wins over max_tokens, as in vLLM's chat API.
+    assert_eq!(
+        with(json!({"max_completion_tokens": 7, "max_tokens": 20, "ignore_eos": true})),
+        (7, "length".to_owned())
+    );
+    assert_eq!(
+        with(json!({"max_tokens": 9, "ignore_eos": true})),
+        (9, "length".to_owned())
+    );
+    assert_eq!(
+        with(json!({"max_completion_tokens": 7})),
+        (1, "stop".to_owned())
+    );
+    let (_, text) = http(
+        &url,
+        "POST",
+        "/v1/completions",
+        &json!({"model": "specperf-sim", "prompt": "hi", "max_tokens": 5, "ignore_eos": true})
+            .to_string(),
+        "",
+    );
+    let r: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(r["usage"]["completion_tokens"], 5);
+}
+
+#[test]
+fn context_overflow_is_a_400_with_vllms_message() {
+    let s = sim(SimConfig {
+        max_model_len: Some(64),
+        default_max_tokens: 256,
+        ..fast()
+    });
+    let url = s.url();
+    // 54 prompt tokens + 20 = 74 > 64.
+    let (status, r) = chat(&url, ask(&text(1, 200), 20));
+    assert_eq!(status, 400, "{r}");
+    assert_eq!(
+        r["error"]["message"],
+        "This model's maximum context length is 64 tokens. However, you requested 20 output \
+         tokens and your prompt contains at least 54 input tokens, for a total of at least 74 \
+         tokens. Please reduce the length of the input prompt or the number of requested output \
+         tokens. (parameter=input_tokens, value=54)"
+    );
+    assert_eq!(r["error"]["code"], 400);
+    assert_eq!(chat(&url, ask(&text(1, 200), 10)).0, 200);
+    // Without a limit the output fills what the context leaves (here less than the default).
+    let (status, r) = chat(
+        &url,
+        json!({"model": "specperf-sim", "messages": [{"role": "user", "content": text(1, 200)}]}),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["usage"]["completion_tokens"], 10);
+    let (_, models) = http(&url, "GET", "/v1/models", "", "");
+    assert!(models.contains("\"max_model_len\":64"), "{models}");
+}
