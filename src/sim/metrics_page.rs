@@ -185,6 +185,26 @@ fn vllm_families(w: &mut Writer, ctx: &ServerCtx) {
             w.sample(&created, &labels(i), format_args!("{:e}", shared.created));
         }
     }
+    // Where each prompt token's KV came from: computed, or the prefix cache (the simulator has
+    // no KV connector, so never transferred).
+    let by_source = "vllm:prompt_tokens_by_source_total";
+    w.family(by_source, "counter", "Number of prompt tokens by source.");
+    for (i, e) in engines.iter().enumerate() {
+        let [engine, model_name] = labels(i);
+        let hits = e.prefix_cache_hits.load(Relaxed);
+        let computed = e.prompt_tokens.load(Relaxed).saturating_sub(hits);
+        for (source, n) in [
+            ("local_compute", computed),
+            ("local_cache_hit", hits),
+            ("external_kv_transfer", 0),
+        ] {
+            w.sample(
+                by_source,
+                &[engine, model_name, ("source", source)],
+                format_args!("{n}.0"),
+            );
+        }
+    }
     let per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
     w.family(per_pos, "counter", "Accepted tokens per draft position.");
     for (i, e) in engines.iter().enumerate() {

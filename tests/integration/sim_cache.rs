@@ -104,6 +104,22 @@ fn prefix_cache_hits_are_exact_for_shared_diverging_and_evicted_prefixes() {
     assert_eq!(p["vllm:prefix_cache_queries_total"], 4.0 * 54.0);
     assert_eq!(p["vllm:prefix_cache_hits_total"], 64.0);
     assert_eq!(p["vllm:prompt_tokens_total"], 4.0 * 54.0);
+    // vLLM's split of the prompt tokens by where their KV came from.
+    let (_, exposition) = http(&url, "GET", "/metrics", "", "");
+    for (source, n) in [
+        ("local_compute", 4 * 54 - 64),
+        ("local_cache_hit", 64),
+        ("external_kv_transfer", 0),
+    ] {
+        let line = format!(
+            "vllm:prompt_tokens_by_source_total{{engine=\"0\",model_name=\"specperf-sim\",\
+             source=\"{source}\"}} {n}.0"
+        );
+        assert!(
+            exposition.lines().any(|l| l == line),
+            "{line} not in\n{exposition}"
+        );
+    }
     // The prefill the simulator planned: base TTFT plus the uncached tokens at 10k tokens/s.
     let ttft: Vec<Duration> = s.admissions().iter().map(|a| a.planned_ttft).collect();
     let base = Duration::from_millis(1);
