@@ -746,6 +746,31 @@ pub struct EmbeddedSimArgs {
     /// does.
     #[arg(long = "sim-ignore-continuous-usage")]
     pub ignore_continuous_usage: bool,
+    /// Simulator: tokens per KV block (prefix-cache granularity, vLLM's --block-size).
+    #[arg(long = "sim-kv-block-tokens", default_value_t = 16)]
+    pub kv_block_tokens: u32,
+    /// Simulator: KV blocks per engine (default 131072: 2,097,152 tokens of 16-token blocks).
+    /// Running requests hold blocks for prompt and output; freed prompt blocks stay cached
+    /// (LRU) for later prompts with the same prefix.
+    #[arg(long = "sim-kv-blocks", default_value_t = crate::sim::SimConfig::DEFAULT_KV_BLOCKS)]
+    pub kv_blocks: u64,
+    /// Simulator: requests running at once per engine (vLLM's --max-num-seqs); more wait in
+    /// arrival order (`vllm:num_requests_waiting`). Default: no limit but the KV blocks.
+    #[arg(long = "sim-max-running")]
+    pub max_running: Option<u32>,
+    /// Simulator: prefill speed, tokens/s; TTFT = --sim-ttft-ms + uncached prompt tokens at this
+    /// rate, so prefix-cache hits show in TTFT. 0 = instant prefill.
+    #[arg(long = "sim-prefill-tokens-per-s", default_value_t = crate::sim::SimConfig::DEFAULT_PREFILL_TOKENS_PER_S)]
+    pub prefill_tokens_per_s: f64,
+    /// Simulator: longest prompt + max tokens; longer requests get HTTP 400 with vLLM's "maximum
+    /// context length" message. Default: what one engine's KV blocks hold.
+    #[arg(long = "sim-max-model-len")]
+    pub max_model_len: Option<u32>,
+    /// Simulator: count prompt tokens with this tokenizer.json (or model directory): the sum over
+    /// messages of each content's tokens, WITHOUT a chat template. Default: a stand-in of 4
+    /// characters a token (plus 4 per chat message).
+    #[arg(long = "sim-tokenizer", value_name = "PATH")]
+    pub sim_tokenizer: Option<PathBuf>,
 }
 
 /// `specperf sim`.
@@ -839,6 +864,35 @@ pub struct SimArgs {
     /// Private key (PEM) for --tls-cert.
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Tokens per KV block (prefix-cache granularity, vLLM's --block-size).
+    #[arg(long, default_value_t = 16)]
+    pub kv_block_tokens: u32,
+    /// KV blocks per engine (default 131072: 2,097,152 tokens of 16-token blocks). Running
+    /// requests hold blocks for prompt and output (admission reserves the whole output, so
+    /// nothing is preempted); freed prompt blocks stay cached (LRU) for later prompts with the
+    /// same prefix. `vllm:prefix_cache_queries`/`hits` count prompt tokens looked up and found
+    /// (the leading run of cached full blocks, at most the prompt minus one token), and
+    /// `vllm:kv_cache_usage_perc` the blocks filled.
+    #[arg(long, default_value_t = crate::sim::SimConfig::DEFAULT_KV_BLOCKS)]
+    pub kv_blocks: u64,
+    /// Requests running at once per engine (vLLM's --max-num-seqs); more wait in arrival order
+    /// (`vllm:num_requests_waiting`) and their TTFT includes the wait. Default: no limit but the
+    /// KV blocks.
+    #[arg(long)]
+    pub max_running: Option<u32>,
+    /// Prefill speed, tokens/s: TTFT = --ttft-ms + uncached prompt tokens at this rate, so
+    /// prefix-cache hits show in TTFT. 0 = instant prefill.
+    #[arg(long, default_value_t = crate::sim::SimConfig::DEFAULT_PREFILL_TOKENS_PER_S)]
+    pub prefill_tokens_per_s: f64,
+    /// Longest prompt + max tokens (vLLM's --max-model-len); longer requests get HTTP 400 with
+    /// vLLM's "maximum context length" message. Default: what one engine's KV blocks hold.
+    #[arg(long)]
+    pub max_model_len: Option<u32>,
+    /// Count prompt tokens with this tokenizer.json (or model directory): the sum over messages
+    /// of each content's tokens (a completions prompt's, token-id arrays as they are), WITHOUT a
+    /// chat template. Default: a stand-in of 4 characters a token (plus 4 per chat message).
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<PathBuf>,
 }
 
 const INJECT_EXIT_CODES: &str = "Exit codes: 0 rewritten (broken entries repaired), already synthetic, opted out \

@@ -1,10 +1,43 @@
 //! `specperf sim` flags -> a validated [`SimConfig`] for the standalone simulator.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::ConfigError;
-use crate::cli::SimArgs;
+use crate::cli::{EmbeddedSimArgs, SimArgs};
 use crate::sim::{Acceptance, RateLimit, SimConfig, TlsFiles};
+
+/// Loads `--tokenizer` / `--sim-tokenizer`.
+fn tokenizer(
+    flag: &str,
+    path: Option<&Path>,
+) -> Result<Option<Arc<tokenizer_encoders::Tokenizer>>, ConfigError> {
+    path.map(|p| {
+        tokenizer_encoders::Tokenizer::from_path(p)
+            .map(Arc::new)
+            .map_err(|e| {
+                ConfigError(format!(
+                    "--{flag} {}: {e} (give a tokenizer.json or a model directory holding one)",
+                    p.display()
+                ))
+            })
+    })
+    .transpose()
+}
+
+/// The embedded simulator's KV, queue, context and tokenizer flags (`--sim-*`) onto `cfg`.
+pub(crate) fn embedded_kv(a: &EmbeddedSimArgs, cfg: SimConfig) -> Result<SimConfig, ConfigError> {
+    Ok(SimConfig {
+        kv_block_tokens: a.kv_block_tokens,
+        kv_blocks: a.kv_blocks,
+        max_running: a.max_running,
+        prefill_tokens_per_s: a.prefill_tokens_per_s,
+        max_model_len: a.max_model_len,
+        tokenizer: tokenizer("sim-tokenizer", a.sim_tokenizer.as_deref())?,
+        ..cfg
+    })
+}
 
 /// Validates `sim` flags.
 pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
@@ -48,6 +81,12 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
         },
         record_requests: 0,
         ignore_continuous_usage: a.ignore_continuous_usage,
+        kv_block_tokens: a.kv_block_tokens,
+        kv_blocks: a.kv_blocks,
+        max_running: a.max_running,
+        prefill_tokens_per_s: a.prefill_tokens_per_s,
+        max_model_len: a.max_model_len,
+        tokenizer: tokenizer("tokenizer", a.tokenizer.as_deref())?,
     };
     cfg.validate().map_err(|e| ConfigError(e.to_string()))?;
     Ok(cfg)
@@ -87,4 +126,63 @@ fn rate_limit(v: &str) -> Result<RateLimit, ConfigError> {
         },
     };
     Ok(RateLimit { per_second, burst })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(argv: &[&str]) -> Command {
+        Cli::try_parse_from(argv).expect("parses").command
+    }
+
+    #[test]
+    fn simulator_tokenizer_flags_load_the_file_or_name_it_and_the_fix() {
+        let Command::Sim(a) = parse(&["specperf", "sim", "--tokenizer", "/nonexistent/tok.json"])
+        else {
+            panic!("not sim")
+        };
+        let e = sim_config(&a).unwrap_err().to_string();
+        assert!(
+            e.contains("--tokenizer /nonexistent/tok.json") && e.contains("tokenizer.json"),
+            "{e}"
+        );
+        let Command::Replay(r) = parse(&["specperf", "replay", "--sim-tokenizer", "/nope"]) else {
+            panic!("not replay")
+        };
+        let e = embedded_kv(&r.sim, SimConfig::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--sim-tokenizer /nope"), "{e}");
+        let Command::Sim(a) = parse(&["specperf", "sim"]) else {
+            panic!("not sim")
+        };
+        assert!(
+            sim_config(&a).unwrap().tokenizer.is_none(),
+            "stand-in by default"
+        );
+    }
+
+    #[test]
+    fn max_model_len_must_fit_the_kv_cache_and_caps_the_context() {
+        let cfg = |args: &[&str]| {
+            let mut argv = vec!["specperf", "sim"];
+            argv.extend_from_slice(args);
+            let Command::Sim(a) = parse(&argv) else {
+                panic!("not sim")
+            };
+            sim_config(&a).map_err(|e| e.to_string())
+        };
+        let ok = cfg(&["--max-model-len", "4096"]).unwrap();
+        assert_eq!(ok.context_limit(), 4096);
+        assert_eq!(cfg(&[]).unwrap().context_limit(), 131_072 * 16);
+        let e = cfg(&["--max-model-len", "100", "--kv-blocks", "2"]).unwrap_err();
+        assert!(
+            e.contains("--max-model-len") && e.contains("32 tokens") && e.contains("--kv-blocks"),
+            "{e}"
+        );
+    }
 }

@@ -58,6 +58,7 @@ pub(super) fn target(a: &ReplayArgs) -> Result<(Target, Option<u32>), ConfigErro
         ignore_continuous_usage: s.ignore_continuous_usage,
         ..SimConfig::default()
     };
+    let sim = super::sim::embedded_kv(s, sim)?;
     sim.validate().map_err(|e| ConfigError(e.to_string()))?;
     Ok((Target::Embedded(Box::new(sim)), Some(a.osl.unwrap_or(256))))
 }

@@ -19,9 +19,11 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::kv::{BlockHasher, PromptBlocks, StandIn};
 use super::metrics_page::metrics_page;
 use super::model::{plan, request_rng, PlanParams};
-use super::server::{ServerCtx, Shared};
+use super::sched;
+use super::server::{Admission, ServerCtx, Shared};
 use super::stream::{SimBody, SimStream, StreamPhase};
 use super::{Fault, FAULT_HEADER};
 
@@ -120,6 +122,19 @@ fn json_response(status: StatusCode, body: String) -> Response<SimBody> {
     r
 }
 
+/// vLLM's answer to a prompt plus output longer than the model's context: 400, its wording.
+fn context_overflow(limit: u64, prompt: u64, output: u64) -> Response<SimBody> {
+    let message = format!(
+        "This model's maximum context length is {limit} tokens. However, you requested {output} \
+         output tokens and your prompt contains at least {prompt} input tokens, for a total of at \
+         least {} tokens. Please reduce the length of the input prompt or the number of requested \
+         output tokens. (parameter=input_tokens, value={prompt})",
+        prompt + output
+    );
+    let body = serde_json::json!({"error": {"message": message, "type": "BadRequestError", "param": "input_tokens", "code": 400}});
+    json_response(StatusCode::BAD_REQUEST, body.to_string())
+}
+
 fn error_response(status: StatusCode, kind: &str, message: &str) -> Response<SimBody> {
     let body = serde_json::json!({"error": {"message": message, "type": kind, "param": null, "code": status.as_u16()}});
     json_response(status, body.to_string())
@@ -139,7 +154,7 @@ async fn handle(
     let resp = match (req.method().clone(), path.as_str()) {
         (Method::GET, "/health") => Response::new(SimBody::Full(None)),
         (Method::GET, "/v1/models") => {
-            let body = serde_json::json!({"object": "list", "data": [{"id": ctx.shared.cfg.model, "object": "model", "owned_by": "specperf", "max_model_len": 131072}]});
+            let body = serde_json::json!({"object": "list", "data": [{"id": ctx.shared.cfg.model, "object": "model", "owned_by": "specperf", "max_model_len": ctx.shared.cfg.context_limit()}]});
             json_response(StatusCode::OK, body.to_string())
         }
         (Method::GET, "/metrics") => {
@@ -190,9 +205,9 @@ struct Ask {
     stream: bool,
     include_usage: bool,
     continuous: bool,
-    max_tokens: u32,
+    /// The output limit it set, if any.
+    max_tokens: Option<u32>,
     ignore_eos: bool,
-    prompt_tokens: u64,
 }
 
 /// A completion request the simulator refuses with 400, as vLLM would.
@@ -208,25 +223,16 @@ enum AskError {
     ZeroMaxTokens,
 }
 
-fn parse_ask(v: &Value, chat: bool, default_max: u32) -> Result<Ask, AskError> {
+fn parse_ask(v: &Value, chat: bool) -> Result<Ask, AskError> {
     let obj = v.as_object().ok_or(AskError::NotAnObject)?;
-    let prompt_chars = if chat {
-        let msgs = obj
-            .get("messages")
-            .and_then(Value::as_array)
-            .ok_or(AskError::NoMessages)?;
-        if msgs.is_empty() {
+    if chat {
+        let msgs = obj.get("messages").and_then(Value::as_array);
+        if msgs.is_none_or(|m| m.is_empty()) {
             return Err(AskError::NoMessages);
         }
-        msgs.iter()
-            .map(|m| text_len(m.get("content").unwrap_or(&Value::Null)) + 16)
-            .sum::<usize>()
-    } else {
-        match obj.get("prompt") {
-            Some(p @ (Value::String(_) | Value::Array(_))) => text_len(p),
-            _ => return Err(AskError::NoPrompt),
-        }
-    };
+    } else if !matches!(obj.get("prompt"), Some(Value::String(_) | Value::Array(_))) {
+        return Err(AskError::NoPrompt);
+    }
     let num = |k: &str| obj.get(k).and_then(Value::as_u64);
     let max_tokens = if chat {
         num("max_completion_tokens").or_else(|| num("max_tokens"))
@@ -235,8 +241,8 @@ fn parse_ask(v: &Value, chat: bool, default_max: u32) -> Result<Ask, AskError> {
     };
     let max_tokens = match max_tokens {
         Some(0) => return Err(AskError::ZeroMaxTokens),
-        Some(n) => n.min(u64::from(u32::MAX)) as u32,
-        None => default_max,
+        Some(n) => Some(n.min(u64::from(u32::MAX)) as u32),
+        None => None,
     };
     let flag = |v: Option<&Value>| v.and_then(Value::as_bool).unwrap_or(false);
     let opts = obj.get("stream_options");
@@ -246,17 +252,86 @@ fn parse_ask(v: &Value, chat: bool, default_max: u32) -> Result<Ask, AskError> {
         continuous: flag(opts.and_then(|o| o.get("continuous_usage_stats"))),
         max_tokens,
         ignore_eos: flag(obj.get("ignore_eos")),
-        // A stand-in tokenizer: about four characters per token, at least one.
-        prompt_tokens: (prompt_chars as u64).div_ceil(4).max(1),
     })
 }
 
-fn text_len(v: &Value) -> usize {
+/// Calls `f` on every text of a message content or prompt: a string, the strings of an array,
+/// the `text` of content parts.
+fn for_each_text<'v>(v: &'v Value, f: &mut impl FnMut(&'v str)) {
     match v {
-        Value::String(s) => s.chars().count(),
-        Value::Array(a) => a.iter().map(text_len).sum(),
-        Value::Object(o) => o.get("text").map(text_len).unwrap_or(0),
-        _ => 0,
+        Value::String(s) => f(s),
+        Value::Array(a) => a.iter().for_each(|x| for_each_text(x, f)),
+        Value::Object(o) => {
+            if let Some(t) = o.get("text") {
+                for_each_text(t, f)
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Characters of the message header the stand-in counts per chat message (role and framing).
+const STAND_IN_MESSAGE_CHARS: usize = 16;
+
+/// The prompt's tokens as KV blocks. With a tokenizer: Σ over the messages of each content's
+/// tokens (no chat template), or the prompt's (a token-id array is taken as it is). Without: the
+/// stand-in, 4 characters a token over each message's 16-character header (its role) and its
+/// content, so `ceil((Σ chars + 16 per message) / 4)` tokens as before.
+fn prompt_blocks(
+    v: &Value,
+    chat: bool,
+    cfg: &super::SimConfig,
+) -> Result<PromptBlocks, tokenizer_encoders::TokenizeError> {
+    let pieces: Vec<(Option<&str>, &Value)> = if chat {
+        v.get("messages")
+            .and_then(Value::as_array)
+            .map(|m| {
+                m.iter()
+                    .map(|m| {
+                        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+                        (Some(role), m.get("content").unwrap_or(&Value::Null))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        vec![(None, v.get("prompt").unwrap_or(&Value::Null))]
+    };
+    match &cfg.tokenizer {
+        Some(tok) => {
+            let mut h = BlockHasher::new(cfg.kv_block_tokens);
+            for (_, content) in pieces {
+                if let Value::Array(ids) = content {
+                    if !ids.is_empty() && ids.iter().all(Value::is_u64) {
+                        ids.iter()
+                            .filter_map(Value::as_u64)
+                            .for_each(|id| h.push(id));
+                        continue;
+                    }
+                }
+                let mut err = None;
+                for_each_text(content, &mut |t| match tok.ids(t) {
+                    Ok(ids) => ids.into_iter().for_each(|id| h.push(u64::from(id))),
+                    Err(e) => err = Some(e),
+                });
+                if let Some(e) = err {
+                    return Err(e);
+                }
+            }
+            Ok(h.finish())
+        }
+        None => {
+            let mut s = StandIn::new(cfg.kv_block_tokens);
+            for (role, content) in pieces {
+                if let Some(role) = role {
+                    let head = role.chars().chain(std::iter::repeat('\0'));
+                    head.take(STAND_IN_MESSAGE_CHARS)
+                        .for_each(|c| s.push_char(c));
+                }
+                for_each_text(content, &mut |t| t.chars().for_each(|c| s.push_char(c)));
+            }
+            Ok(s.finish())
+        }
     }
 }
 
@@ -316,7 +391,7 @@ async fn completion(
             kept.push(v.clone());
         }
     }
-    let ask = match parse_ask(&v, chat, cfg.default_max_tokens) {
+    let ask = match parse_ask(&v, chat) {
         Ok(a) => a,
         Err(e) => {
             return error_response(StatusCode::BAD_REQUEST, "BadRequestError", &e.to_string())
@@ -329,6 +404,29 @@ async fn completion(
             "NotFoundError",
             &format!("The model `{model}` does not exist."),
         );
+    }
+    let blocks = if cfg.tokenizer.is_some() {
+        // A long prompt takes the tokenizer milliseconds: off the thread that times emissions.
+        let s2 = shared.clone();
+        match tokio::task::spawn_blocking(move || prompt_blocks(&v, chat, &s2.cfg)).await {
+            Ok(b) => b.map_err(|e| e.to_string()),
+            Err(e) => Err(format!("tokenizer task failed: {e}")),
+        }
+    } else {
+        prompt_blocks(&v, chat, cfg).map_err(|e| e.to_string())
+    };
+    let blocks = match blocks {
+        Ok(b) => b,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, "BadRequestError", &e),
+    };
+    let limit = cfg.context_limit();
+    let max_tokens = match ask.max_tokens {
+        Some(m) => u64::from(m),
+        // vLLM fills what the context leaves; the simulator's own default is shorter.
+        None => u64::from(cfg.default_max_tokens).min(limit.saturating_sub(blocks.tokens)),
+    };
+    if blocks.tokens + max_tokens > limit || blocks.tokens >= limit {
+        return context_overflow(limit, blocks.tokens, max_tokens);
     }
     let n = shared.seq.fetch_add(1, Relaxed);
     let mut rng = request_rng(cfg.seed, n);
@@ -384,22 +482,39 @@ async fn completion(
         Some(Fault::SlowHeaders) => tokio::time::sleep(cfg.slow_headers).await,
         _ => {}
     }
+    let span = ctx.engines.end - ctx.engines.start;
+    let engine = ctx.engines.start + (ctx.rr.fetch_add(1, Relaxed) as usize % span);
+    let prompt_tokens = blocks.tokens;
+    let admitted = sched::admit(&shared, engine, blocks, max_tokens).await;
+    let uncached = prompt_tokens - admitted.lease.hit_tokens;
+    let prefill = if cfg.prefill_tokens_per_s > 0.0 {
+        Duration::from_secs_f64(uncached as f64 / cfg.prefill_tokens_per_s)
+    } else {
+        Duration::ZERO
+    };
+    if cfg.record_requests > 0 {
+        let mut kept = shared.admissions.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() < cfg.record_requests {
+            kept.push(Admission {
+                engine: shared.engines[engine].rank,
+                prompt_tokens,
+                cached_tokens: admitted.lease.hit_tokens,
+                planned_ttft: cfg.ttft + prefill,
+                waited: admitted.waited,
+            });
+        }
+    }
     let params = PlanParams {
-        max_tokens: ask.max_tokens,
+        max_tokens: max_tokens as u32,
         ignore_eos: ask.ignore_eos,
         eos_probability: cfg.eos_probability,
         k: cfg.k,
         p: shared.p,
-        ttft: cfg.ttft,
+        ttft: cfg.ttft + prefill,
         itl: cfg.itl,
         jitter: cfg.jitter,
     };
     let plan = plan(&params, &mut rng);
-    let span = ctx.engines.end - ctx.engines.start;
-    let engine = ctx.engines.start + (ctx.rr.fetch_add(1, Relaxed) as usize % span);
-    let counters = &shared.engines[engine];
-    counters.prompt_tokens.fetch_add(ask.prompt_tokens, Relaxed);
-    counters.running.fetch_add(1, Relaxed);
     let total = plan.total_tokens();
     let stream = SimStream {
         shared: shared.clone(),
@@ -417,7 +532,7 @@ async fn completion(
         chat,
         id: n,
         created: shared.created as u64,
-        prompt_tokens: ask.prompt_tokens,
+        prompt_tokens,
         stream: ask.stream,
         include_usage: ask.include_usage,
         continuous: ask.continuous && !cfg.ignore_continuous_usage,
@@ -428,6 +543,7 @@ async fn completion(
         state: StreamPhase::Emitting,
         counted: 0,
         finished: false,
+        lease: Some(admitted.lease),
     };
     let mut r = Response::new(SimBody::Stream(Box::new(stream)));
     let ct = if ask.stream {

@@ -100,7 +100,19 @@ fn vllm_families(w: &mut Writer, ctx: &ServerCtx) {
     let ranks: Vec<String> = engines.iter().map(|e| e.rank.to_string()).collect();
     let labels = |i: usize| [("engine", ranks[i].as_str()), ("model_name", model)];
     type Get = fn(&EngineCounters) -> u64;
-    let families: [(&str, &str, &str, Get); 5] = [
+    let families: [(&str, &str, &str, Get); 7] = [
+        (
+            "vllm:prefix_cache_queries",
+            "counter",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            |e| e.prefix_cache_queries.load(Relaxed),
+        ),
+        (
+            "vllm:prefix_cache_hits",
+            "counter",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            |e| e.prefix_cache_hits.load(Relaxed),
+        ),
         (
             "vllm:prompt_tokens",
             "counter",
@@ -146,6 +158,21 @@ fn vllm_families(w: &mut Writer, ctx: &ServerCtx) {
             format_args!("{}.0", e.running.load(Relaxed)),
         );
     }
+    let sched = &shared.sched[ctx.engines.clone()];
+    let waiting = "vllm:num_requests_waiting";
+    w.family(
+        waiting,
+        "gauge",
+        "Number of requests waiting to be processed.",
+    );
+    for (i, s) in sched.iter().enumerate() {
+        w.sample(waiting, &labels(i), format_args!("{}.0", s.waiting()));
+    }
+    let usage = "vllm:kv_cache_usage_perc";
+    w.family(usage, "gauge", "KV-cache usage. 1 means 100 percent usage.");
+    for (i, s) in sched.iter().enumerate() {
+        w.sample(usage, &labels(i), format_args!("{:?}", s.usage()));
+    }
     for (name, kind, help, get) in families {
         let total = format!("{name}_total");
         w.family(&total, kind, help);
@@ -156,6 +183,26 @@ fn vllm_families(w: &mut Writer, ctx: &ServerCtx) {
         w.family(&created, "gauge", help);
         for i in 0..engines.len() {
             w.sample(&created, &labels(i), format_args!("{:e}", shared.created));
+        }
+    }
+    // Where each prompt token's KV came from: computed, or the prefix cache (the simulator has
+    // no KV connector, so never transferred).
+    let by_source = "vllm:prompt_tokens_by_source_total";
+    w.family(by_source, "counter", "Number of prompt tokens by source.");
+    for (i, e) in engines.iter().enumerate() {
+        let [engine, model_name] = labels(i);
+        let hits = e.prefix_cache_hits.load(Relaxed);
+        let computed = e.prompt_tokens.load(Relaxed).saturating_sub(hits);
+        for (source, n) in [
+            ("local_compute", computed),
+            ("local_cache_hit", hits),
+            ("external_kv_transfer", 0),
+        ] {
+            w.sample(
+                by_source,
+                &[engine, model_name, ("source", source)],
+                format_args!("{n}.0"),
+            );
         }
     }
     let per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos_total";

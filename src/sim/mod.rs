@@ -12,16 +12,22 @@
 //! routes requests, `stream` is the timed response body with its mid-stream faults, and
 //! `metrics_page` writes the counters (vLLM's page, or llama.cpp's with its end-of-request timing). An optional admission limit (a token bucket) answers 429
 //! as a rate-limited gateway would.
+//!
+//! Each engine has a KV cache (`kv`: prompt tokens in hashed blocks, an LRU of cached blocks, a
+//! capacity) and a scheduler (`sched`: running slots, a first-come-first-served waiting queue), so
+//! shared prefixes hit the cache and shorten prefill, and load beyond capacity queues, as on vLLM.
 
 mod http;
+mod kv;
 mod metrics_page;
 mod model;
+mod sched;
 mod server;
 mod stream;
 mod timer;
 
 pub use model::{expected_al, Acceptance};
-pub use server::{LatenessStats, SimHandle, SimTotals, Simulator};
+pub use server::{Admission, LatenessStats, SimHandle, SimTotals, Simulator};
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -201,6 +207,23 @@ pub struct SimConfig {
     /// Ignore `stream_options.continuous_usage_stats` (usage only on the final chunk), as
     /// llama.cpp's server does.
     pub ignore_continuous_usage: bool,
+    /// Tokens per KV block (vLLM's `--block-size`, 16 by default).
+    pub kv_block_tokens: u32,
+    /// KV blocks per engine; with `kv_block_tokens` this bounds what runs at once and what stays
+    /// cached.
+    pub kv_blocks: u64,
+    /// Requests running at once per engine (vLLM's `--max-num-seqs`); `None` = no limit but the
+    /// KV blocks. More wait, first come first served.
+    pub max_running: Option<u32>,
+    /// Prefill speed: the time to first token is `ttft` plus the uncached prompt tokens at this
+    /// rate, so a cached prefix shows in it. 0 = prefill takes no time.
+    pub prefill_tokens_per_s: f64,
+    /// Longest prompt + output (vLLM's `--max-model-len`); longer requests get HTTP 400 with
+    /// vLLM's message. `None` = what the KV blocks of one engine hold.
+    pub max_model_len: Option<u32>,
+    /// Count prompt tokens with this tokenizer (Σ over messages of each `content`'s tokens, no
+    /// chat template); `None` = a stand-in of 4 characters a token.
+    pub tokenizer: Option<std::sync::Arc<tokenizer_encoders::Tokenizer>>,
 }
 
 impl Default for SimConfig {
@@ -232,6 +255,12 @@ impl Default for SimConfig {
             tls: None,
             record_requests: 0,
             ignore_continuous_usage: false,
+            kv_block_tokens: 16,
+            kv_blocks: SimConfig::DEFAULT_KV_BLOCKS,
+            max_running: None,
+            prefill_tokens_per_s: SimConfig::DEFAULT_PREFILL_TOKENS_PER_S,
+            max_model_len: None,
+            tokenizer: None,
         }
     }
 }
@@ -259,6 +288,21 @@ pub enum SimError {
 }
 
 impl SimConfig {
+    /// KV blocks per engine by default: 131,072 blocks of 16 tokens, 2,097,152 tokens, about
+    /// what one H200 holds for a large model; enough that only deliberate tests queue on it.
+    pub const DEFAULT_KV_BLOCKS: u64 = 131_072;
+    /// Prefill speed by default, tokens per second: 50k uncached tokens add half a second.
+    pub const DEFAULT_PREFILL_TOKENS_PER_S: f64 = 100_000.0;
+
+    /// The longest prompt + output a request may ask for: `max_model_len`, else what one
+    /// engine's KV blocks hold.
+    pub fn context_limit(&self) -> u64 {
+        let kv = self
+            .kv_blocks
+            .saturating_mul(u64::from(self.kv_block_tokens));
+        self.max_model_len.map_or(kv, |m| u64::from(m).min(kv))
+    }
+
     /// Checks ranges; called by `Simulator::bind`.
     pub fn validate(&self) -> Result<(), SimError> {
         let bad = |m: String| Err(SimError::Config(m));
@@ -297,6 +341,37 @@ impl SimConfig {
                     "--rate-limit {per_second},{burst}: the rate must be within (0, {}] \
                      requests per second and the burst at least 1",
                     RateLimit::MAX_PER_SECOND
+                ));
+            }
+        }
+        if self.kv_block_tokens == 0 || self.kv_blocks == 0 {
+            return bad("--kv-block-tokens and --kv-blocks (--sim-kv-block-tokens, \
+                 --sim-kv-blocks) must be at least 1"
+                .into());
+        }
+        if self.max_running == Some(0) {
+            return bad(
+                "--max-running (--sim-max-running) must be at least 1; leave it out for no limit"
+                    .into(),
+            );
+        }
+        if !(self.prefill_tokens_per_s >= 0.0 && self.prefill_tokens_per_s.is_finite()) {
+            return bad(format!(
+                "--prefill-tokens-per-s (--sim-prefill-tokens-per-s) {} must be a non-negative \
+                 number (0 = instant prefill)",
+                self.prefill_tokens_per_s
+            ));
+        }
+        if let Some(m) = self.max_model_len {
+            let kv = self
+                .kv_blocks
+                .saturating_mul(u64::from(self.kv_block_tokens));
+            if m == 0 || u64::from(m) > kv {
+                return bad(format!(
+                    "--max-model-len (--sim-max-model-len) {m} must be at least 1 and fit one \
+                     engine's KV cache ({} blocks of {} tokens = {kv} tokens); raise --kv-blocks \
+                     (--sim-kv-blocks) or lower it",
+                    self.kv_blocks, self.kv_block_tokens
                 ));
             }
         }

@@ -91,7 +91,7 @@ pub(crate) fn request_rng(seed: u64, n: u64) -> SmallRng {
     SmallRng::seed_from_u64(splitmix(seed ^ splitmix(n)))
 }
 
-fn splitmix(mut x: u64) -> u64 {
+pub(super) fn splitmix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -156,6 +156,10 @@ pub(crate) struct EngineCounters {
     pub(crate) prompt_tokens: AtomicU64,
     pub(crate) requests_success: AtomicU64,
     pub(crate) running: AtomicU64,
+    /// Prompt tokens looked up in the prefix cache (`vllm:prefix_cache_queries`).
+    pub(crate) prefix_cache_queries: AtomicU64,
+    /// Of those, tokens found cached (`vllm:prefix_cache_hits`).
+    pub(crate) prefix_cache_hits: AtomicU64,
     /// The same generation and speculative counts, added only when a request ends (llama.cpp's
     /// timing: its `/metrics` moves them as a request finishes, never per step).
     pub(crate) at_finish: FinishedCounters,
@@ -183,6 +187,8 @@ impl EngineCounters {
             prompt_tokens: AtomicU64::new(0),
             requests_success: AtomicU64::new(0),
             running: AtomicU64::new(0),
+            prefix_cache_queries: AtomicU64::new(0),
+            prefix_cache_hits: AtomicU64::new(0),
             at_finish: FinishedCounters {
                 generation_tokens: AtomicU64::new(0),
                 drafts: AtomicU64::new(0),

@@ -16,7 +16,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::http::accept_loop;
+use super::kv::KvPool;
 use super::model::EngineCounters;
+use super::sched::EngineSched;
 use super::timer::PreciseTimer;
 use super::{SimConfig, SimError};
 
@@ -33,6 +35,23 @@ pub struct LatenessStats {
     pub max_ms: f64,
 }
 
+/// How one request got onto its engine (kept for the first `record_requests` requests, for tests
+/// that check the cache and the queue without timing anything).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Admission {
+    /// Engine (global rank) it ran on.
+    pub engine: u32,
+    /// Prompt tokens, as counted by the simulator.
+    pub prompt_tokens: u64,
+    /// Of those, tokens found in the prefix cache.
+    pub cached_tokens: u64,
+    /// The time to first token the simulator planned: its base TTFT plus the uncached tokens'
+    /// prefill (before jitter).
+    pub planned_ttft: Duration,
+    /// Time spent waiting for a running slot and KV blocks.
+    pub waited: Duration,
+}
+
 /// What every connection of every server shares.
 pub(super) struct Shared {
     pub(super) cfg: SimConfig,
@@ -40,6 +59,10 @@ pub(super) struct Shared {
     pub(super) p: f64,
     pub(super) timer: PreciseTimer,
     pub(super) engines: Vec<EngineCounters>,
+    /// Each engine's scheduler and KV cache, beside its counters.
+    pub(super) sched: Vec<EngineSched>,
+    /// How the first `record_requests` admitted requests were admitted, in admission order.
+    pub(super) admissions: Mutex<Vec<Admission>>,
     /// Arrival counter: request ids, per-request seeds and the fault sequence.
     pub(super) seq: AtomicU64,
     /// Lateness histogram (ns) and its sum.
@@ -96,6 +119,14 @@ impl Simulator {
         let engines = (0..total as u32)
             .map(|r| EngineCounters::new(r, cfg.k))
             .collect();
+        let sched = (0..total)
+            .map(|_| {
+                EngineSched::new(
+                    KvPool::new(cfg.kv_blocks, cfg.kv_block_tokens),
+                    cfg.max_running,
+                )
+            })
+            .collect();
         let mut listeners = Vec::new();
         for i in 0..cfg.servers {
             let port = if cfg.port == 0 {
@@ -134,6 +165,8 @@ impl Simulator {
             cfg,
             timer,
             engines,
+            sched,
+            admissions: Mutex::new(Vec::new()),
             seq: AtomicU64::new(0),
             lateness: Mutex::new((hist, 0)),
             created,
@@ -279,7 +312,20 @@ impl SimHandle {
             generation_tokens: sum(|e| &e.generation_tokens),
             prompt_tokens: sum(|e| &e.prompt_tokens),
             requests_success: sum(|e| &e.requests_success),
+            prefix_cache_queries: sum(|e| &e.prefix_cache_queries),
+            prefix_cache_hits: sum(|e| &e.prefix_cache_hits),
+            running: sum(|e| &e.running),
+            waiting: self.shared.sched.iter().map(|s| s.waiting() as u64).sum(),
         }
+    }
+
+    /// How the first `record_requests` requests were admitted, in admission order.
+    pub fn admissions(&self) -> Vec<Admission> {
+        self.shared
+            .admissions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The request bodies kept (`SimConfig::record_requests`), in arrival order.
@@ -322,6 +368,14 @@ pub struct SimTotals {
     pub prompt_tokens: u64,
     /// `vllm:request_success_total`.
     pub requests_success: u64,
+    /// `vllm:prefix_cache_queries_total`.
+    pub prefix_cache_queries: u64,
+    /// `vllm:prefix_cache_hits_total`.
+    pub prefix_cache_hits: u64,
+    /// `vllm:num_requests_running`, now.
+    pub running: u64,
+    /// `vllm:num_requests_waiting`, now.
+    pub waiting: u64,
 }
 
 impl Drop for SimHandle {

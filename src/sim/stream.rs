@@ -15,6 +15,7 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 
 use super::http::ConnState;
+use super::kv::Lease;
 use super::model::{Emission, Plan};
 use super::server::Shared;
 use super::{Fault, ReasoningField};
@@ -77,15 +78,17 @@ pub(super) struct SimStream {
     pub(super) counted: usize,
     /// The request has been added to the counters that move when a request ends.
     pub(super) finished: bool,
+    /// Its KV blocks and running slot, given back when the stream ends.
+    pub(super) lease: Option<Lease>,
 }
 
 impl Drop for SimStream {
     fn drop(&mut self) {
         // A request that ended early (a fault, the client gone) leaves the engine here.
         self.finish();
-        self.shared.engines[self.engine]
-            .running
-            .fetch_sub(1, Relaxed);
+        if let Some(lease) = self.lease.take() {
+            super::sched::release(&self.shared, self.engine, lease);
+        }
     }
 }
 
@@ -146,6 +149,9 @@ impl SimStream {
             self.idx += 1;
             self.counted = self.idx;
             let out = self.emit(&e);
+            if let Some(lease) = self.lease.as_mut() {
+                super::sched::grow(&self.shared, self.engine, lease, u64::from(self.emitted));
+            }
             if self.idx == self.plan.emissions.len() && self.state == StreamPhase::Emitting {
                 self.shared.engines[self.engine]
                     .requests_success

@@ -22,4 +22,5 @@ mod reuse;
 mod security;
 mod server_metrics;
 mod shards;
+mod sim_cache;
 mod transport;
