@@ -8,6 +8,7 @@
 //! Checks run in one fixed order, so with several bad flags the same one is always reported.
 
 mod agentx;
+mod hub;
 mod input;
 mod load;
 mod output;
