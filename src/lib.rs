@@ -59,8 +59,9 @@ mod timefmt;
 mod yaml;
 
 pub use cli::{
-    Cli, Command, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs, MergeArgs,
-    PlotArgs, RenderArgs, ReplayArgs, ScrapeArgs, SimArgs, Ui,
+    AgentxArgs, Cli, Command, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs,
+    MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs, ReplayArgs, Scenario,
+    ScrapeArgs, SimArgs, Ui,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};

@@ -22,7 +22,8 @@ fn main() -> ExitCode {
     };
     let code = rt.block_on(async {
         match cli.command {
-            Command::Replay(args) => replay(&args).await,
+            Command::Replay(args) => replay(specperf::RunConfig::from_args(&args)).await,
+            Command::Profile(args) => replay(specperf::RunConfig::from_profile(&args)).await,
             Command::Sim(args) => sim(&args).await,
             Command::Inject(args) => inject(&args),
             Command::Render(args) => render(&args),
@@ -39,8 +40,10 @@ fn main() -> ExitCode {
     ExitCode::from(code as u8)
 }
 
-async fn replay(args: &specperf::ReplayArgs) -> i32 {
-    let mut cfg = match specperf::RunConfig::from_args(args) {
+/// `replay` and `profile` (the AgentX replay under AIPerf's flags): one run from a validated
+/// configuration.
+async fn replay(cfg: Result<specperf::RunConfig, specperf::ConfigError>) -> i32 {
+    let mut cfg = match cfg {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -62,10 +65,11 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
         (Ui::Simple, false, None) => None,
     };
     let threshold = cfg.failed_request_threshold;
+    let ui = cfg.ui;
     let result = specperf::replay(cfg, stop, ptx).await;
     if let Some(p) = printer {
         p.abort();
-        if terminal && args.ui == Ui::Simple {
+        if terminal && ui == Ui::Simple {
             // Leave the terminal on a clean line before the final table.
             eprint!("\r\x1b[2K");
         }
