@@ -76,8 +76,8 @@ pub use inject::{
 };
 pub use merge::{merge, MergeError, MergeOutcome};
 pub use metrics::{
-    Aggregate, Counts, Goodput, LoadMeta, RunMeta, Slo, SloMetric, Stat, Summary, TimeoutKind,
-    SUMMARY_SCHEMA,
+    AgentxCounts, Aggregate, Counts, Goodput, LoadMeta, RunMeta, Slo, SloMetric, Stat, Summary,
+    TimeoutKind, SUMMARY_SCHEMA,
 };
 pub use progress::{Progress, StartStep, Starting};
 pub use record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use super::{err, seconds, ConfigError};
 use crate::agentx::{LoadOptions, StartRatios};
 use crate::cli::{AgentxArgs, Scenario};
+pub(crate) use crate::metrics::Provenance;
 
 /// Validated AgentX settings.
 #[derive(Clone, Debug)]
@@ -60,21 +61,6 @@ pub(crate) struct AgentxSettings {
     pub(crate) submission_invalid_reasons: Vec<String>,
 }
 
-/// `metadata.dataset` of `profile_export_aiperf.json` (AIPerf's dataset provenance).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Provenance {
-    /// `public_dataset` or `file`.
-    pub(crate) source_type: String,
-    /// The `--public-dataset` alias.
-    pub(crate) loader: Option<String>,
-    /// The Hugging Face dataset repo (`semianalysisai/cc-traces-weka-062126`).
-    pub(crate) hf_dataset_name: Option<String>,
-    /// `train`.
-    pub(crate) hf_split: Option<String>,
-    /// `--num-dataset-entries`, when given.
-    pub(crate) num_dataset_entries: Option<usize>,
-}
-
 /// How a request names its session to a router (spec §2.7, §3.7).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct SessionRouting {
@@ -90,6 +76,18 @@ pub(crate) struct SessionRouting {
     pub(crate) smg_routing_key: bool,
     /// `--use-dynamo-conv-aware-routing`: `nvext.session_control` with this timeout, seconds.
     pub(crate) nvext_session_timeout_s: Option<u64>,
+}
+
+impl AgentxSettings {
+    /// What the AIPerf summary's `metadata` reports about this run.
+    pub(crate) fn run_meta(&self) -> crate::metrics::AgentxRunMeta {
+        crate::metrics::AgentxRunMeta {
+            dataset: self.provenance.clone(),
+            scenario: self.scenario.clone(),
+            invalid_reasons: self.submission_invalid_reasons.clone(),
+            overflow_rate_limit: self.context_overflow_rate_limit,
+        }
+    }
 }
 
 impl SessionRouting {

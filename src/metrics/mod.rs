@@ -9,6 +9,7 @@
 //! [`goodput`] (SLOs), [`key`] (the one table of metric names), [`summary`] (the output contract),
 //! [`sweep`] (AIPerf's time-weighted metrics over the requests' times).
 
+mod agentx;
 mod goodput;
 mod key;
 mod request;
@@ -26,6 +27,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
+pub use agentx::AgentxCounts;
+pub(crate) use agentx::{AgentxRunMeta, Provenance};
 pub use goodput::{Goodput, Slo, SloMetric};
 pub(crate) use key::MetricKey;
 pub(crate) use request::RecordMetrics;
@@ -72,6 +75,8 @@ fn is_zero(n: &u64) -> bool {
 /// [`Summary`]. The engine runs one per run; it is public for benches and offline summaries.
 pub struct Aggregate {
     pub(crate) counts: Counts,
+    /// AgentX counts, from the first record carrying session metadata.
+    agentx: Option<AgentxCounts>,
     values: BTreeMap<MetricKey, Vec<f64>>,
     chunk_gap_ns: Histogram<u64>,
     token_itl_ns: Histogram<u64>,
@@ -170,6 +175,7 @@ impl Aggregate {
     pub fn new() -> Self {
         Aggregate {
             counts: Counts::default(),
+            agentx: None,
             values: BTreeMap::new(),
             chunk_gap_ns: hist(),
             token_itl_ns: hist(),
@@ -247,6 +253,11 @@ impl Aggregate {
 
     /// Folds one record in.
     pub fn add(&mut self, r: &RequestRecord) {
+        if r.session.is_some() && self.agentx.get_or_insert_default().add(r) {
+            // A context overflow ends its session; it is in no statistic (AIPerf's
+            // `context_overflow_skip`).
+            return;
+        }
         if r.phase == Phase::Warmup {
             self.counts.warmup += 1;
             return;
@@ -456,6 +467,8 @@ impl Aggregate {
             metrics,
             warnings,
             acceptance: None,
+            agentx: self.agentx.clone(),
+            agentx_run: None,
             first_failures: self.first_failures.clone(),
         }
     }
@@ -491,6 +504,10 @@ impl RecordSink {
     fn append(&mut self, line: &mut Vec<u8>, rec: &RequestRecord) -> std::io::Result<()> {
         line.clear();
         (self.encode)(line, rec)?;
+        if line.is_empty() {
+            // The format leaves this record out (AIPerf's context-overflow records).
+            return Ok(());
+        }
         line.push(b'\n');
         self.writer.write_all(line)?;
         self.writer.flush()

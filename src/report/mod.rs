@@ -111,6 +111,25 @@ pub fn console_table(s: &Summary) -> String {
             c.empty_output
         );
     }
+    if let Some(a) = &s.agentx {
+        let cache = if a.theoretical_cache_total_blocks > 0 {
+            format!(
+                "{:.2}% ({} of {} blocks)",
+                100.0 * a.theoretical_cache_hit_blocks as f64
+                    / a.theoretical_cache_total_blocks as f64,
+                a.theoretical_cache_hit_blocks,
+                a.theoretical_cache_total_blocks
+            )
+        } else {
+            "n/a".to_owned()
+        };
+        let _ = writeln!(
+            o,
+            "AgentX: {} cancelled at the end of the grace period (of the cancelled; not errors), \
+             {} context overflows (left out of every statistic), theoretical prefix-cache hit {cache}",
+            a.cancelled_at_grace, a.context_overflow
+        );
+    }
     if c.retried > 0 {
         let _ = writeln!(
             o,
