@@ -83,7 +83,7 @@ pub use progress::{Progress, StartStep, Starting};
 pub use record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
 pub use render::EndpointType;
 pub use report::plot::{plot, PlotOutput};
-pub use report::{console_table, failure_report, progress_line, ReportError};
+pub use report::{console_table, failure_report, progress_line, stats_block, ReportError};
 pub use schedule::{arrivals, ArrivalPattern, DispatchStats, LoadMode, Shard};
 pub use stop::{StopReason, Stopper};
 pub use yaml::YamlError;

@@ -123,6 +123,11 @@ impl RunConfig {
         }
     }
 
+    /// The AgentX realtime stats block's period (`--stats-interval`), when asked for.
+    pub fn stats_interval(&self) -> Option<Duration> {
+        self.agentx.as_ref().and_then(|x| x.stats_interval)
+    }
+
     /// True when replaying against the embedded simulator.
     pub fn is_embedded(&self) -> bool {
         self.target.is_embedded()

@@ -206,6 +206,25 @@ impl Aggregate {
         }
     }
 
+    /// The median of one metric's values so far (`None` before the first).
+    pub(crate) fn median(&self, key: MetricKey) -> Option<f64> {
+        let mut v = self.values.get(&key)?.clone();
+        if v.is_empty() {
+            return None;
+        }
+        let even = v.len() % 2 == 0;
+        let mid = v.len() / 2;
+        let (below, m, _) = v.select_nth_unstable_by(mid, f64::total_cmp);
+        let m = *m;
+        // numpy's median of an even count: the mean of the two middle values.
+        Some(if even {
+            let lower = below.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (lower + m) / 2.0
+        } else {
+            m
+        })
+    }
+
     fn push(&mut self, key: MetricKey, v: f64) {
         self.values.entry(key).or_default().push(v);
     }
@@ -525,6 +544,8 @@ pub(crate) async fn aggregate(
     let mut agg = Aggregate::with_goodput(slos);
     agg.client_isl = client_isl;
     let mut line = Vec::with_capacity(1024);
+    // The live medians cost a pass over the run's values: at most once a second.
+    let mut medians_at: Option<std::time::Instant> = None;
     while let Some(rec) = rx.recv().await {
         // A sink that fails is dropped with its error recorded: measuring goes on, and the run
         // reports the artifact failure at the end.
@@ -536,7 +557,21 @@ pub(crate) async fn aggregate(
             }
         });
         agg.add(&rec);
+        let now = std::time::Instant::now();
+        let medians = (rec.outcome.is_success()
+            && medians_at.is_none_or(|t| now.duration_since(t).as_secs() >= 1))
+        .then(|| {
+            medians_at = Some(now);
+            (
+                agg.median(MetricKey::TimeToFirstToken),
+                agg.median(MetricKey::InterTokenLatency),
+            )
+        });
         progress.send_modify(|p| {
+            if let Some((ttft, itl)) = medians {
+                p.ttft_p50_ms = ttft.or(p.ttft_p50_ms);
+                p.itl_p50_ms = itl.or(p.itl_p50_ms);
+            }
             if rec.phase == Phase::Warmup {
                 p.warmup += 1;
                 return;
@@ -546,6 +581,7 @@ pub(crate) async fn aggregate(
                 Outcome::Success => {
                     p.ok += 1;
                     p.output_tokens += rec.completion_tokens.unwrap_or(0);
+                    p.input_tokens += rec.prompt_tokens.unwrap_or(0);
                 }
                 Outcome::Failed(_) => p.failed += 1,
                 Outcome::Cancelled => p.cancelled += 1,

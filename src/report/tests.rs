@@ -773,3 +773,67 @@ fn agentx_submission_validity_follows_override_and_cancellation() {
     assert!(v.get("theoretical_prefix_cache_hit").is_none() && v.get("metadata").is_none());
     assert!(v["start_time"].as_str().unwrap().ends_with("+00:00"));
 }
+
+#[test]
+fn the_realtime_stats_block_shows_interval_rates_medians_and_al() {
+    let start = std::time::Instant::now();
+    let prev = Progress {
+        done: 10,
+        ok: 10,
+        output_tokens: 1_000,
+        input_tokens: 50_000,
+        ..Progress::default()
+    };
+    let p = Progress {
+        done: 70,
+        ok: 66,
+        failed: 3,
+        cancelled: 1,
+        warmup: 8,
+        output_tokens: 7_000,
+        input_tokens: 350_000,
+        sent: 82,
+        ttft_p50_ms: Some(123.45),
+        itl_p50_ms: Some(9.87),
+        acceptance_length: Some(2.5),
+        profiling_started: Some(start),
+        ..Progress::default()
+    };
+    let b = stats_block(&p, &prev, 30.0, start + std::time::Duration::from_secs(90));
+    for want in [
+        "70 done (+60), 12 in flight, 66 ok, 3 failed, 1 cancelled (5.71% not ok), 8 warmup",
+        "1.87 req/s, 200.0 output tok/s, 10000.0 input tok/s",
+        "TTFT 123.5 ms, ITL 9.9 ms",
+        "acceptance length (live): 2.500",
+    ] {
+        assert!(b.contains(want), "{want:?} missing from:\n{b}");
+    }
+    // Nothing measured yet: no in-flight count without a dispatcher's, medians n/a.
+    let empty = stats_block(&Progress::default(), &Progress::default(), 30.0, start);
+    assert!(
+        !empty.contains("in flight") && empty.contains("TTFT n/a"),
+        "{empty}"
+    );
+}
+
+#[test]
+fn live_medians_follow_numpy() {
+    let mut agg = Aggregate::new();
+    assert_eq!(
+        agg.median(crate::metrics::MetricKey::TimeToFirstToken),
+        None
+    );
+    for (i, ttft) in [40u64, 10, 30, 20].into_iter().enumerate() {
+        agg.add(&success(i as u64, 0, ttft, 5, 3, 2));
+    }
+    // Even count: the mean of the two middle values.
+    let m = agg
+        .median(crate::metrics::MetricKey::TimeToFirstToken)
+        .unwrap();
+    assert!((m - 25.0).abs() < 0.2, "{m}");
+    agg.add(&success(9, 0, 90, 5, 3, 2));
+    let m = agg
+        .median(crate::metrics::MetricKey::TimeToFirstToken)
+        .unwrap();
+    assert!((m - 30.0).abs() < 0.2, "{m}");
+}
