@@ -37,6 +37,12 @@ pub enum Command {
     /// Replay a prompt collection against a server (or, with no --url, against the built-in simulator).
     #[command(mut_args(negative_ok))]
     Replay(Box<ReplayArgs>),
+    /// AIPerf's `aiperf profile` command line for InferenceX's AgentX benchmark
+    /// (`--scenario inferencex-agentx-mvp` with a `--public-dataset` trace corpus or
+    /// `--input-file DIR --custom-dataset-type weka_trace`): the same argv with `aiperf` replaced
+    /// by `specperf`. Only the AgentX replay; `specperf replay` runs every other workload.
+    #[command(mut_args(negative_ok), after_help = PROFILE_HELP)]
+    Profile(Box<ProfileArgs>),
     /// Run the built-in OpenAI-compatible simulator with speculative-decoding counters.
     #[command(mut_args(negative_ok))]
     Sim(Box<SimArgs>),
@@ -217,6 +223,21 @@ const NOT_FOR_RENDER: &[&str] = &[
     "fixed_schedule_start_offset",
     "fixed_schedule_end_offset",
     "trace_speedup",
+    "scenario",
+    "public_dataset",
+    "trajectory_start_min_ratio",
+    "trajectory_start_max_ratio",
+    "warmup_requests_per_lane",
+    "warmup_grace_period",
+    "agentic_warmup_grace_period",
+    "trace_idle_gap_cap_seconds",
+    "stats_interval",
+    "max_context_length",
+    "synthesis_max_osl",
+    "allow_dataset_wrap",
+    "use_dynamo_conv_aware_routing",
+    "dynamo_session_timeout_seconds",
+    "unsafe_override",
 ];
 
 /// Every value may look like a negative number: `--sim-itl-ms -1` is that flag's bad value (an
@@ -297,7 +318,7 @@ pub struct PlotArgs {
 }
 
 /// `specperf replay`.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct ReplayArgs {
     /// Server base URL (`http://` added when no scheme). Without it, the built-in simulator is
     /// started on loopback and the bundled collection is replayed against it.
@@ -411,9 +432,10 @@ pub struct ReplayArgs {
     #[arg(long, visible_alias = "output-tokens-stddev", default_value_t = 0.0)]
     pub osl_stddev: f64,
 
-    /// Synthetic: number of distinct prompts.
-    #[arg(long, default_value_t = 100)]
-    pub num_dataset_entries: usize,
+    /// Synthetic: number of distinct prompts (default 100). AgentX: keep the first N traces
+    /// that fit --max-context-length (default: all).
+    #[arg(long)]
+    pub num_dataset_entries: Option<usize>,
 
     /// Sampling: `temperature` (sent only when given).
     #[arg(long)]
@@ -571,6 +593,233 @@ pub struct ReplayArgs {
     /// Settings of the embedded simulator (used only without --url).
     #[command(flatten)]
     pub sim: EmbeddedSimArgs,
+
+    /// The AgentX replay (`--scenario agentx`).
+    #[command(flatten)]
+    pub agentx: AgentxArgs,
+}
+
+/// `--scenario`: which replay the traces drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// The AgentX replay (InferenceX's agentic coding-agent traces: session trees of a root
+    /// conversation and its subagents, one tree per --concurrency lane), without AIPerf's
+    /// submission locks.
+    Agentx,
+    /// AIPerf's `inferencex-agentx-mvp`: the AgentX replay with the scenario's locks (streaming,
+    /// `ignore_eos`, --benchmark-duration of at least 900 s, default 1800, a pinned
+    /// --public-dataset corpus). A conflicting value is an error unless --unsafe-override, which
+    /// runs it and marks the result `submission_valid: false`.
+    InferencexAgentxMvp,
+}
+
+/// The AgentX replay's flags (AIPerf's names), shared by `replay --scenario agentx` and
+/// `profile`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct AgentxArgs {
+    /// Replay AgentX traces (see `specperf profile --help`); --input-file or --public-dataset
+    /// gives the traces, --tokenizer cuts the prompts.
+    #[arg(long, value_enum)]
+    pub scenario: Option<Scenario>,
+
+    /// AgentX trace corpus by AIPerf alias (e.g. semianalysis_cc_traces_weka_062126), read
+    /// offline from the Hugging Face hub cache: $HF_HUB_CACHE (else $HF_HOME/hub, else
+    /// ~/.cache/huggingface/hub)/datasets--<org>--<name>/snapshots/<rev>/traces.jsonl. Fetch it
+    /// first with `hf download --repo-type dataset <repo>`.
+    #[arg(long, conflicts_with = "input_file")]
+    pub public_dataset: Option<String>,
+
+    /// AgentX: earliest point of a trace's recorded time span where a lane joins it (t* is
+    /// drawn between the two ratios; default 0.0).
+    #[arg(long, allow_negative_numbers = true)]
+    pub trajectory_start_min_ratio: Option<f64>,
+
+    /// AgentX: latest such point (default 1.0; InferenceX uses 0.25 / 0.75).
+    #[arg(long, allow_negative_numbers = true)]
+    pub trajectory_start_max_ratio: Option<f64>,
+
+    /// AgentX: after the primers, each lane sends this many more requests of its tree
+    /// (`max_tokens` 1, recorded idle removed) to fill the prefix cache before profiling.
+    #[arg(long, default_value_t = 0)]
+    pub warmup_requests_per_lane: u32,
+
+    /// AgentX: the longest the warmup may take to drain, seconds; then what is left of it is
+    /// cancelled and profiling starts (default 1800).
+    #[arg(long, allow_negative_numbers = true)]
+    pub warmup_grace_period: Option<f64>,
+
+    /// AgentX: AIPerf's name for --warmup-grace-period; wins when both are given.
+    #[arg(long, allow_negative_numbers = true)]
+    pub agentic_warmup_grace_period: Option<f64>,
+
+    /// AgentX: a session tree idle this long (seconds) has its pending timers advanced
+    /// (InferenceX: 300). Default: no per-tree cap (the whole-system 10 s cap always applies).
+    #[arg(long, allow_negative_numbers = true)]
+    pub trace_idle_gap_cap_seconds: Option<f64>,
+
+    /// AgentX: print a realtime stats block on stderr every this many seconds (requests done,
+    /// in flight, errors, throughputs, TTFT/ITL p50, live AL). Default: off.
+    #[arg(long, allow_negative_numbers = true)]
+    pub stats_interval: Option<f64>,
+
+    /// AgentX: drop traces whose peak context (input + output of any turn) exceeds this.
+    #[arg(long)]
+    pub max_context_length: Option<u64>,
+
+    /// AgentX: cap on a root turn's `max_tokens` (subagent turns are never capped).
+    #[arg(long)]
+    pub synthesis_max_osl: Option<u64>,
+
+    /// AgentX: let more lanes than traces reuse traces. Accepted for AIPerf's command line; the
+    /// replay always wraps (each reuse gets its own cache-bust marker, as InferenceX relies on).
+    #[arg(long)]
+    pub allow_dataset_wrap: bool,
+
+    /// AgentX: send Dynamo's `nvext.session_control` (session id, timeout, `bind` on a session's
+    /// first request) in every body.
+    #[arg(long)]
+    pub use_dynamo_conv_aware_routing: bool,
+
+    /// AgentX: the `nvext.session_control` timeout, seconds.
+    #[arg(long, default_value_t = 3600)]
+    pub dynamo_session_timeout_seconds: u64,
+
+    /// Run even where --scenario inferencex-agentx-mvp forbids a value; the result is marked
+    /// `submission_valid: false` (reason `unsafe_override`).
+    #[arg(long)]
+    pub unsafe_override: bool,
+}
+
+/// `--custom-dataset-type` of `specperf profile`: the only file format it replays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProfileDatasetType {
+    /// A directory of `*.json` Weka traces (one per file) or a `traces.jsonl`.
+    #[value(name = "weka_trace")]
+    WekaTrace,
+}
+
+const PROFILE_HELP: &str = "InferenceX runs `aiperf profile --scenario inferencex-agentx-mvp \
+--url ... --endpoint /v1/chat/completions --endpoint-type chat --streaming --model M --tokenizer M \
+--concurrency N --benchmark-duration S ... --public-dataset semianalysis_cc_traces_weka_062126`; \
+replace `aiperf` by `specperf`. Flags specperf does not need (--no-gpu-telemetry, \
+--tokenizer-trust-remote-code, --use-server-token-count) are accepted and named in a warning. \
+Environment: AIPERF_HTTP_X_DYNAMO_SESSION_ID_FROM_CORRELATION_ID, \
+AIPERF_HTTP_X_SESSION_ID_FROM_CORRELATION_ID, AIPERF_HTTP_X_SESSION_AFFINITY_FROM_CORRELATION_ID, \
+AIPERF_HTTP_X_SMG_ROUTING_KEY_FROM_CORRELATION_ID (session routing headers), \
+AIPERF_AGENTX_CONTEXT_OVERFLOW_SUBSTRINGS (JSON list), AIPERF_AGENTX_CONTEXT_OVERFLOW_RATE_LIMIT, \
+AIPERF_DAG_FAIL_FAST, AIPERF_SERVER_METRICS_COLLECTION_INTERVAL; \
+AIPERF_DATASET_WEKA_LIVE_ASSISTANT_RESPONSES=1 is not supported. Exit codes as for replay.";
+
+/// `specperf profile`: AIPerf's flags for the AgentX benchmark (spec: InferenceX
+/// `build_replay_cmd`). Each maps onto the `replay` setting of the same meaning.
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// Server base URL.
+    #[arg(short = 'u', long)]
+    pub url: Option<String>,
+
+    /// Endpoint path (default /v1/chat/completions).
+    #[arg(long, visible_alias = "custom-endpoint")]
+    pub endpoint: Option<String>,
+
+    /// Endpoint type (AgentX sends chat requests).
+    #[arg(long, value_enum, default_value_t = EndpointType::Chat)]
+    pub endpoint_type: EndpointType,
+
+    /// Stream responses (required by the scenario; on by default).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub streaming: bool,
+
+    /// Model name sent in every request (default: the first model of GET /v1/models).
+    #[arg(short = 'm', long, visible_alias = "model-names")]
+    pub model: Option<String>,
+
+    /// Tokenizer the prompts are cut with: a `tokenizer.json`, a model directory, or a Hugging
+    /// Face model id whose snapshot is in the hub cache (never downloaded).
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+
+    /// Session trees replayed at once (one per lane; subagents add requests in flight).
+    #[arg(long, allow_negative_numbers = true)]
+    pub concurrency: Option<usize>,
+
+    /// Profiling length, seconds (scenario: at least 900, default 1800).
+    #[arg(long, allow_negative_numbers = true)]
+    pub benchmark_duration: Option<f64>,
+
+    /// After --benchmark-duration, wait this long for requests in flight, then cancel them.
+    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
+    pub benchmark_grace_period: f64,
+
+    /// Seed of the t* draws and prompt blocks (default 0).
+    #[arg(long)]
+    pub random_seed: Option<u64>,
+
+    /// Live threshold: when more than this fraction of profiling requests fail (checked once
+    /// max(concurrency, 10) have finished), the run stops and exits 1. Default: none.
+    #[arg(long, allow_negative_numbers = true)]
+    pub failed_request_threshold: Option<f64>,
+
+    /// Extra body fields, `key:value` or a JSON object (as for replay).
+    #[arg(long, num_args = 1.., action = clap::ArgAction::Append)]
+    pub extra_inputs: Vec<String>,
+
+    /// Keep the first N traces that fit --max-context-length (default: all).
+    #[arg(long)]
+    pub num_dataset_entries: Option<usize>,
+
+    /// Timeslice length of the server-metrics export, seconds.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub slice_duration: f64,
+
+    /// More Prometheus endpoints to scrape, besides the --url's own /metrics.
+    #[arg(long, num_args = 1.., action = clap::ArgAction::Append)]
+    pub server_metrics: Vec<String>,
+
+    /// Where every artifact is written.
+    #[arg(long, visible_alias = "artifact-dir")]
+    pub output_artifact_dir: Option<PathBuf>,
+
+    /// A `traces.jsonl` or a directory of `*.json` traces (with --custom-dataset-type
+    /// weka_trace). The scenario cannot pin a local corpus: needs --unsafe-override there.
+    #[arg(long)]
+    pub input_file: Option<PathBuf>,
+
+    /// Format of --input-file.
+    #[arg(long, value_enum)]
+    pub custom_dataset_type: Option<ProfileDatasetType>,
+
+    /// Forbidden by the scenario (it would replay every turn back to back); not supported.
+    #[arg(long)]
+    pub ignore_trace_delays: bool,
+
+    /// Accepted, noted: token counts always come from the server's `usage`.
+    #[arg(long)]
+    pub use_server_token_count: bool,
+
+    /// Accepted, noted: specperf collects no GPU telemetry.
+    #[arg(long)]
+    pub no_gpu_telemetry: bool,
+
+    /// Accepted, noted: tokenizers are read from `tokenizer.json`, no code is run.
+    #[arg(long)]
+    pub tokenizer_trust_remote_code: bool,
+
+    /// Extra HTTP header `Name:Value` (repeatable).
+    #[arg(short = 'H', long = "header", num_args = 1.., action = clap::ArgAction::Append)]
+    pub headers: Vec<String>,
+
+    /// Bearer token for `Authorization`.
+    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
+    /// Limit on one whole request, seconds.
+    #[arg(long, default_value_t = 21600.0, allow_negative_numbers = true)]
+    pub request_timeout_seconds: f64,
+
+    /// The AgentX flags.
+    #[command(flatten)]
+    pub agentx: AgentxArgs,
 }
 
 /// The live display (`--ui`).

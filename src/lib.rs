@@ -59,8 +59,9 @@ mod timefmt;
 mod yaml;
 
 pub use cli::{
-    Cli, Command, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs, MergeArgs,
-    PlotArgs, RenderArgs, ReplayArgs, ScrapeArgs, SimArgs, Ui,
+    AgentxArgs, Cli, Command, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs,
+    MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs, ReplayArgs, Scenario,
+    ScrapeArgs, SimArgs, Ui,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
@@ -75,14 +76,14 @@ pub use inject::{
 };
 pub use merge::{merge, MergeError, MergeOutcome};
 pub use metrics::{
-    Aggregate, Counts, Goodput, LoadMeta, RunMeta, Slo, SloMetric, Stat, Summary, TimeoutKind,
-    SUMMARY_SCHEMA,
+    AgentxCounts, Aggregate, Counts, Goodput, LoadMeta, RunMeta, Slo, SloMetric, Stat, Summary,
+    TimeoutKind, SUMMARY_SCHEMA,
 };
 pub use progress::{Progress, StartStep, Starting};
 pub use record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
 pub use render::EndpointType;
 pub use report::plot::{plot, PlotOutput};
-pub use report::{console_table, failure_report, progress_line, ReportError};
+pub use report::{console_table, failure_report, progress_line, stats_block, ReportError};
 pub use schedule::{arrivals, ArrivalPattern, DispatchStats, LoadMode, Shard};
 pub use stop::{StopReason, Stopper};
 pub use yaml::YamlError;

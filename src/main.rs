@@ -22,7 +22,8 @@ fn main() -> ExitCode {
     };
     let code = rt.block_on(async {
         match cli.command {
-            Command::Replay(args) => replay(&args).await,
+            Command::Replay(args) => replay(specperf::RunConfig::from_args(&args)).await,
+            Command::Profile(args) => replay(specperf::RunConfig::from_profile(&args)).await,
             Command::Sim(args) => sim(&args).await,
             Command::Inject(args) => inject(&args),
             Command::Render(args) => render(&args),
@@ -39,8 +40,10 @@ fn main() -> ExitCode {
     ExitCode::from(code as u8)
 }
 
-async fn replay(args: &specperf::ReplayArgs) -> i32 {
-    let mut cfg = match specperf::RunConfig::from_args(args) {
+/// `replay` and `profile` (the AgentX replay under AIPerf's flags): one run from a validated
+/// configuration.
+async fn replay(cfg: Result<specperf::RunConfig, specperf::ConfigError>) -> i32 {
+    let mut cfg = match cfg {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -54,6 +57,9 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
     let stop = Stopper::new();
     spawn_signal_handlers(&stop);
     let (ptx, prx) = watch::channel(Progress::default());
+    let stats = cfg
+        .stats_interval()
+        .map(|every| tokio::spawn(print_stats(prx.clone(), every)));
     let terminal = std::io::stderr().is_terminal();
     let printer = match (cfg.ui, terminal, cfg.progress_interval) {
         (Ui::None, _, _) => None,
@@ -62,10 +68,14 @@ async fn replay(args: &specperf::ReplayArgs) -> i32 {
         (Ui::Simple, false, None) => None,
     };
     let threshold = cfg.failed_request_threshold;
+    let ui = cfg.ui;
     let result = specperf::replay(cfg, stop, ptx).await;
+    if let Some(s) = stats {
+        s.abort();
+    }
     if let Some(p) = printer {
         p.abort();
-        if terminal && args.ui == Ui::Simple {
+        if terminal && ui == Ui::Simple {
             // Leave the terminal on a clean line before the final table.
             eprint!("\r\x1b[2K");
         }
@@ -251,6 +261,28 @@ async fn print_progress(mut rx: watch::Receiver<Progress>, every: Duration) {
         tick.tick().await;
         let p = *rx.borrow_and_update();
         eprintln!("{}", specperf::progress_line(&p, Instant::now(), false, 0));
+    }
+}
+
+/// The AgentX realtime stats block on stderr every `every` (`--stats-interval`), from the
+/// start of profiling; each block's throughputs cover the interval since the previous one.
+async fn print_stats(mut rx: watch::Receiver<Progress>, every: Duration) {
+    while rx.borrow_and_update().profiling_started.is_none() {
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+    let mut prev = Progress::default();
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let p = *rx.borrow();
+        eprint!(
+            "{}",
+            specperf::stats_block(&p, &prev, every.as_secs_f64(), Instant::now())
+        );
+        prev = p;
     }
 }
 

@@ -15,6 +15,15 @@ pub struct Progress {
     pub cancelled: u64,
     /// Completion tokens of successful records.
     pub output_tokens: u64,
+    /// Prompt tokens (`usage.prompt_tokens`) of successful records.
+    pub input_tokens: u64,
+    /// Median TTFT of the run's successful records so far, ms (refreshed about once a second).
+    pub ttft_p50_ms: Option<f64>,
+    /// Median ITL of the run's successful records so far, ms (refreshed with the TTFT).
+    pub itl_p50_ms: Option<f64>,
+    /// Profiling requests handed to a connection, for the requests in flight (`sent - done`).
+    /// Set by a dispatcher that reports it (the AgentX lane scheduler); 0 otherwise.
+    pub sent: u64,
     /// Live acceptance length (baseline scrape to the latest one), when known.
     pub acceptance_length: Option<f64>,
     /// No AL yet because the engine counts drafts only when a request finishes (llama.cpp).

@@ -103,7 +103,8 @@ impl DatasetSource {
                 "--synthetic needs --tokenizer PATH to make prompts of exact token lengths",
             );
         }
-        if a.isl == 0 || a.num_dataset_entries == 0 {
+        let entries = a.num_dataset_entries.unwrap_or(100);
+        if a.isl == 0 || entries == 0 {
             return err("--isl and --num-dataset-entries must be at least 1");
         }
         for (flag, v) in [("isl-stddev", a.isl_stddev), ("osl-stddev", a.osl_stddev)] {
@@ -116,7 +117,7 @@ impl DatasetSource {
             isl_stddev: a.isl_stddev,
             osl: a.osl,
             osl_stddev: a.osl_stddev,
-            entries: a.num_dataset_entries,
+            entries,
             seed: a.load.random_seed,
         }))
     }

@@ -8,9 +8,11 @@
 //! Checks run in one fixed order, so with several bad flags the same one is always reported.
 
 mod agentx;
+mod hub;
 mod input;
 mod load;
 mod output;
+mod profile;
 mod scrape;
 mod sim;
 mod target;
@@ -121,6 +123,11 @@ impl RunConfig {
         }
     }
 
+    /// The AgentX realtime stats block's period (`--stats-interval`), when asked for.
+    pub fn stats_interval(&self) -> Option<Duration> {
+        self.agentx.as_ref().and_then(|x| x.stats_interval)
+    }
+
     /// True when replaying against the embedded simulator.
     pub fn is_embedded(&self) -> bool {
         self.target.is_embedded()
@@ -145,15 +152,40 @@ impl RunConfig {
         } else {
             seconds("wait-for-model-timeout", a.wait_for_model_timeout)?
         };
-        let load = LoadConfig::from_args(a, &|k| std::env::var(k).ok())?;
+        let env = |k: &str| std::env::var(k).ok();
+        let mut load = LoadConfig::from_args(a, &env)?;
         let encoder = EncoderSpec::parse(&a.encoder)?;
         let chat_template_kwargs = input::chat_template_kwargs(a.chat_template_kwargs.as_deref())?;
         let sampling = input::sampling(a)?;
-        let tokenizer = input::tokenizer(a.tokenizer.as_ref())?;
         let extra_inputs = parse_extra_inputs(&a.extra_inputs)?;
+        let mut warnings = target::warnings(a);
+        let agentx = AgentxSettings::from_args(
+            &a.agentx,
+            &agentx::Common {
+                input_file: a.input_file.as_deref(),
+                tokenizer: a.tokenizer.as_deref(),
+                num_dataset_entries: a.num_dataset_entries,
+                seed: a.load.random_seed,
+                failed_request_threshold: a.failed_request_threshold,
+                benchmark_duration: a.load.benchmark_duration,
+                streaming: a.streaming,
+                extra_inputs: &extra_inputs,
+                unused_flags: agentx_unused_flags(a),
+            },
+            &env,
+            &mut warnings,
+        )?;
+        let tokenizer = match &agentx {
+            // A hub id resolved to its snapshot directory.
+            Some(x) => Some(x.tokenizer.clone()),
+            None => input::tokenizer(a.tokenizer.as_ref())?,
+        };
+        if agentx.as_ref().is_some_and(|x| x.scenario.is_some()) && load.duration.is_none() {
+            load.duration = Some(Duration::from_secs_f64(agentx::DEFAULT_SCENARIO_DURATION_S));
+        }
         let run_timeout = seconds("timeout-seconds", a.timeout_seconds)?;
         let stall_timeout = seconds("stall-timeout-seconds", a.stall_timeout_seconds)?;
-        let scrape = ScrapeConfig::from_args(&a.scrape, &|k| std::env::var(k).ok())?;
+        let scrape = ScrapeConfig::from_args(&a.scrape, &env)?;
         let goodput = parse_goodput(&a.goodput)?;
         let result_file = output::result_file(a)?;
         Ok(RunConfig {
@@ -175,7 +207,8 @@ impl RunConfig {
             chat_template_kwargs,
             sampling,
             tokenizer,
-            osl,
+            // AgentX turns carry their own max_tokens (the embedded simulator's 256 is not sent).
+            osl: if agentx.is_some() { None } else { osl },
             legacy_max_tokens: a.use_legacy_max_tokens,
             per_chunk_usage: a.per_chunk_usage,
             extra_inputs,
@@ -196,10 +229,40 @@ impl RunConfig {
             goodput,
             result_file,
             cli_command: None,
-            warnings: target::warnings(a),
-            agentx: None,
+            warnings,
+            agentx,
         })
     }
+}
+
+/// Replay flags that mean nothing to the AgentX replay (the traces set the load), given.
+fn agentx_unused_flags(a: &ReplayArgs) -> Vec<&'static str> {
+    let l = &a.load;
+    [
+        ("request-rate", l.request_rate.is_some()),
+        ("fixed-schedule", l.fixed_schedule),
+        ("warmup-request-count", l.warmup_request_count.is_some()),
+        ("warmup-duration", l.warmup_duration.is_some()),
+        ("warmup-concurrency", l.warmup_concurrency.is_some()),
+        (
+            "concurrency-ramp-duration",
+            l.concurrency_ramp_duration.is_some(),
+        ),
+        (
+            "request-rate-ramp-duration",
+            l.request_rate_ramp_duration.is_some(),
+        ),
+        ("shard", l.shard.is_some()),
+        ("request-count", a.request_count.is_some()),
+        ("custom-dataset-type", a.custom_dataset_type.is_some()),
+        ("synthetic", a.synthetic),
+        ("osl", a.osl.is_some()),
+        ("all-turns", a.all_turns),
+        ("category", a.category.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, given)| given.then_some(flag))
+    .collect()
 }
 
 /// Counts and limits that must be at least 1 (or within range) whatever the rest says.

@@ -66,6 +66,7 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
     };
     let mut summary = m.agg.summary(meta);
     summary.acceptance = m.acceptance;
+    summary.agentx_run = cfg.agentx.as_deref().map(|x| x.run_meta());
     summary
         .warnings
         .splice(0..0, cfg.warnings.iter().cloned().chain(notes));

@@ -9,6 +9,7 @@
 //! [`goodput`] (SLOs), [`key`] (the one table of metric names), [`summary`] (the output contract),
 //! [`sweep`] (AIPerf's time-weighted metrics over the requests' times).
 
+mod agentx;
 mod goodput;
 mod key;
 mod request;
@@ -26,6 +27,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
+pub use agentx::AgentxCounts;
+pub(crate) use agentx::{AgentxRunMeta, Provenance};
 pub use goodput::{Goodput, Slo, SloMetric};
 pub(crate) use key::MetricKey;
 pub(crate) use request::RecordMetrics;
@@ -72,6 +75,8 @@ fn is_zero(n: &u64) -> bool {
 /// [`Summary`]. The engine runs one per run; it is public for benches and offline summaries.
 pub struct Aggregate {
     pub(crate) counts: Counts,
+    /// AgentX counts, from the first record carrying session metadata.
+    agentx: Option<AgentxCounts>,
     values: BTreeMap<MetricKey, Vec<f64>>,
     chunk_gap_ns: Histogram<u64>,
     token_itl_ns: Histogram<u64>,
@@ -170,6 +175,7 @@ impl Aggregate {
     pub fn new() -> Self {
         Aggregate {
             counts: Counts::default(),
+            agentx: None,
             values: BTreeMap::new(),
             chunk_gap_ns: hist(),
             token_itl_ns: hist(),
@@ -198,6 +204,25 @@ impl Aggregate {
             slos,
             ..Aggregate::new()
         }
+    }
+
+    /// The median of one metric's values so far (`None` before the first).
+    pub(crate) fn median(&self, key: MetricKey) -> Option<f64> {
+        let mut v = self.values.get(&key)?.clone();
+        if v.is_empty() {
+            return None;
+        }
+        let even = v.len() % 2 == 0;
+        let mid = v.len() / 2;
+        let (below, m, _) = v.select_nth_unstable_by(mid, f64::total_cmp);
+        let m = *m;
+        // numpy's median of an even count: the mean of the two middle values.
+        Some(if even {
+            let lower = below.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (lower + m) / 2.0
+        } else {
+            m
+        })
     }
 
     fn push(&mut self, key: MetricKey, v: f64) {
@@ -247,6 +272,11 @@ impl Aggregate {
 
     /// Folds one record in.
     pub fn add(&mut self, r: &RequestRecord) {
+        if r.session.is_some() && self.agentx.get_or_insert_default().add(r) {
+            // A context overflow ends its session; it is in no statistic (AIPerf's
+            // `context_overflow_skip`).
+            return;
+        }
         if r.phase == Phase::Warmup {
             self.counts.warmup += 1;
             return;
@@ -456,6 +486,8 @@ impl Aggregate {
             metrics,
             warnings,
             acceptance: None,
+            agentx: self.agentx.clone(),
+            agentx_run: None,
             first_failures: self.first_failures.clone(),
         }
     }
@@ -491,6 +523,10 @@ impl RecordSink {
     fn append(&mut self, line: &mut Vec<u8>, rec: &RequestRecord) -> std::io::Result<()> {
         line.clear();
         (self.encode)(line, rec)?;
+        if line.is_empty() {
+            // The format leaves this record out (AIPerf's context-overflow records).
+            return Ok(());
+        }
         line.push(b'\n');
         self.writer.write_all(line)?;
         self.writer.flush()
@@ -508,6 +544,8 @@ pub(crate) async fn aggregate(
     let mut agg = Aggregate::with_goodput(slos);
     agg.client_isl = client_isl;
     let mut line = Vec::with_capacity(1024);
+    // The live medians cost a pass over the run's values: at most once a second.
+    let mut medians_at: Option<std::time::Instant> = None;
     while let Some(rec) = rx.recv().await {
         // A sink that fails is dropped with its error recorded: measuring goes on, and the run
         // reports the artifact failure at the end.
@@ -519,7 +557,21 @@ pub(crate) async fn aggregate(
             }
         });
         agg.add(&rec);
+        let now = std::time::Instant::now();
+        let medians = (rec.outcome.is_success()
+            && medians_at.is_none_or(|t| now.duration_since(t).as_secs() >= 1))
+        .then(|| {
+            medians_at = Some(now);
+            (
+                agg.median(MetricKey::TimeToFirstToken),
+                agg.median(MetricKey::InterTokenLatency),
+            )
+        });
         progress.send_modify(|p| {
+            if let Some((ttft, itl)) = medians {
+                p.ttft_p50_ms = ttft.or(p.ttft_p50_ms);
+                p.itl_p50_ms = itl.or(p.itl_p50_ms);
+            }
             if rec.phase == Phase::Warmup {
                 p.warmup += 1;
                 return;
@@ -529,6 +581,7 @@ pub(crate) async fn aggregate(
                 Outcome::Success => {
                     p.ok += 1;
                     p.output_tokens += rec.completion_tokens.unwrap_or(0);
+                    p.input_tokens += rec.prompt_tokens.unwrap_or(0);
                 }
                 Outcome::Failed(_) => p.failed += 1,
                 Outcome::Cancelled => p.cancelled += 1,

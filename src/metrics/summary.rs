@@ -179,6 +179,13 @@ pub struct Summary {
     pub benchmark_end_unix_s: f64,
     /// Requests that met every `--goodput` objective (absent without `--goodput`).
     pub goodput: Option<Goodput>,
+    /// AgentX replay counts (absent for every other workload).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agentx: Option<super::AgentxCounts>,
+    /// The AgentX run's provenance and known submission problems, for the AIPerf summary's
+    /// `metadata` (set by the engine from the configuration; not in `summary.json`).
+    #[serde(skip)]
+    pub(crate) agentx_run: Option<super::AgentxRunMeta>,
     /// Per-request token counts for the InferenceX raw JSON (not in `summary.json`).
     #[serde(skip)]
     pub(crate) per_request: PerRequest,

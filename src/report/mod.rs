@@ -111,6 +111,25 @@ pub fn console_table(s: &Summary) -> String {
             c.empty_output
         );
     }
+    if let Some(a) = &s.agentx {
+        let cache = if a.theoretical_cache_total_blocks > 0 {
+            format!(
+                "{:.2}% ({} of {} blocks)",
+                100.0 * a.theoretical_cache_hit_blocks as f64
+                    / a.theoretical_cache_total_blocks as f64,
+                a.theoretical_cache_hit_blocks,
+                a.theoretical_cache_total_blocks
+            )
+        } else {
+            "n/a".to_owned()
+        };
+        let _ = writeln!(
+            o,
+            "AgentX: {} cancelled at the end of the grace period (of the cancelled; not errors), \
+             {} context overflows (left out of every statistic), theoretical prefix-cache hit {cache}",
+            a.cancelled_at_grace, a.context_overflow
+        );
+    }
     if c.retried > 0 {
         let _ = writeln!(
             o,
@@ -385,6 +404,57 @@ pub(crate) fn write_inputs(dir: &Path, bodies: &[Bytes]) -> std::io::Result<()> 
     }
     w.write_all(b"\n]}\n")?;
     w.flush()
+}
+
+/// The realtime stats block (`--stats-interval`, AIPerf's periodic log block): requests done,
+/// in flight and failed, request and token throughput over the last interval (`prev` is the
+/// snapshot of the previous block, `secs` the time between them), the run's TTFT and ITL
+/// medians and the live acceptance length.
+pub fn stats_block(p: &Progress, prev: &Progress, secs: f64, now: Instant) -> String {
+    let t = p
+        .profiling_started
+        .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
+    let rate = |now: u64, before: u64| {
+        if secs > 0.0 {
+            now.saturating_sub(before) as f64 / secs
+        } else {
+            0.0
+        }
+    };
+    let errors = p.failed + p.cancelled;
+    let error_pct = if p.done > 0 {
+        100.0 * errors as f64 / p.done as f64
+    } else {
+        0.0
+    };
+    let in_flight = if p.sent > 0 {
+        format!(", {} in flight", p.sent.saturating_sub(p.done))
+    } else {
+        String::new()
+    };
+    let ms = |v: Option<f64>| v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.1} ms"));
+    let mut o = format!(
+        "--- realtime stats at {} of profiling (every {secs:.0} s) ---\n\
+         requests: {} done (+{}){in_flight}, {} ok, {} failed, {} cancelled ({error_pct:.2}% not ok), {} warmup\n\
+         throughput (last {secs:.0} s): {:.2} req/s, {:.1} output tok/s, {:.1} input tok/s\n\
+         latency (run median): TTFT {}, ITL {}\n",
+        clock(t),
+        p.done,
+        p.done.saturating_sub(prev.done),
+        p.ok,
+        p.failed,
+        p.cancelled,
+        p.warmup,
+        rate(p.ok, prev.ok),
+        rate(p.output_tokens, prev.output_tokens),
+        rate(p.input_tokens, prev.input_tokens),
+        ms(p.ttft_p50_ms),
+        ms(p.itl_p50_ms),
+    );
+    if let Some(al) = p.acceptance_length {
+        let _ = writeln!(o, "acceptance length (live): {al:.3}");
+    }
+    o
 }
 
 /// One progress line: requests done (of the plan), rates, errors, live AL and ETA. With `bar`,

@@ -560,3 +560,280 @@ fn aiperf_summary_has_time_weighted_metrics() {
         "{csv}"
     );
 }
+
+/// An AgentX record: a success of `success(...)` with the session metadata of `conv` turn
+/// `turn` and theoretical cache blocks `hit`/`total`.
+fn agentx_record(id: u64, conv: &str, depth: u32, hit: u64, total: u64) -> RequestRecord {
+    let mut r = success(id, 10 * id, 20, 5, 3, 2);
+    r.turn = 2;
+    let trace = conv.split("::").next().unwrap_or(conv).to_owned();
+    r.session = Some(Box::new(crate::record::SessionMeta {
+        conversation_id: conv.to_owned(),
+        x_request_id: format!("req-{id}"),
+        x_correlation_id: format!("corr-{conv}"),
+        root_correlation_id: "corr-root".into(),
+        parent_correlation_id: (depth > 0).then(|| "corr-root".to_owned()),
+        agent_depth: depth,
+        source_trace_id: trace,
+        source_outer_idx: 4,
+        source_inner_idx: (depth > 0).then_some(1),
+        source_kind: if depth > 0 {
+            "weka_subagent"
+        } else {
+            "weka_main"
+        }
+        .into(),
+        lane: 0,
+        cache_hit_blocks: hit,
+        cache_total_blocks: total,
+        context_overflow: false,
+    }));
+    r
+}
+
+fn export_line(r: &RequestRecord) -> Vec<u8> {
+    let mut line = Vec::new();
+    aiperf::write_record(&mut line, r, EPOCH_NS, true).unwrap();
+    line
+}
+
+#[test]
+fn agentx_records_carry_their_session_and_overflows_are_left_out() {
+    let child = agentx_record(7, "fx-sub-002::sa:explore_001", 1, 3, 5);
+    let v: serde_json::Value = serde_json::from_slice(&export_line(&child)).unwrap();
+    let md = &v["metadata"];
+    for (key, want) in [
+        (
+            "conversation_id",
+            serde_json::json!("fx-sub-002::sa:explore_001"),
+        ),
+        ("turn_index", serde_json::json!(2)),
+        ("x_request_id", serde_json::json!("req-7")),
+        (
+            "x_correlation_id",
+            serde_json::json!("corr-fx-sub-002::sa:explore_001"),
+        ),
+        ("root_correlation_id", serde_json::json!("corr-root")),
+        ("parent_correlation_id", serde_json::json!("corr-root")),
+        ("agent_depth", serde_json::json!(1)),
+        ("source_trace_id", serde_json::json!("fx-sub-002")),
+        ("source_outer_idx", serde_json::json!(4)),
+        ("source_inner_idx", serde_json::json!(1)),
+        ("source_kind", serde_json::json!("weka_subagent")),
+        ("benchmark_phase", serde_json::json!("profiling")),
+        ("was_cancelled", serde_json::json!(false)),
+    ] {
+        assert_eq!(md[key], want, "{key}: {md}");
+    }
+    let root = agentx_record(8, "fx-sub-002", 0, 0, 3);
+    let v: serde_json::Value = serde_json::from_slice(&export_line(&root)).unwrap();
+    assert!(v["metadata"]["parent_correlation_id"].is_null());
+    assert!(v["metadata"].get("source_inner_idx").is_none());
+    // Cancelled at the end of the grace period: flagged, with the time.
+    let mut cancelled = agentx_record(9, "fx-sub-002", 0, 0, 3);
+    cancelled.outcome = Outcome::Cancelled;
+    let v: serde_json::Value = serde_json::from_slice(&export_line(&cancelled)).unwrap();
+    assert_eq!(v["metadata"]["was_cancelled"], true);
+    assert_eq!(
+        v["metadata"]["cancellation_time_ns"],
+        EPOCH_NS + cancelled.end_ns
+    );
+    // A context overflow is not written at all.
+    let mut overflow = agentx_record(10, "fx-sub-002", 0, 0, 3);
+    overflow.session.as_mut().unwrap().context_overflow = true;
+    overflow.outcome = Outcome::Failed(FailureKind::HttpStatus);
+    assert!(export_line(&overflow).is_empty());
+}
+
+fn agentx_summary(
+    records: &[RequestRecord],
+    run: crate::metrics::AgentxRunMeta,
+    stopped: bool,
+) -> serde_json::Value {
+    let mut agg = Aggregate::new();
+    for r in records {
+        agg.add(r);
+    }
+    let mut m = meta();
+    m.stopped_by = stopped.then_some(crate::stop::StopReason::Interrupted);
+    let mut s = agg.summary(m);
+    s.agentx_run = Some(run);
+    serde_json::from_slice(&super::json::pretty(&aiperf::summary_json(&s))).unwrap()
+}
+
+fn scenario_run(reasons: &[&str]) -> crate::metrics::AgentxRunMeta {
+    crate::metrics::AgentxRunMeta {
+        dataset: crate::metrics::Provenance {
+            source_type: "public_dataset".into(),
+            loader: Some("semianalysis_cc_traces_weka_062126".into()),
+            hf_dataset_name: Some("semianalysisai/cc-traces-weka-062126".into()),
+            hf_split: Some("train".into()),
+            num_dataset_entries: Some(393),
+        },
+        scenario: Some("inferencex-agentx-mvp".into()),
+        invalid_reasons: reasons.iter().map(|r| r.to_string()).collect(),
+        overflow_rate_limit: 0.01,
+    }
+}
+
+#[test]
+fn agentx_summary_counts_cache_blocks_overflows_and_grace_cancels() {
+    let mut recs = vec![
+        agentx_record(0, "t1", 0, 3, 5),
+        agentx_record(1, "t1::sa:a_001", 1, 5, 7),
+        // A hit count above the blocks is clamped (AIPerf's guard).
+        agentx_record(2, "t2", 0, 9, 4),
+    ];
+    let mut warm = agentx_record(3, "t2", 0, 4, 4);
+    warm.phase = Phase::Warmup;
+    let mut failed = agentx_record(4, "t2", 0, 1, 9);
+    failed.outcome = Outcome::Failed(FailureKind::HttpStatus);
+    failed.http_status = Some(500);
+    let mut at_grace = agentx_record(5, "t1", 0, 1, 9);
+    at_grace.outcome = Outcome::Cancelled;
+    let mut overflow = agentx_record(6, "t3", 0, 1, 9);
+    overflow.outcome = Outcome::Failed(FailureKind::HttpStatus);
+    overflow.session.as_mut().unwrap().context_overflow = true;
+    recs.extend([warm, failed, at_grace, overflow]);
+    let v = agentx_summary(&recs, scenario_run(&[]), false);
+    assert_eq!(v["request_count"]["avg"], 3.0);
+    assert_eq!(
+        v["error_request_count"]["avg"], 1.0,
+        "grace cancels are not errors"
+    );
+    assert_eq!(v["completed_request_count"]["avg"], 4.0);
+    assert_eq!(v["cancelled_at_grace_request_count"]["avg"], 1.0);
+    let cache = &v["theoretical_prefix_cache_hit"];
+    assert_eq!(
+        (cache["sum"].as_u64(), cache["count"].as_u64()),
+        (Some(12), Some(16))
+    );
+    assert_eq!(cache["unit"], "%");
+    assert!(
+        (cache["avg"].as_f64().unwrap() - 75.0).abs() < 1e-9,
+        "{cache}"
+    );
+    assert_eq!(v["context_overflow_count"]["avg"], 1.0);
+    let mut agg = Aggregate::new();
+    for r in &recs {
+        agg.add(r);
+    }
+    let console = console_table(&agg.summary(meta()));
+    assert!(
+        console.contains("AgentX: 1 cancelled at the end of the grace period")
+            && console.contains("1 context overflows")
+            && console.contains("75.00% (12 of 16 blocks)"),
+        "{console}"
+    );
+    let md = &v["metadata"];
+    assert_eq!(
+        md["dataset"]["loader"],
+        "semianalysis_cc_traces_weka_062126"
+    );
+    assert_eq!(md["dataset"]["hf_split"], "train");
+    assert_eq!(md["dataset"]["num_dataset_entries"], 393);
+    assert_eq!(md["scenario"], "inferencex-agentx-mvp");
+    // 1 overflow in 5 profiling responses is over the 1% limit.
+    assert_eq!(md["submission_valid"], false);
+    assert_eq!(
+        md["submission_invalid_reasons"],
+        serde_json::json!(["context_overflow_rate_exceeded"])
+    );
+    // Naive local time, as AIPerf's `datetime.fromtimestamp` writes it.
+    let start = v["start_time"].as_str().unwrap();
+    assert!(!start.contains('+') && !start.ends_with('Z'), "{start}");
+    assert_eq!(start.len(), "2026-11-30T12:00:00.000000".len(), "{start}");
+}
+
+#[test]
+fn agentx_submission_validity_follows_override_and_cancellation() {
+    let recs = [agentx_record(0, "t1", 0, 3, 5)];
+    let v = agentx_summary(&recs, scenario_run(&[]), false);
+    assert_eq!(v["metadata"]["submission_valid"], true);
+    assert!(v["metadata"].get("submission_invalid_reasons").is_none());
+    let v = agentx_summary(&recs, scenario_run(&["unsafe_override"]), true);
+    assert_eq!(v["metadata"]["submission_valid"], false);
+    assert_eq!(
+        v["metadata"]["submission_invalid_reasons"],
+        serde_json::json!(["unsafe_override", "run_cancelled"])
+    );
+    // Without AIPerf's scenario: provenance only, no submission fields.
+    let mut plain = scenario_run(&[]);
+    plain.scenario = None;
+    let v = agentx_summary(&recs, plain, false);
+    assert!(v["metadata"].get("submission_valid").is_none());
+    assert_eq!(v["metadata"]["dataset"]["source_type"], "public_dataset");
+    // Records without session metadata keep the old shape: no AgentX keys.
+    let mut agg = Aggregate::new();
+    agg.add(&success(0, 0, 20, 5, 3, 2));
+    let s = agg.summary(meta());
+    assert!(s.agentx.is_none());
+    let v: serde_json::Value =
+        serde_json::from_slice(&super::json::pretty(&aiperf::summary_json(&s))).unwrap();
+    assert!(v.get("theoretical_prefix_cache_hit").is_none() && v.get("metadata").is_none());
+    assert!(v["start_time"].as_str().unwrap().ends_with("+00:00"));
+}
+
+#[test]
+fn the_realtime_stats_block_shows_interval_rates_medians_and_al() {
+    let start = std::time::Instant::now();
+    let prev = Progress {
+        done: 10,
+        ok: 10,
+        output_tokens: 1_000,
+        input_tokens: 50_000,
+        ..Progress::default()
+    };
+    let p = Progress {
+        done: 70,
+        ok: 66,
+        failed: 3,
+        cancelled: 1,
+        warmup: 8,
+        output_tokens: 7_000,
+        input_tokens: 350_000,
+        sent: 82,
+        ttft_p50_ms: Some(123.45),
+        itl_p50_ms: Some(9.87),
+        acceptance_length: Some(2.5),
+        profiling_started: Some(start),
+        ..Progress::default()
+    };
+    let b = stats_block(&p, &prev, 30.0, start + std::time::Duration::from_secs(90));
+    for want in [
+        "70 done (+60), 12 in flight, 66 ok, 3 failed, 1 cancelled (5.71% not ok), 8 warmup",
+        "1.87 req/s, 200.0 output tok/s, 10000.0 input tok/s",
+        "TTFT 123.5 ms, ITL 9.9 ms",
+        "acceptance length (live): 2.500",
+    ] {
+        assert!(b.contains(want), "{want:?} missing from:\n{b}");
+    }
+    // Nothing measured yet: no in-flight count without a dispatcher's, medians n/a.
+    let empty = stats_block(&Progress::default(), &Progress::default(), 30.0, start);
+    assert!(
+        !empty.contains("in flight") && empty.contains("TTFT n/a"),
+        "{empty}"
+    );
+}
+
+#[test]
+fn live_medians_follow_numpy() {
+    let mut agg = Aggregate::new();
+    assert_eq!(
+        agg.median(crate::metrics::MetricKey::TimeToFirstToken),
+        None
+    );
+    for (i, ttft) in [40u64, 10, 30, 20].into_iter().enumerate() {
+        agg.add(&success(i as u64, 0, ttft, 5, 3, 2));
+    }
+    // Even count: the mean of the two middle values.
+    let m = agg
+        .median(crate::metrics::MetricKey::TimeToFirstToken)
+        .unwrap();
+    assert!((m - 25.0).abs() < 0.2, "{m}");
+    agg.add(&success(9, 0, 90, 5, 3, 2));
+    let m = agg
+        .median(crate::metrics::MetricKey::TimeToFirstToken)
+        .unwrap();
+    assert!((m - 30.0).abs() < 0.2, "{m}");
+}

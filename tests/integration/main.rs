@@ -3,6 +3,7 @@
 //! binary, topic modules.
 
 mod acceptance;
+mod agentx_cli;
 mod common;
 mod conformance;
 mod crash;

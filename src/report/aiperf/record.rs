@@ -24,6 +24,15 @@ struct Metadata<'a> {
     x_correlation_id: String,
     conversation_id: String,
     turn_index: u32,
+    // AgentX only (AIPerf writes them for trace loaders): where the turn came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source_trace_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source_outer_idx: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source_inner_idx: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source_kind: Option<&'a str>,
     credit_issued_ns: u64,
     request_start_ns: u64,
     request_ack_ns: Option<u64>,
@@ -39,7 +48,7 @@ struct Metadata<'a> {
     cancellation_time_ns: Option<u64>,
     context_overflow_skip: bool,
     agent_depth: u32,
-    parent_correlation_id: (),
+    parent_correlation_id: Option<&'a str>,
     root_correlation_id: String,
 }
 
@@ -167,7 +176,8 @@ impl Serialize for Metrics<'_> {
     }
 }
 
-/// Appends `r` as one AIPerf `profile_export.jsonl` record (no newline). `epoch_ns` is the Unix
+/// Appends `r` as one AIPerf `profile_export.jsonl` record (no newline); nothing for an
+/// AgentX context-overflow record, which AIPerf leaves out of the file. `epoch_ns` is the Unix
 /// time of the run clock's zero: AIPerf's `*_ns` fields are epoch nanoseconds. `warmup_phase`
 /// says whether a warmup phase comes before profiling (AIPerf's `phase_index` counts it).
 pub(crate) fn write_record(
@@ -204,17 +214,28 @@ pub(crate) fn write_record(
             kind.map_or("cancelled", FailureKind::as_str),
         ),
     });
+    let session = r.session.as_deref();
+    if session.is_some_and(|s| s.context_overflow) {
+        return Ok(());
+    }
     let request_id = format!("specperf-{}", r.id);
     let rec = ExportRecord {
         metadata: Metadata {
             session_num: r.id,
             // Every turn of a session shares the session's id (AIPerf's correlation id); a
-            // specperf session is always a root (no subagents), so it is its own root.
-            root_correlation_id: request_id.clone(),
-            x_correlation_id: request_id.clone(),
-            x_request_id: request_id,
-            conversation_id: session_id(r.sample_index),
+            // non-AgentX session is always a root (no subagents), so it is its own root.
+            root_correlation_id: session
+                .map_or_else(|| request_id.clone(), |s| s.root_correlation_id.clone()),
+            x_correlation_id: session
+                .map_or_else(|| request_id.clone(), |s| s.x_correlation_id.clone()),
+            x_request_id: session.map_or(request_id, |s| s.x_request_id.clone()),
+            conversation_id: session
+                .map_or_else(|| session_id(r.sample_index), |s| s.conversation_id.clone()),
             turn_index: r.turn,
+            source_trace_id: session.map(|s| s.source_trace_id.as_str()),
+            source_outer_idx: session.map(|s| s.source_outer_idx),
+            source_inner_idx: session.and_then(|s| s.source_inner_idx),
+            source_kind: session.map(|s| s.source_kind.as_str()),
             credit_issued_ns: epoch_ns + r.intended_ns,
             request_start_ns: epoch_ns + r.sent_ns,
             request_ack_ns: r.headers_ns.map(|t| epoch_ns + t),
@@ -233,8 +254,8 @@ pub(crate) fn write_record(
             was_cancelled: cancelled,
             cancellation_time_ns: cancelled.then_some(epoch_ns + r.end_ns),
             context_overflow_skip: false,
-            agent_depth: 0,
-            parent_correlation_id: (),
+            agent_depth: session.map_or(0, |s| s.agent_depth),
+            parent_correlation_id: session.and_then(|s| s.parent_correlation_id.as_deref()),
         },
         metrics: Metrics(r.outcome.is_success().then(|| (RecordMetrics::of(r), r))),
         trace_data: (),

@@ -44,7 +44,10 @@ fn sweep_obj(m: &SweepMetric) -> Obj {
 /// Scalar (derived) metrics: (tag, CSV header, unit, value).
 fn derived(s: &Summary) -> Vec<(&'static str, &'static str, &'static str, Option<f64>)> {
     let c = &s.counts;
-    let errors = c.failed + c.cancelled;
+    // AgentX: requests cancelled when the grace period ran out are counted apart, not as
+    // errors (the replay's decision; InferenceX's 10% error gate reads this count).
+    let at_grace = s.agentx.as_ref().map_or(0, |a| a.cancelled_at_grace);
+    let errors = (c.failed + c.cancelled).saturating_sub(at_grace);
     let done = c.success + errors;
     let g = s.goodput.as_ref();
     vec![
@@ -228,6 +231,9 @@ pub(crate) fn summary_json(s: &Summary) -> J {
     for m in &s.time_weighted {
         o.put(m.tag, sweep_obj(m));
     }
+    if let Some(a) = &s.agentx {
+        agentx_metrics(&mut o, a);
+    }
     let l = &m.load;
     o.put("input_config", input_config(s));
     o.put(
@@ -251,11 +257,8 @@ pub(crate) fn summary_json(s: &Summary) -> J {
     .put("is_complete", stopped.is_none())
     .put("incomplete_reason", stopped.map(StopReason::as_str))
     .put("error_summary", error_summary(s))
-    .put(
-        "start_time",
-        crate::timefmt::iso8601(s.benchmark_start_unix_s),
-    )
-    .put("end_time", crate::timefmt::iso8601(s.benchmark_end_unix_s))
+    .put("start_time", run_time(s, s.benchmark_start_unix_s))
+    .put("end_time", run_time(s, s.benchmark_end_unix_s))
     .put(
         "warmup_metrics",
         if s.counts.warmup > 0 {
@@ -274,8 +277,87 @@ pub(crate) fn summary_json(s: &Summary) -> J {
     )
     .put("telemetry_data", telemetry_data(s))
     .put("pooled_spec_decode_acceptance_histogram", None::<f64>);
+    if let Some(meta) = agentx_metadata(s) {
+        o.put("metadata", meta);
+    }
     o.put("specperf", specperf_block(s));
     J::O(o)
+}
+
+/// `start_time` / `end_time`: AgentX runs write AIPerf's naive local time
+/// (`datetime.fromtimestamp`, no offset), which InferenceX's power adapter pairs with the
+/// `date +%z` it captured; other runs keep the explicit UTC offset.
+fn run_time(s: &Summary, unix_s: f64) -> String {
+    if s.agentx.is_none() && s.agentx_run.is_none() {
+        return crate::timefmt::iso8601(unix_s);
+    }
+    let us = (unix_s.max(0.0) * 1e6).round() as i64;
+    chrono::DateTime::from_timestamp_micros(us)
+        .unwrap_or_default()
+        .with_timezone(&chrono::Local)
+        .naive_local()
+        .format("%Y-%m-%dT%H:%M:%S%.6f")
+        .to_string()
+}
+
+/// The AgentX metrics AIPerf writes: `theoretical_prefix_cache_hit` (`sum` hit blocks, `count`
+/// total blocks, `avg` their percentage) and, when any, the context-overflow counts.
+fn agentx_metrics(o: &mut Obj, a: &crate::metrics::AgentxCounts) {
+    if a.theoretical_cache_total_blocks > 0 {
+        let pct =
+            100.0 * a.theoretical_cache_hit_blocks as f64 / a.theoretical_cache_total_blocks as f64;
+        o.put(
+            "theoretical_prefix_cache_hit",
+            Obj::new()
+                .with("unit", "%")
+                .with("avg", pct)
+                .with("sum", a.theoretical_cache_hit_blocks)
+                .with("count", a.theoretical_cache_total_blocks),
+        );
+    }
+    if a.context_overflow > 0 {
+        for tag in ["context_overflow_count", "skipped_context_overflow_count"] {
+            o.put(
+                tag,
+                Obj::new()
+                    .with("unit", "requests")
+                    .with("avg", a.context_overflow as f64),
+            );
+        }
+    }
+    if a.cancelled_at_grace > 0 {
+        o.put(
+            "cancelled_at_grace_request_count",
+            Obj::new()
+                .with("unit", "requests")
+                .with("avg", a.cancelled_at_grace as f64),
+        );
+    }
+}
+
+/// `metadata`: the dataset's provenance, and under AIPerf's scenario its name and whether the
+/// result is a valid submission (invalid with `--unsafe-override` violations, an early stop, or
+/// a context-overflow rate above the limit).
+fn agentx_metadata(s: &Summary) -> Option<Obj> {
+    let run = s.agentx_run.as_ref()?;
+    let mut md = Obj::new();
+    md.put(
+        "dataset",
+        serde_json::to_value(&run.dataset).unwrap_or_default(),
+    );
+    if let Some(name) = &run.scenario {
+        let counts = s.agentx.clone().unwrap_or_default();
+        let reasons = run.invalid_reasons(&counts, s.meta.stopped_by.is_some());
+        md.put("scenario", name.as_str())
+            .put("submission_valid", reasons.is_empty());
+        if !reasons.is_empty() {
+            md.put(
+                "submission_invalid_reasons",
+                reasons.into_iter().map(J::from).collect::<Vec<J>>(),
+            );
+        }
+    }
+    Some(md)
 }
 
 /// `input_config` as AIPerf 0.13 writes it: the set fields of its `BenchmarkConfig` (models,
