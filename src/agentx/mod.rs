@@ -23,6 +23,7 @@
 mod build;
 mod parse;
 pub mod prompt;
+pub mod snapshot;
 
 pub use prompt::ConvRef;
 

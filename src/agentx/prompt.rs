@@ -108,7 +108,12 @@ impl StreamPrompts {
 }
 
 /// The per-tree cache-bust marker: `"[rid:" + sha256("{benchmark_id}:{pass}:{lane}:{base}")[:12] + "]\n\n"`.
-pub fn cache_bust_marker(_benchmark_id: &str, _pass: u64, _lane: usize, _base_trace_id: &str) -> String {
+pub fn cache_bust_marker(
+    _benchmark_id: &str,
+    _pass: u64,
+    _lane: usize,
+    _base_trace_id: &str,
+) -> String {
     todo!("marker")
 }
 
