@@ -56,6 +56,7 @@ fn record(i: u64) -> RequestRecord {
         retries: 0,
         chunk_gaps: gaps,
         response_text: None,
+        session: None,
     }
 }
 
