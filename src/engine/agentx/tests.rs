@@ -150,7 +150,7 @@ async fn run_only(
         replay.profile().await;
         warmup
     };
-    let warmup = tokio::time::timeout(Duration::from_secs(120), bounded)
+    let warmup = tokio::time::timeout(Duration::from_secs(60), bounded)
         .await
         .expect("the replay ends");
     let records = collect.await.unwrap();
@@ -445,4 +445,46 @@ async fn a_background_subagent_keeps_the_lane_until_it_drains() {
     );
     assert_eq!(meta(trees[1][0]).conversation_id, "fx-subagent-002");
     assert_eq!(trees[1][0].turn, 0, "a recycled tree starts at turn 0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_overflow_ends_its_session_and_other_errors_do_not() {
+    // Every answer is an error; with its text among the overflow substrings each session ends
+    // after its first turn (flagged), without it every session moves on (spec §3.4).
+    let sim = sim(vec![(Fault::Http500, 1.0)], 1);
+    let mut s = settings((0.0, 0.0));
+    s.context_overflow_substrings = vec!["SIMULATED Server".into()];
+    let r = run_only(&sim, s, 1, None, None, Some("fx-simple-001")).await;
+    assert_eq!(r.records.len(), 1, "the root ended at its first turn");
+    assert!(meta(&r.records[0]).context_overflow);
+
+    let mut s = settings((0.0, 0.0));
+    s.context_overflow_substrings = vec!["context length".into()];
+    let r = run_only(&sim, s, 1, None, None, Some("fx-simple-001")).await;
+    let turns: Vec<u32> = r.records.iter().map(|x| x.turn).collect();
+    assert_eq!(turns, [0, 1, 2, 3, 4], "errors are not terminal");
+    assert!(r.records.iter().all(|x| !meta(x).context_overflow));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_system_idle_cap_collapses_a_400_s_gap() {
+    // fx-simple-001 waits 400 s before turn 2. No per-tree cap: only the 100 ms system cap can
+    // bring it within the test's bound.
+    let sim = sim(Vec::new(), 1);
+    let mut s = settings((0.0, 0.0));
+    s.trace_idle_cap = None;
+    let r = run_only(&sim, s, 1, None, None, Some("fx-simple-001")).await;
+    let turns: Vec<u32> = r.records.iter().map(|x| x.turn).collect();
+    assert_eq!(turns, [0, 1, 2, 3, 4]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tree_idle_cap_collapses_a_400_s_gap() {
+    // The same gap with the system cap out of reach: the per-tree cap advances the tree's timers.
+    let sim = sim(Vec::new(), 1);
+    let mut s = settings((0.0, 0.0));
+    s.system_idle_cap = Duration::from_secs(3600);
+    let r = run_only(&sim, s, 1, None, None, Some("fx-simple-001")).await;
+    let turns: Vec<u32> = r.records.iter().map(|x| x.turn).collect();
+    assert_eq!(turns, [0, 1, 2, 3, 4]);
 }
