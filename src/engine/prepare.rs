@@ -103,7 +103,11 @@ pub(super) async fn prepare(
         None => load_collection(&cfg)?,
     };
     let samples: Arc<[Sample]> = collection.samples.clone().into();
-    let plan = profiling_plan(&cfg, &samples)?;
+    let mut plan = profiling_plan(&cfg, &samples)?;
+    if agentx.is_some() {
+        // Bounded by --benchmark-duration (or the trees draining), not by a request count.
+        plan.tickets = Tickets::Closed { count: u64::MAX };
+    }
     // Before any socket opens: the simulator's ends count too when it runs in this process.
     // Never more in flight than the plan has requests: `--concurrency 100000 --request-count 1`
     // needs two descriptors, not 200,000.

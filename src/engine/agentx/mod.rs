@@ -13,6 +13,20 @@
 //!                a lane recycles with the next root when its whole tree drains
 //! ```
 //!
+//! Decisions where the spec is open (§6):
+//! * q2, `--warmup-requests-per-lane N`: every request counts, root or subagent; a lane sends its
+//!   N one after another, each the pending turn with the earliest recorded start (a root join
+//!   turn only once the branch's children are done), idle delays removed, `max_tokens` 1; a tree
+//!   that drains first ends the lane's quota (the lane starts profiling with a recycled tree).
+//!   Handoff clock: the recorded timestamps; the lane's earliest pending turn starts profiling
+//!   at once, the others keep their recorded offsets from it ([`Shared::per_lane_warmup`]).
+//! * q3, the per-tree idle cap also clamps the primer leads and the profiling leading shift (as
+//!   upstream's phase offset cap does), besides advancing an idle tree's timers.
+//! * q6, warmup grace expiry cancels what is left of the warmup (recorded `cancelled`, phase
+//!   warmup, never a root warmup failure) and profiling starts; the run says so in a warning.
+//! * Without `--benchmark-duration` every lane replays its first tree once and the phase ends
+//!   when they drain (AIPerf's scenario always has a duration).
+//!
 //! Time: every timer is a due instant on its tree's *virtual* clock, `real + system skip + tree
 //! skip`. The idle caps move a clock forward (all pending timers of the system, or of one tree,
 //! shift by the same amount) and wake the sleepers, which recompute their real deadline; nothing

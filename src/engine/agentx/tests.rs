@@ -488,3 +488,57 @@ async fn the_tree_idle_cap_collapses_a_400_s_gap() {
     let turns: Vec<u32> = r.records.iter().map(|x| x.turn).collect();
     assert_eq!(turns, [0, 1, 2, 3, 4]);
 }
+
+/// Peak resident memory and CPU seconds of this process so far (Linux; zeros elsewhere).
+fn usage() -> (u64, f64) {
+    let hwm_kb = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0);
+    let cpu = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let f: Vec<&str> = s.rsplit_once(')')?.1.split_whitespace().collect();
+            let t: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+            Some(t / 100.0)
+        })
+        .unwrap_or(0.0);
+    (hwm_kb, cpu)
+}
+
+/// 1,536 lanes on the fixture traces for 8 s against the in-process simulator: prints requests,
+/// peak memory and CPU (client and simulator together). A measurement, not a check: run with
+/// `cargo test --lib agentx_at_1536_lanes -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; see its doc"]
+async fn agentx_at_1536_lanes() {
+    let sim = sim(Vec::new(), 10);
+    let (_, cpu0) = usage();
+    let t0 = std::time::Instant::now();
+    let r = run(
+        &sim,
+        settings((0.25, 0.75)),
+        1536,
+        Some(Duration::from_secs(8)),
+        Some(Duration::from_secs(30)),
+    )
+    .await;
+    let (hwm_kb, cpu1) = usage();
+    let n = r.records.len();
+    let trees = trees(&r.records).len();
+    let ok = r.records.iter().filter(|x| x.outcome.is_success()).count();
+    println!(
+        "1536 lanes: {n} requests ({ok} ok, {} warmup) over {trees} trees in {:.1} s; peak RSS {} MiB; \
+         CPU {:.1} s ({:.2} s per 1,000 requests)",
+        r.warmup.primers + r.warmup.per_lane,
+        t0.elapsed().as_secs_f64(),
+        hwm_kb / 1024,
+        cpu1 - cpu0,
+        (cpu1 - cpu0) / n.max(1) as f64 * 1000.0
+    );
+    assert!(n > 1536);
+}
