@@ -9,7 +9,8 @@ use crate::stop::StopReason;
 
 /// Run complete, failures within the threshold.
 pub const OK: i32 = 0;
-/// Run failed (threshold exceeded, no success, stalled, artifacts not written).
+/// Run failed (threshold exceeded, no success, stalled, artifacts not written, an AgentX root
+/// warmup request failed, the live AgentX failed-request threshold was crossed).
 pub const FAILED: i32 = 1;
 /// Usage or configuration error.
 pub const USAGE: i32 = 2;
@@ -36,6 +37,8 @@ pub fn exit_code(outcome: &RunOutcome, failed_threshold: f64) -> i32 {
         Some(StopReason::Terminated) => return SIGTERM,
         Some(StopReason::Deadline) => return DEADLINE,
         Some(StopReason::Stalled) => return FAILED,
+        // AgentX: InferenceX's post-run pipeline fails the job on a non-zero replay exit.
+        Some(StopReason::WarmupFailed | StopReason::FailedThreshold) => return FAILED,
         None => {}
     }
     let c = &outcome.summary.counts;
@@ -56,6 +59,7 @@ impl ExitStatus for EngineError {
         match self {
             EngineError::NotReady { .. } | EngineError::Resolve { .. } => NOT_READY,
             EngineError::Dataset(_)
+            | EngineError::Agentx(_)
             | EngineError::Load(_)
             | EngineError::NoModel(_)
             | EngineError::OpenFiles(_)

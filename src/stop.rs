@@ -19,6 +19,12 @@ pub enum StopReason {
     Interrupted,
     /// SIGTERM.
     Terminated,
+    /// AgentX: a root warmup request (primer or warmup-per-lane) failed or was cancelled; the
+    /// trees cannot be positioned at their t*, so the run is not a valid measurement.
+    WarmupFailed,
+    /// AgentX: the live `--failed-request-threshold` was crossed (failed profiling records over
+    /// the threshold, armed at `max(concurrency, 10)` records).
+    FailedThreshold,
 }
 
 impl StopReason {
@@ -29,6 +35,8 @@ impl StopReason {
             StopReason::Stalled => "stalled",
             StopReason::Interrupted => "interrupted",
             StopReason::Terminated => "terminated",
+            StopReason::WarmupFailed => "warmup_failed",
+            StopReason::FailedThreshold => "failed_threshold",
         }
     }
 }

@@ -30,6 +30,7 @@ mod build;
 mod chains;
 mod parse;
 pub mod prompt;
+pub mod snapshot;
 
 pub use chains::SplitOptions;
 pub use prompt::ConvRef;

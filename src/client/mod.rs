@@ -152,6 +152,9 @@ pub(crate) struct Prepared {
     pub(crate) streaming: bool,
     /// Keep the response text (multi-turn sessions thread it into the next turn).
     pub(crate) capture_text: bool,
+    /// Headers of this request only (AgentX: `X-Request-ID`, `X-Correlation-ID`, session
+    /// routing), sent after the configured ones; empty for every other workload.
+    pub(crate) headers: HeaderMap,
 }
 
 impl Client {
@@ -390,6 +393,9 @@ impl Client {
     fn request(&self, req: &Prepared) -> Result<Request<Full<Bytes>>, http::Error> {
         let mut builder = Request::builder().method(Method::POST).uri(req.uri.clone());
         for (k, v) in self.headers_for(&req.uri).into_iter().flatten() {
+            builder = builder.header(k, v);
+        }
+        for (k, v) in &req.headers {
             builder = builder.header(k, v);
         }
         builder = builder.header(CONTENT_TYPE, "application/json");

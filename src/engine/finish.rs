@@ -72,6 +72,7 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         .splice(0..0, cfg.warnings.iter().cloned().chain(notes));
     let run_warnings: Vec<String> = per_chunk_usage_ignored(&cfg, &summary)
         .into_iter()
+        .chain(m.warnings)
         .collect();
     summary.warnings.extend(run_warnings.iter().cloned());
     let mut artifact_error = m.agg.write_error.clone();

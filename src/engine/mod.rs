@@ -10,6 +10,7 @@
 //! summary and artifacts. A single [`Stopper`] (deadline, stall watchdog, Ctrl-C, SIGTERM) cancels
 //! everything; in-flight requests then end as `cancelled` records and the summary is still written.
 
+mod agentx;
 mod contact;
 mod finish;
 mod phase;
@@ -41,6 +42,9 @@ pub enum EngineError {
     /// The collection could not be loaded.
     #[error(transparent)]
     Dataset(#[from] DatasetError),
+    /// The AgentX traces could not be loaded.
+    #[error(transparent)]
+    Agentx(#[from] crate::agentx::AgentxError),
     /// The embedded simulator did not start.
     #[error(transparent)]
     Sim(#[from] SimError),

@@ -30,6 +30,8 @@ pub(super) struct Measured {
     pub(super) warmup: Option<DispatchStats>,
     /// Run start, Unix seconds.
     pub(super) start_unix_s: f64,
+    /// What the run itself learnt that the reader should know (AgentX: warmup grace expiry).
+    pub(super) warnings: Vec<String>,
 }
 
 /// Runs the warmup and profiling phases of a prepared run, feeding every record to the one
@@ -84,9 +86,54 @@ pub(super) async fn run(
         unreachable: Unreachable::default(),
     });
 
+    // AgentX: the lane scheduler replaces the plan phases (its warmup, then its profiling).
+    let mut agentx = ready
+        .agentx
+        .as_ref()
+        .zip(cfg.agentx.as_deref())
+        .map(|(a, s)| {
+            super::agentx::Replay::new(super::agentx::ReplayInputs {
+                client: ready.client.clone(),
+                uri: ready.uri.clone(),
+                clock,
+                tx: ctx.tx.clone(),
+                traces: a.traces.clone(),
+                messages: a.messages.clone(),
+                wire: super::agentx::Wire {
+                    model: ready.model.clone(),
+                    streaming: cfg.streaming,
+                    legacy_max_tokens: cfg.legacy_max_tokens,
+                    extra_inputs: cfg.extra_inputs.clone(),
+                    routing: s.routing.clone(),
+                },
+                settings: s.clone(),
+                concurrency: cfg.concurrency,
+                duration: cfg.load.duration,
+                grace: cfg.load.grace,
+                stop: stop.clone(),
+            })
+        });
+
     // Warmup: its own closed-loop phase, finished before the AL baseline and the profiling clock.
     let mut warmup = None;
-    if let Some(w) = cfg.load.warmup {
+    let mut warnings = Vec::new();
+    if let Some(replay) = agentx.as_mut() {
+        progress.send_modify(|p| p.start_step(StartStep::Warmup));
+        let w = replay.warmup().await;
+        if w.grace_expired {
+            warnings.push(format!(
+                "AgentX warmup did not drain within --warmup-grace-period ({} s): what was left \
+                 of it was cancelled and profiling started",
+                cfg.agentx
+                    .as_deref()
+                    .map_or(0, |s| s.warmup_grace.as_secs())
+            ));
+        }
+        warmup = Some(DispatchStats {
+            issued: w.primers + w.per_lane,
+            ..DispatchStats::default()
+        });
+    } else if let Some(w) = cfg.load.warmup {
         let plan = Plan {
             tickets: Tickets::Closed {
                 count: w.count.unwrap_or(u64::MAX),
@@ -120,16 +167,21 @@ pub(super) async fn run(
         p.profiling_started = Some(Instant::now());
         p.starting = None;
     });
-    let dispatch = run_phase(
-        &ctx,
-        &ready.plan,
-        Phase::Profiling,
-        cfg,
-        stop,
-        &issued,
-        cfg.load.grace,
-    )
-    .await;
+    let dispatch = match agentx {
+        Some(replay) => replay.profile().await,
+        None => {
+            run_phase(
+                &ctx,
+                &ready.plan,
+                Phase::Profiling,
+                cfg,
+                stop,
+                &issued,
+                cfg.load.grace,
+            )
+            .await
+        }
+    };
     drop(ctx);
     for g in guards {
         g.abort();
@@ -153,6 +205,7 @@ pub(super) async fn run(
         dispatch,
         warmup,
         start_unix_s: start_unix.as_secs_f64(),
+        warnings,
     }
 }
 
@@ -304,6 +357,7 @@ async fn run_session(
             body: body.clone(),
             streaming: ctx.streaming,
             capture_text: turn < sample.turns.len(),
+            headers: http::HeaderMap::new(),
         };
         let mut rec = RequestRecord::started(id, sample_index, intended, ctx.clock.now_ns());
         rec.phase = phase;

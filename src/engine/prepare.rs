@@ -45,6 +45,33 @@ pub(super) struct Ready {
     pub(super) dir: PathBuf,
     /// What preparing did that the reader should know (an earlier run moved aside).
     pub(super) notes: Vec<String>,
+    /// The AgentX replay's traces and prompts, when the run is one (`RunConfig::agentx`).
+    pub(super) agentx: Option<AgentxReady>,
+}
+
+/// What the AgentX lane scheduler replays: the loaded traces and their prompt synthesizer.
+pub(super) struct AgentxReady {
+    pub(super) traces: Vec<Arc<crate::agentx::Trace>>,
+    pub(super) messages: Arc<dyn super::agentx::TurnMessages>,
+}
+
+/// Loads the AgentX traces (their unknown-key warning goes to `notes`), the tokenizer and the
+/// prompt synthesizer, instead of a collection.
+fn prepare_agentx(
+    s: &crate::config::AgentxSettings,
+    notes: &mut Vec<String>,
+) -> Result<AgentxReady, EngineError> {
+    let corpus = crate::agentx::load(&s.input, &s.load)?;
+    notes.extend(corpus.warning());
+    let tokenizer = Tokenizer::from_path(&s.tokenizer).map_err(|e| {
+        EngineError::Tokenizer(format!("--tokenizer {}: {e}", s.tokenizer.display()))
+    })?;
+    let synth = crate::agentx::prompt::PromptSynth::new(Arc::new(tokenizer), s.seed)
+        .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+    Ok(AgentxReady {
+        traces: corpus.traces.into_iter().map(Arc::new).collect(),
+        messages: Arc::new(super::agentx::SynthMessages(Arc::new(synth))),
+    })
 }
 
 /// The JSONL files the aggregator appends to, opened before the first request so that an
@@ -60,9 +87,27 @@ pub(super) async fn prepare(
     stop: &Stopper,
     progress: &watch::Sender<Progress>,
 ) -> Result<(Ready, Files), EngineError> {
-    let collection = load_collection(&cfg)?;
+    let mut agentx_notes = Vec::new();
+    let agentx = cfg
+        .agentx
+        .as_deref()
+        .map(|s| prepare_agentx(s, &mut agentx_notes))
+        .transpose()?;
+    let collection = match agentx {
+        // The AgentX replay makes its prompts per turn; there is no collection.
+        Some(_) => Collection {
+            samples: Vec::new(),
+            encoder: Arc::new(Encoder::None),
+            tokenizer: None,
+        },
+        None => load_collection(&cfg)?,
+    };
     let samples: Arc<[Sample]> = collection.samples.clone().into();
-    let plan = profiling_plan(&cfg, &samples)?;
+    let mut plan = profiling_plan(&cfg, &samples)?;
+    if agentx.is_some() {
+        // Bounded by --benchmark-duration (or the trees draining), not by a request count.
+        plan.tickets = Tickets::Closed { count: u64::MAX };
+    }
     // Before any socket opens: the simulator's ends count too when it runs in this process.
     // Never more in flight than the plan has requests: `--concurrency 100000 --request-count 1`
     // needs two descriptors, not 200,000.
@@ -76,6 +121,11 @@ pub(super) async fn prepare(
         });
         (s as u64).min(plan.len().unwrap_or(u64::MAX)).max(warmup)
     });
+    // AgentX: subagents do not take lanes, so streams in flight may exceed --concurrency.
+    let in_flight = match agentx {
+        Some(_) => Some(cfg.concurrency as u64 * 2),
+        None => in_flight,
+    };
     crate::fdlimit::ensure(in_flight, if cfg.target.is_embedded() { 2 } else { 1 })?;
     check_output_dirs(&cfg)?;
     let (sim, base_url): (Option<SimHandle>, String) = match &cfg.target {
@@ -118,9 +168,10 @@ pub(super) async fn prepare(
     };
     // No more connections than requests: a 4-request run against a server that accepts slowly
     // opened 64 and waited on all of them.
-    let pool = plan
-        .len()
-        .map_or(cfg.concurrency, |n| cfg.concurrency.min(n as usize));
+    let pool = match (&agentx, plan.len()) {
+        (None, Some(n)) => cfg.concurrency.min(n as usize),
+        _ => cfg.concurrency,
+    };
     warm_pool(
         &client,
         &base_url,
@@ -143,7 +194,8 @@ pub(super) async fn prepare(
         .artifact_dir
         .clone()
         .unwrap_or_else(|| default_artifact_dir(&model, &cfg));
-    let notes: Vec<String> = move_earlier_run_aside(&dir)?.into_iter().collect();
+    let mut notes: Vec<String> = move_earlier_run_aside(&dir)?.into_iter().collect();
+    notes.extend(agentx_notes);
     std::fs::create_dir_all(&dir).map_err(|source| EngineError::Artifacts {
         path: dir.display().to_string(),
         source,
@@ -179,6 +231,7 @@ pub(super) async fn prepare(
         uri,
         dir,
         notes,
+        agentx,
     };
     Ok((ready, files))
 }

@@ -188,6 +188,10 @@ async fn gate_inner(
                 Reason::ClientFailed,
                 "the replay stalled (no request finished)",
             ),
+            StopReason::WarmupFailed | StopReason::FailedThreshold => error(
+                Reason::ClientFailed,
+                "the AgentX replay stopped early (root warmup failure or live failed-request threshold)",
+            ),
         });
     }
     let c = &outcome.summary.counts;

@@ -251,7 +251,12 @@ pub(crate) fn summary_json(s: &Summary) -> J {
         "was_cancelled",
         matches!(
             stopped,
-            Some(StopReason::Interrupted | StopReason::Terminated)
+            Some(
+                StopReason::Interrupted
+                    | StopReason::Terminated
+                    | StopReason::WarmupFailed
+                    | StopReason::FailedThreshold
+            )
         ),
     )
     .put("is_complete", stopped.is_none())

@@ -1,0 +1,544 @@
+//! The lane scheduler against the embedded simulator on loopback (port 0), on the fixture traces,
+//! with small idle caps so the recorded gaps (up to 400 s) collapse to fractions of a second.
+//! Prompts come from a plain double ([`Plain`]): these tests check the schedule, not the text.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::agentx::prompt::Role;
+use crate::agentx::{load, LoadOptions, StartRatios};
+use crate::config::{Provenance, RunConfig, SessionRouting};
+use crate::sim::{Fault, SimConfig, SimHandle, Simulator};
+
+/// Messages `"<session> turn <k>"`; marker `"[rid:<pass>:<lane>:<base>]\n\n"`.
+struct Plain;
+
+struct PlainConv(String);
+
+impl ConvMessages for PlainConv {
+    fn turn(&mut self, k: usize) -> Result<Vec<Message>, String> {
+        Ok(vec![Message {
+            role: Role::User,
+            content: format!("{} turn {k}", self.0),
+        }])
+    }
+}
+
+impl TurnMessages for Plain {
+    fn conversation(&self, trace: &Arc<Trace>, conv: ConvRef) -> Box<dyn ConvMessages> {
+        Box::new(PlainConv(trace.conversation(conv).session_id.clone()))
+    }
+    fn marker(&self, _bid: &str, pass: u64, lane: usize, base: &str) -> String {
+        format!("[rid:{pass}:{lane}:{base}]\n\n")
+    }
+    fn apply_marker(&self, messages: &mut [Message], marker: &str) {
+        if let Some(m) = messages.iter_mut().find(|m| m.role == Role::User) {
+            if !m.content.starts_with(marker) {
+                m.content.insert_str(0, marker);
+            }
+        }
+    }
+}
+
+fn settings(ratios: (f64, f64)) -> AgentxSettings {
+    AgentxSettings {
+        input: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agentx/traces.jsonl"),
+        provenance: Provenance::default(),
+        load: LoadOptions::default(),
+        ratios: StartRatios::new(ratios.0, ratios.1).unwrap(),
+        seed: 42,
+        tokenizer: "unused".into(),
+        warmup_requests_per_lane: 0,
+        warmup_grace: Duration::from_secs(30),
+        trace_idle_cap: Some(Duration::from_millis(200)),
+        system_idle_cap: Duration::from_millis(100),
+        stats_interval: None,
+        live_failed_threshold: None,
+        routing: SessionRouting::default(),
+        context_overflow_substrings: vec!["context length".into()],
+        dag_fail_fast: false,
+        scenario: None,
+        submission_invalid_reasons: Vec::new(),
+    }
+}
+
+fn sim(faults: Vec<(Fault, f64)>, itl_ms: u64) -> SimHandle {
+    Simulator::spawn(SimConfig {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(itl_ms),
+        fault_rates: faults,
+        stall_limit: Duration::from_secs(20),
+        record_requests: 100_000,
+        ..SimConfig::default()
+    })
+    .unwrap()
+}
+
+struct Run {
+    records: Vec<RequestRecord>,
+    bodies: Vec<Value>,
+    stop: Stopper,
+    warmup: WarmupStats,
+}
+
+async fn run(
+    sim: &SimHandle,
+    s: AgentxSettings,
+    concurrency: usize,
+    duration: Option<Duration>,
+    grace: Option<Duration>,
+) -> Run {
+    run_only(sim, s, concurrency, duration, grace, None).await
+}
+
+/// [`run`] on one trace of the fixtures only, when `only` names it.
+async fn run_only(
+    sim: &SimHandle,
+    s: AgentxSettings,
+    concurrency: usize,
+    duration: Option<Duration>,
+    grace: Option<Duration>,
+    only: Option<&str>,
+) -> Run {
+    use clap::Parser;
+    let cli = crate::cli::Cli::try_parse_from(["specperf", "replay"]).unwrap();
+    let crate::cli::Command::Replay(a) = cli.command else {
+        panic!("not replay")
+    };
+    let cfg = RunConfig::from_args(&a).unwrap();
+    let mut traces = load(&s.input, &s.load).unwrap().traces;
+    traces.retain(|t| only.is_none_or(|id| t.id == id));
+    let (tx, mut rx) = mpsc::channel(1024);
+    let collect = tokio::spawn(async move {
+        let mut v = Vec::new();
+        while let Some(r) = rx.recv().await {
+            v.push(r);
+        }
+        v
+    });
+    let stop = Stopper::new();
+    let mut replay = Replay::new(ReplayInputs {
+        client: Client::new(cfg.client.clone()).unwrap(),
+        uri: format!("{}/v1/chat/completions", sim.url())
+            .parse()
+            .unwrap(),
+        clock: Clock::new(),
+        tx,
+        traces: traces.into_iter().map(Arc::new).collect(),
+        messages: Arc::new(Plain),
+        wire: Wire {
+            model: "specperf-sim".into(),
+            streaming: true,
+            legacy_max_tokens: false,
+            extra_inputs: Default::default(),
+            routing: s.routing.clone(),
+        },
+        settings: s,
+        concurrency,
+        duration,
+        grace,
+        stop: stop.clone(),
+    });
+    let bounded = async {
+        let warmup = replay.warmup().await;
+        replay.profile().await;
+        warmup
+    };
+    let warmup = tokio::time::timeout(Duration::from_secs(60), bounded)
+        .await
+        .expect("the replay ends");
+    let records = collect.await.unwrap();
+    Run {
+        records,
+        bodies: sim.requests(),
+        stop,
+        warmup,
+    }
+}
+
+fn meta(r: &RequestRecord) -> &SessionMeta {
+    r.session.as_deref().expect("every record has its session")
+}
+
+/// Records of one tree, in send order.
+fn trees(records: &[RequestRecord]) -> BTreeMap<String, Vec<&RequestRecord>> {
+    let mut m: BTreeMap<String, Vec<&RequestRecord>> = BTreeMap::new();
+    for r in records {
+        m.entry(meta(r).root_correlation_id.clone())
+            .or_default()
+            .push(r);
+    }
+    for v in m.values_mut() {
+        v.sort_by_key(|r| r.sent_ns);
+    }
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warmup_then_profiling_spawns_joins_recycles_and_keeps_one_marker_per_tree() {
+    let sim = sim(Vec::new(), 1);
+    let r = run(
+        &sim,
+        settings((0.25, 0.75)),
+        3,
+        Some(Duration::from_secs(6)),
+        None,
+    )
+    .await;
+    assert_eq!(r.stop.reason(), None);
+    // Warmup primers (max_tokens 1) come first, then profiling.
+    let warm: Vec<_> = r
+        .records
+        .iter()
+        .filter(|x| x.phase == Phase::Warmup)
+        .collect();
+    assert!(r.warmup.primers >= 3 && warm.len() as u64 == r.warmup.primers);
+    let first_prof = r
+        .records
+        .iter()
+        .filter(|x| x.phase == Phase::Profiling)
+        .map(|x| x.sent_ns)
+        .min()
+        .unwrap();
+    assert!(
+        warm.iter().all(|w| w.end_ns <= first_prof),
+        "warmup drains first"
+    );
+    let one_token = r
+        .bodies
+        .iter()
+        .filter(|b| b["max_completion_tokens"] == 1)
+        .count();
+    assert!(one_token >= warm.len());
+    for b in &r.bodies {
+        assert_eq!(b["ignore_eos"], true);
+        assert_eq!(b["stream_options"]["include_usage"], true);
+    }
+    assert!(r.records.iter().all(|x| x.outcome == Outcome::Success));
+
+    let by_tree = trees(&r.records);
+    let mut joined = 0;
+    let mut background = 0;
+    for recs in by_tree.values() {
+        let m0 = meta(recs[0]);
+        if m0.source_trace_id != "fx-subagent-002" {
+            continue;
+        }
+        let of = |conv: &str| -> Vec<&&RequestRecord> {
+            recs.iter()
+                .filter(|x| meta(x).conversation_id == conv)
+                .collect()
+        };
+        let root = of("fx-subagent-002");
+        let explore = of("fx-subagent-002::sa:explore_001");
+        let general = of("fx-subagent-002::sa:general_001");
+        // A tree from turn 0 (recycled): k1 spawns explore, k2 joins it, k2 spawns general.
+        if root.first().is_some_and(|x| x.turn == 0) && root.iter().any(|x| x.turn == 2) {
+            let k1 = root.iter().find(|x| x.turn == 1).unwrap();
+            let k2 = root.iter().find(|x| x.turn == 2).unwrap();
+            assert_eq!(explore.len(), 3, "every explore turn");
+            assert!(
+                explore.iter().all(|e| e.sent_ns >= k1.end_ns),
+                "spawned on k1"
+            );
+            let last_explore = explore.iter().map(|e| e.end_ns).max().unwrap();
+            assert!(k2.sent_ns >= last_explore, "k2 waits for explore to finish");
+            assert!(
+                general.iter().all(|g| g.sent_ns >= k2.end_ns),
+                "spawned on k2"
+            );
+            joined += 1;
+            if general.len() == 2 {
+                background += 1;
+            }
+        }
+        // Subagents carry the tree's ids.
+        for x in explore.iter().chain(&general) {
+            let m = meta(x);
+            assert_eq!(m.agent_depth, 1);
+            assert_eq!(m.source_kind, "weka_subagent");
+            assert_eq!(
+                m.parent_correlation_id.as_deref(),
+                Some(m0.root_correlation_id.as_str())
+            );
+            assert_ne!(m.x_correlation_id, m.root_correlation_id);
+        }
+    }
+    assert!(joined >= 1, "a recycled subagent tree ran through its join");
+    assert!(background >= 1, "the background subagent ran to its end");
+
+    // A lane's next tree starts only after its previous tree drained, children included.
+    let mut lanes: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
+    for recs in by_tree.values() {
+        let first = recs.iter().map(|x| x.sent_ns).min().unwrap();
+        let last = recs.iter().map(|x| x.end_ns).max().unwrap();
+        lanes
+            .entry(meta(recs[0]).lane)
+            .or_default()
+            .push((first, last));
+    }
+    for (lane, mut t) in lanes {
+        t.sort();
+        for w in t.windows(2) {
+            assert!(
+                w[1].0 >= w[0].1,
+                "lane {lane}: tree started before the last drained"
+            );
+        }
+    }
+
+    // One marker per tree: as many distinct markers as trees, each naming the body's own trace;
+    // recycling a trace gives it the next pass.
+    let mut markers: BTreeSet<String> = BTreeSet::new();
+    let mut passes: HashMap<String, BTreeSet<u64>> = HashMap::new();
+    for b in &r.bodies {
+        let content = b["messages"][0]["content"].as_str().unwrap();
+        let marker = content.split("\n\n").next().unwrap();
+        let inner = marker.trim_start_matches("[rid:").trim_end_matches(']');
+        let mut parts = inner.splitn(3, ':');
+        let pass: u64 = parts.next().unwrap().parse().unwrap();
+        let _lane = parts.next().unwrap();
+        let base = parts.next().unwrap();
+        let body_trace = content.split("\n\n").nth(1).unwrap();
+        assert!(body_trace.starts_with(base), "{marker} on {body_trace}");
+        markers.insert(marker.to_owned());
+        passes.entry(base.to_owned()).or_default().insert(pass);
+    }
+    assert_eq!(markers.len(), by_tree.len(), "one marker per tree");
+    for (base, p) in passes {
+        let want: BTreeSet<u64> = (0..p.len() as u64).collect();
+        assert_eq!(p, want, "{base}: passes count up from 0");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_end_of_the_duration_cancels_what_is_in_flight_as_cancelled() {
+    // Every request stalls: the warmup grace cancels the primers (not a failure), profiling
+    // starts, and the duration's end plus grace cancels the in-flight profiling requests.
+    let sim = sim(vec![(Fault::Stall, 1.0)], 1);
+    let mut s = settings((0.25, 0.75));
+    s.warmup_grace = Duration::from_millis(300);
+    let r = run(
+        &sim,
+        s,
+        3,
+        Some(Duration::from_millis(500)),
+        Some(Duration::from_millis(200)),
+    )
+    .await;
+    assert!(r.warmup.grace_expired);
+    assert_eq!(
+        r.stop.reason(),
+        None,
+        "grace expiry is not a warmup failure"
+    );
+    let prof: Vec<_> = r
+        .records
+        .iter()
+        .filter(|x| x.phase == Phase::Profiling)
+        .collect();
+    assert!(!prof.is_empty());
+    assert!(
+        prof.iter().all(|x| x.outcome == Outcome::Cancelled),
+        "{:?}",
+        prof.iter().map(|x| x.outcome).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_failed_threshold_stops_the_run() {
+    // t* at the first turn: no primer. Every request fails; errors are not terminal, so the
+    // sessions go on until the threshold (armed at max(3, 10) records) stops the run.
+    let sim = sim(vec![(Fault::Http500, 1.0)], 1);
+    let mut s = settings((0.0, 0.0));
+    s.live_failed_threshold = Some(0.5);
+    let r = run(&sim, s, 3, Some(Duration::from_secs(60)), None).await;
+    assert_eq!(r.stop.reason(), Some(StopReason::FailedThreshold));
+    let failed = r
+        .records
+        .iter()
+        .filter(|x| matches!(x.outcome, Outcome::Failed(_)))
+        .count();
+    assert!(failed >= 10, "{failed}");
+    assert!(r.records.iter().all(|x| x.phase == Phase::Profiling));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_root_primer_aborts_the_run() {
+    let sim = sim(vec![(Fault::Http500, 1.0)], 1);
+    let r = run(
+        &sim,
+        settings((0.5, 0.5)),
+        3,
+        Some(Duration::from_secs(60)),
+        None,
+    )
+    .await;
+    assert_eq!(r.stop.reason(), Some(StopReason::WarmupFailed));
+    assert!(r.records.iter().all(|x| x.phase == Phase::Warmup));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warmup_requests_per_lane_continue_the_tree_then_hand_off() {
+    let sim = sim(Vec::new(), 1);
+    let mut s = settings((0.0, 0.0));
+    s.warmup_requests_per_lane = 2;
+    // No duration: each lane replays its (advanced) tree once.
+    let r = run(&sim, s, 3, None, None).await;
+    assert_eq!(r.stop.reason(), None);
+    assert_eq!(r.warmup.primers, 0);
+    assert_eq!(r.warmup.per_lane, 6);
+    for recs in trees(&r.records).values() {
+        let root: Vec<_> = recs.iter().filter(|x| meta(x).agent_depth == 0).collect();
+        let turns: Vec<(Phase, u32)> = root.iter().map(|x| (x.phase, x.turn)).collect();
+        // Root turns 0 and 1 (the earliest recorded) warm up, profiling continues at turn 2.
+        assert_eq!(turns[0], (Phase::Warmup, 0), "{turns:?}");
+        assert!(
+            turns.iter().all(|(p, t)| (*p == Phase::Warmup) == (*t < 2)
+                || meta(recs[0]).source_trace_id == "fx-tiered-003"),
+            "{turns:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_subagent_keeps_the_lane_until_it_drains() {
+    // Slow decoding (10 ms a step) so general_001 (500 + 300 tokens) outlives the root's last
+    // turn; one lane, from turn 0, recycled once the tree drains.
+    let sim = sim(Vec::new(), 10);
+    let r = run_only(
+        &sim,
+        settings((0.0, 0.0)),
+        1,
+        Some(Duration::from_secs(9)),
+        Some(Duration::from_secs(10)),
+        Some("fx-subagent-002"),
+    )
+    .await;
+    let mut trees: Vec<Vec<&RequestRecord>> = trees(&r.records).into_values().collect();
+    trees.sort_by_key(|t| t[0].sent_ns);
+    assert!(trees.len() >= 2, "the lane recycled");
+    let first = &trees[0];
+    let end_of = |conv: &str| {
+        first
+            .iter()
+            .filter(|x| meta(x).conversation_id == conv)
+            .map(|x| x.end_ns)
+            .max()
+            .unwrap()
+    };
+    let root_end = end_of("fx-subagent-002");
+    let general_end = end_of("fx-subagent-002::sa:general_001");
+    assert!(
+        general_end > root_end,
+        "the background child outlives the root here"
+    );
+    assert!(
+        trees[1][0].sent_ns >= general_end,
+        "the next tree waits for the background child"
+    );
+    assert_eq!(meta(trees[1][0]).conversation_id, "fx-subagent-002");
+    assert_eq!(trees[1][0].turn, 0, "a recycled tree starts at turn 0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_overflow_ends_its_session_and_other_errors_do_not() {
+    // Every answer is an error; with its text among the overflow substrings each session ends
+    // after its first turn (flagged), without it every session moves on (spec §3.4).
+    let sim = sim(vec![(Fault::Http500, 1.0)], 1);
+    let mut s = settings((0.0, 0.0));
+    s.context_overflow_substrings = vec!["SIMULATED Server".into()];
+    let r = run_only(&sim, s, 1, None, None, Some("fx-simple-001")).await;
+    assert_eq!(r.records.len(), 1, "the root ended at its first turn");
+    assert!(meta(&r.records[0]).context_overflow);
+
+    let mut s = settings((0.0, 0.0));
+    s.context_overflow_substrings = vec!["context length".into()];
+    let r = run_only(&sim, s, 1, None, None, Some("fx-simple-001")).await;
+    let turns: Vec<u32> = r.records.iter().map(|x| x.turn).collect();
+    assert_eq!(turns, [0, 1, 2, 3, 4], "errors are not terminal");
+    assert!(r.records.iter().all(|x| !meta(x).context_overflow));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_system_idle_cap_collapses_a_400_s_gap() {
+    // fx-simple-001 waits 400 s before turn 2. No per-tree cap: only the 100 ms system cap can
+    // bring it within the test's bound.
+    let sim = sim(Vec::new(), 1);
+    let mut s = settings((0.0, 0.0));
+    s.trace_idle_cap = None;
+    let r = run_only(&sim, s, 1, None, None, Some("fx-simple-001")).await;
+    let turns: Vec<u32> = r.records.iter().map(|x| x.turn).collect();
+    assert_eq!(turns, [0, 1, 2, 3, 4]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tree_idle_cap_collapses_a_400_s_gap() {
+    // The same gap with the system cap out of reach: the per-tree cap advances the tree's timers.
+    let sim = sim(Vec::new(), 1);
+    let mut s = settings((0.0, 0.0));
+    s.system_idle_cap = Duration::from_secs(3600);
+    let r = run_only(&sim, s, 1, None, None, Some("fx-simple-001")).await;
+    let turns: Vec<u32> = r.records.iter().map(|x| x.turn).collect();
+    assert_eq!(turns, [0, 1, 2, 3, 4]);
+}
+
+/// Peak resident memory and CPU seconds of this process so far (Linux; zeros elsewhere).
+fn usage() -> (u64, f64) {
+    let hwm_kb = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0);
+    let cpu = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let f: Vec<&str> = s.rsplit_once(')')?.1.split_whitespace().collect();
+            let t: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+            Some(t / 100.0)
+        })
+        .unwrap_or(0.0);
+    (hwm_kb, cpu)
+}
+
+/// 1,536 lanes on the fixture traces for 8 s against the in-process simulator: prints requests,
+/// peak memory and CPU (client and simulator together). A measurement, not a check: run with
+/// `cargo test --lib agentx_at_1536_lanes -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; see its doc"]
+async fn agentx_at_1536_lanes() {
+    let sim = sim(Vec::new(), 10);
+    let (_, cpu0) = usage();
+    let t0 = std::time::Instant::now();
+    let r = run(
+        &sim,
+        settings((0.25, 0.75)),
+        1536,
+        Some(Duration::from_secs(8)),
+        Some(Duration::from_secs(30)),
+    )
+    .await;
+    let (hwm_kb, cpu1) = usage();
+    let n = r.records.len();
+    let trees = trees(&r.records).len();
+    let ok = r.records.iter().filter(|x| x.outcome.is_success()).count();
+    println!(
+        "1536 lanes: {n} requests ({ok} ok, {} warmup) over {trees} trees in {:.1} s; peak RSS {} MiB; \
+         CPU {:.1} s ({:.2} s per 1,000 requests)",
+        r.warmup.primers + r.warmup.per_lane,
+        t0.elapsed().as_secs_f64(),
+        hwm_kb / 1024,
+        cpu1 - cpu0,
+        (cpu1 - cpu0) / n.max(1) as f64 * 1000.0
+    );
+    assert!(n > 1536);
+}
