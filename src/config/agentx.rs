@@ -347,10 +347,10 @@ impl AgentxSettings {
             num_dataset_entries: c.num_dataset_entries,
             max_context_length: a.max_context_length,
             synthesis_max_osl: a.synthesis_max_osl,
+            // The `AIPERF_DATASET_WEKA_*` chain-splitting knobs.
+            split: crate::agentx::SplitOptions::from_env(env)
+                .map_err(|e| ConfigError(e.to_string()))?,
         };
-        // MERGE POINT (chain splitting): the `AIPERF_DATASET_WEKA_*` knobs belong to
-        // `LoadOptions`; the lead wires `agentx::...from_env(env)` here, e.g.
-        // `load.split = crate::agentx::SplitOptions::from_env(env)?;`.
         Ok(Some(Box::new(AgentxSettings {
             input,
             provenance,

@@ -62,6 +62,7 @@ fn settings(ratios: (f64, f64)) -> AgentxSettings {
         live_failed_threshold: None,
         routing: SessionRouting::default(),
         context_overflow_substrings: vec!["context length".into()],
+        context_overflow_rate_limit: 0.01,
         dag_fail_fast: false,
         scenario: None,
         submission_invalid_reasons: Vec::new(),

@@ -83,6 +83,9 @@ impl Wire {
         if r.session_id_header {
             put("x-session-id", correlation_id);
         }
+        if r.session_affinity_header {
+            put("x-session-affinity", correlation_id);
+        }
         if r.smg_routing_key {
             put("x-smg-routing-key", correlation_id);
         }
@@ -163,6 +166,7 @@ mod tests {
             dynamo_headers: true,
             session_id_header: true,
             smg_routing_key: true,
+            session_affinity_header: true,
             nvext_session_timeout_s: None,
         };
         let h = w.headers("r1", "c1", Some("p1"));
@@ -170,6 +174,7 @@ mod tests {
         assert_eq!(h["x-dynamo-parent-session-id"], "p1");
         assert_eq!(h["x-session-id"], "c1");
         assert_eq!(h["x-smg-routing-key"], "c1");
+        assert_eq!(h["x-session-affinity"], "c1");
         let h = w.headers("r2", "c0", None);
         assert!(h.get("x-dynamo-parent-session-id").is_none(), "root");
     }
