@@ -349,6 +349,13 @@ impl PromptSynth {
     }
 }
 
+// One synthesizer is shared by every lane, and streams move between tasks.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<PromptSynth>();
+    shared::<StreamPrompts>();
+};
+
 /// Synthesized tokens after a segment's blocks: the tail of turn `turn`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Tail {
