@@ -30,6 +30,10 @@
 //! blocks the current turn covers, so a hashed partial last block (`hash_ids` longer than
 //! `in / bs`) still gives exactly `in` tokens (AIPerf's reconstructor over- or under-shoots
 //! there).
+//!
+//! **Marker.** [`cache_bust_marker`] and [`apply_marker`]: one `[rid:…]` prefix per tree on the
+//! first user message (spec §2.7).
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
