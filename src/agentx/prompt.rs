@@ -30,6 +30,10 @@
 //! blocks the current turn covers, so a hashed partial last block (`hash_ids` longer than
 //! `in / bs`) still gives exactly `in` tokens (AIPerf's reconstructor over- or under-shoots
 //! there).
+//!
+//! **Marker.** [`cache_bust_marker`] and [`apply_marker`]: one `[rid:…]` prefix per tree on the
+//! first user message (spec §2.7).
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -348,6 +352,13 @@ impl PromptSynth {
         (hash64(&key) % self.pool.len() as u64) as usize
     }
 }
+
+// One synthesizer is shared by every lane, and streams move between tasks.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<PromptSynth>();
+    shared::<StreamPrompts>();
+};
 
 /// Synthesized tokens after a segment's blocks: the tail of turn `turn`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
