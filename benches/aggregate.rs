@@ -57,6 +57,7 @@ fn record(i: u64) -> RequestRecord {
         chunk_gaps: gaps,
         response_text: None,
         session: None,
+        session: None,
     }
 }
 
