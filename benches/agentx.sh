@@ -59,7 +59,7 @@ trap cleanup EXIT
 
 start_sim() {
     "$BIN" sim --port "$PORT" --ttft-ms 50 --itl-ms 10 --k 1 --acceptance-prob 0 \
-        --sim-tokenizer "$TOKENIZER" >"$WORK/sim.log" 2>&1 &
+        --tokenizer "$TOKENIZER" >"$WORK/sim.log" 2>&1 &
     SIM_PID=$!
     for _ in $(seq 100); do
         curl -sf -o /dev/null "$BASE/health" && return

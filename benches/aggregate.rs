@@ -57,7 +57,6 @@ fn record(i: u64) -> RequestRecord {
         chunk_gaps: gaps,
         response_text: None,
         session: None,
-        session: None,
     }
 }
 

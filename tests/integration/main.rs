@@ -3,6 +3,7 @@
 //! binary, topic modules.
 
 mod acceptance;
+mod agentx;
 mod agentx_cli;
 mod common;
 mod conformance;

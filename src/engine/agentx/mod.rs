@@ -367,23 +367,57 @@ impl Replay {
         let start = Instant::now();
         let tasks = TaskTracker::new();
         let primers = Arc::new(AtomicU64::new(0));
+        // The spread is long when one lane's t* is far past its primer (a 400 s recorded gap):
+        // the whole-system idle cap applies to the primer timers as to every other timer (AIPerf
+        // sends the next primer at most 10 s after the last return when nothing is in flight).
+        let clock = Arc::new(Idle::new(start));
+        let pending: Arc<Mutex<BTreeMap<u64, usize>>> = Arc::default();
+        let done = CancellationToken::new();
+        let monitor = {
+            let (sh, clock, pending, done) =
+                (sh.clone(), clock.clone(), pending.clone(), done.clone());
+            tokio::spawn(async move {
+                let earliest = || {
+                    let due = lock(&pending).keys().next().copied()?;
+                    let skip = clock.skip_ns.load(Relaxed);
+                    Some(start + Duration::from_nanos(due.saturating_sub(skip)))
+                };
+                let cap = sh.settings.system_idle_cap;
+                idle_loop(&sh.idle, &clock, cap, &done, earliest, &sh.jumps).await;
+            })
+        };
         for l in &self.lanes {
             for s in &l.snap.states {
                 let (Some(p), Some(ld)) = (s.primer(), lead(l, s)) else {
                     continue;
                 };
-                let at = start + Duration::from_secs_f64((max_lead - ld) / 1e3);
-                let (sh, tree, conv, expired, primers) = (
+                let due = ((max_lead - ld) * 1e6) as u64;
+                *lock(&pending).entry(due).or_default() += 1;
+                let (sh, tree, conv, expired, primers, clock, pending) = (
                     sh.clone(),
                     l.tree.clone(),
                     s.conv,
                     expired.clone(),
                     primers.clone(),
+                    clock.clone(),
+                    pending.clone(),
                 );
                 tasks.spawn(async move {
-                    tokio::select! {
-                        _ = tokio::time::sleep_until(at) => {}
-                        _ = expired.cancelled() => return,
+                    let fired = {
+                        let _timer = Unregister(&pending, due);
+                        loop {
+                            let moved = clock.moved.notified();
+                            let skip = clock.skip_ns.load(Relaxed);
+                            let at = start + Duration::from_nanos(due.saturating_sub(skip));
+                            tokio::select! {
+                                _ = tokio::time::sleep_until(at) => break true,
+                                _ = moved => continue,
+                                _ = expired.cancelled() => break false,
+                            }
+                        }
+                    };
+                    if !fired {
+                        return;
                     }
                     primers.fetch_add(1, Relaxed);
                     let r = sh
@@ -428,6 +462,8 @@ impl Replay {
                 work.await
             }
         };
+        done.cancel();
+        let _ = monitor.await;
         self.lanes = lanes;
         WarmupStats {
             primers: primers.load(Relaxed),
@@ -1061,7 +1097,7 @@ impl crate::agentx::Conversation {
 async fn system_idle_monitor(sh: Arc<Shared>, done: CancellationToken) {
     let cap = sh.settings.system_idle_cap;
     let earliest = || sh.earliest_timer();
-    idle_loop(&sh.idle, cap, &done, earliest, &sh.jumps).await;
+    idle_loop(&sh.idle, &sh.idle, cap, &done, earliest, &sh.jumps).await;
 }
 
 /// The per-tree idle cap (fork semantics): a tree with nothing in flight for `cap` has its own
@@ -1076,13 +1112,16 @@ async fn tree_idle_monitor(
         let due = lock(&tree.pending).keys().next().copied()?;
         Some(sh.real_at(&tree, due))
     };
-    idle_loop(&tree.idle, cap, &done, earliest, &sh.jumps).await;
+    idle_loop(&tree.idle, &tree.idle, cap, &done, earliest, &sh.jumps).await;
 }
 
-/// Waits for idleness, then, `cap` after the last return, skips `idle`'s clock so the earliest
-/// pending timer fires now. Event driven: it sleeps on activity or on the cap's deadline.
+/// Waits for idleness (nothing in flight in `idle`), then, `cap` after the last return, skips
+/// `clock` so the earliest pending timer fires now. Event driven: it sleeps on activity or on the
+/// cap's deadline. `clock` is `idle` itself except in the warmup, whose primer timers have their
+/// own clock (the profiling clock starts unskipped).
 async fn idle_loop(
     idle: &Idle,
+    clock: &Idle,
     cap: Duration,
     done: &CancellationToken,
     earliest: impl Fn() -> Option<Instant>,
@@ -1112,7 +1151,7 @@ async fn idle_loop(
         let now = Instant::now();
         match earliest() {
             Some(at) if at > now + Duration::from_millis(1) => {
-                idle.skip(at - now);
+                clock.skip(at - now);
                 jumps.fetch_add(1, Relaxed);
                 // Let the woken timers start their requests before looking again.
                 tokio::select! {
