@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use super::chains::{self, Item, Split};
 use super::parse::{RawEntry, RawRequest, RawSubagent, RawTrace};
 use super::{
-    Branch, ConvKind, Conversation, DropReason, Dropped, InputKind, LoadOptions, Origin, Subagent,
-    Trace, Turn,
+    AgentxError, Branch, ConvKind, Conversation, DropReason, Dropped, InputKind, LoadOptions,
+    Origin, Subagent, Trace, Turn,
 };
 
 /// Slack when comparing recorded times, s (AIPerf's tolerance).
@@ -90,7 +90,11 @@ fn turns(reqs: &[Placed<'_>], max_osl: Option<u64>) -> Vec<Turn> {
 type CacheKey = (f64, usize, usize, usize, usize, usize);
 
 /// Rebuilds one checked trace.
-pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace {
+pub(super) fn trace(
+    raw: RawTrace,
+    origin: Origin,
+    opts: &LoadOptions,
+) -> Result<Trace, AgentxError> {
     let split = &opts.split;
     let bs = raw.block_size;
     let normals: Vec<Item<'_>> = raw
@@ -175,6 +179,23 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
         if sa.requests.is_empty() {
             dropped.push(dropped_as(DropReason::NoRequests));
             continue;
+        }
+        // Child session and branch ids are made of the agent id: a repeat would cross-wire them.
+        if let Some(first) = children.iter().find_map(|c: &Conversation| {
+            c.subagent
+                .as_ref()
+                .filter(|s| s.agent_id == sa.agent_id)
+                .map(|_| c.turns[0].source_outer_idx)
+        }) {
+            return Err(AgentxError::Unreplayable {
+                origin,
+                trace: raw.id.clone(),
+                why: format!(
+                    "subagents `requests[{first}]` and `requests[{i}]` share the agent_id {:?}; \
+                     each replayed subagent needs its own (AIPerf refuses the trace too)",
+                    sa.agent_id
+                ),
+            });
         }
         let end = subagent_end(sa);
         // The join: the first later-listed root turn that starts once the subagent has ended.
@@ -292,6 +313,21 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
         }
     }
     for (b, branch) in branches.iter().enumerate() {
+        // Spawn and join go by list order, turns by chain order: when the main chain is not in
+        // list order (rows without hash ids ride it, seams are appended), a join can fall on or
+        // before its spawn. Nothing could replay that; AIPerf's loader rejects it too.
+        if let Some(j) = branch.join_turn.filter(|&j| j <= branch.spawn_turn) {
+            return Err(AgentxError::Unreplayable {
+                origin,
+                trace: raw.id.clone(),
+                why: format!(
+                    "branch {} would be spawned by root turn {} but joined by turn {j}, not \
+                     after it (the split main chain is out of list order); AIPerf refuses the \
+                     trace too: leave it out, or set AIPERF_DATASET_WEKA_SPLIT_FLATTENED_AGENTS=false",
+                    branch.id, branch.spawn_turn
+                ),
+            });
+        }
         root.turns[branch.spawn_turn].spawns.push(b);
         if let Some(j) = branch.join_turn {
             root.turns[j].joins.push(b);
@@ -319,7 +355,7 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
             Some(acc.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))))
         })
         .unwrap_or((0.0, 0.0));
-    Trace {
+    Ok(Trace {
         id: raw.id,
         origin,
         models: raw.models,
@@ -330,7 +366,7 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
         dropped,
         peak_context_tokens,
         time_bounds_ms,
-    }
+    })
 }
 
 /// The first non-empty `hash_ids` of a chain.

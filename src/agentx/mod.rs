@@ -118,6 +118,16 @@ pub enum AgentxError {
         /// What it takes.
         expected: String,
     },
+    /// A trace whose reconstruction AIPerf 0.13 refuses to replay too (its loader fails).
+    #[error("{origin}: trace {trace}: {why}")]
+    Unreplayable {
+        /// Where.
+        origin: Origin,
+        /// The trace id.
+        trace: String,
+        /// What is wrong, and what to do about it.
+        why: String,
+    },
     /// Trajectory start ratios out of order or range.
     #[error("trajectory start ratios {min} / {max}: need 0 <= min <= max <= 1 (InferenceX uses 0.25 / 0.75)")]
     Ratios {
@@ -551,7 +561,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Corpus, AgentxError> {
             });
         }
         seen.insert(raw.id.clone(), origin.clone());
-        all.push(build::trace(raw, origin, opts));
+        all.push(build::trace(raw, origin, opts)?);
     }
 
     let mut corpus = Corpus {
