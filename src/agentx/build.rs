@@ -43,6 +43,11 @@ fn inner_t(sa: &RawSubagent, r: &RawRequest) -> f64 {
 /// trace's `requests`, and its index inside a subagent entry.
 type Placed<'a> = (f64, &'a RawRequest, usize, Option<usize>);
 
+/// `max_tokens` of a request: `max(1, out)`, capped when a cap is given.
+fn capped_out(out: u64, cap: Option<u64>) -> u64 {
+    cap.map_or(out, |m| out.min(m)).max(1)
+}
+
 /// Turns of one conversation from its placed requests.
 fn turns(reqs: &[Placed<'_>], max_osl: Option<u64>) -> Vec<Turn> {
     let mut out: Vec<Turn> = Vec::with_capacity(reqs.len());
@@ -60,14 +65,14 @@ fn turns(reqs: &[Placed<'_>], max_osl: Option<u64>) -> Vec<Turn> {
         } else {
             InputKind::User
         };
-        let out_capped = max_osl.map_or(r.output, |m| r.output.min(m));
+
         out.push(Turn {
             timestamp_ms: t * 1000.0,
             delay_ms,
             api_time_ms: r.api_time.map(|a| a * 1000.0),
             input_tokens: r.input,
             output_tokens: r.output,
-            max_tokens: out_capped.max(1),
+            max_tokens: capped_out(r.output, max_osl),
             hash_ids: r.hash_ids.clone(),
             model: r.model.clone(),
             transport: r.transport,
@@ -345,8 +350,19 @@ pub(super) fn trace(
             .chain(&children)
             .flat_map(|c| &c.turns)
     };
-    let peak_context_tokens = all_turns()
-        .map(|t| t.input_tokens + t.max_tokens)
+    // The trace as recorded, split or not, replayed or not (AIPerf's keep/drop test): top-level
+    // requests with the `--synthesis-max-osl` cap they are sent with, subagent requests uncapped.
+    let peak_context_tokens = raw
+        .requests
+        .iter()
+        .flat_map(|e| match e {
+            RawEntry::Request(r) => vec![r.input + capped_out(r.output, opts.synthesis_max_osl)],
+            RawEntry::Subagent(sa) => sa
+                .requests
+                .iter()
+                .map(|r| r.input + capped_out(r.output, None))
+                .collect(),
+        })
         .max()
         .unwrap_or(0);
     let time_bounds_ms = all_turns()

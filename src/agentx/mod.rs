@@ -409,8 +409,9 @@ pub struct Trace {
     pub branches: Vec<Branch>,
     /// Subagent entries not replayed.
     pub dropped: Vec<Dropped>,
-    /// Largest `in + max(1, out)` over root turns (`out` capped by `--synthesis-max-osl`)
-    /// and replayed child turns.
+    /// Largest `in + max(1, out)` over the trace's requests as recorded (AIPerf's keep/drop
+    /// test for `--max-context-length`): top-level requests with `out` capped by
+    /// `--synthesis-max-osl`, every subagent request (replayed or not) uncapped.
     pub peak_context_tokens: u64,
     /// Earliest and latest turn start over the root and replayed children, ms.
     pub time_bounds_ms: (f64, f64),

@@ -1096,3 +1096,15 @@ fn traces_aiperf_cannot_replay_either_are_errors_naming_them() {
         "{e}"
     );
 }
+
+#[test]
+fn peak_context_counts_every_recorded_request_as_aiperfs_filter_does() {
+    // AIPerf's keep/drop test reads the trace as recorded: a subagent that is never replayed
+    // (listed before any root request) still counts, uncapped like every subagent request.
+    let mut v = values();
+    v[2]["requests"][0]["requests"][0]["in"] = json!(5000);
+    let c = load_values(&v).unwrap();
+    let t = by_id(&c, "fx-tiered-003");
+    assert_eq!(t.dropped.len(), 1);
+    assert_eq!(t.peak_context_tokens, 5010);
+}
