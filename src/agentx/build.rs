@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use super::chains::{self, Item, Split};
 use super::parse::{RawEntry, RawRequest, RawSubagent, RawTrace};
 use super::{
-    Branch, ConvKind, Conversation, DropReason, Dropped, InputKind, LoadOptions, Origin, Subagent,
-    Trace, Turn,
+    AgentxError, Branch, ConvKind, Conversation, DropReason, Dropped, InputKind, LoadOptions,
+    Origin, Subagent, Trace, Turn,
 };
 
 /// Slack when comparing recorded times, s (AIPerf's tolerance).
@@ -43,6 +43,11 @@ fn inner_t(sa: &RawSubagent, r: &RawRequest) -> f64 {
 /// trace's `requests`, and its index inside a subagent entry.
 type Placed<'a> = (f64, &'a RawRequest, usize, Option<usize>);
 
+/// `max_tokens` of a request: `max(1, out)`, capped when a cap is given.
+fn capped_out(out: u64, cap: Option<u64>) -> u64 {
+    cap.map_or(out, |m| out.min(m)).max(1)
+}
+
 /// Turns of one conversation from its placed requests.
 fn turns(reqs: &[Placed<'_>], max_osl: Option<u64>) -> Vec<Turn> {
     let mut out: Vec<Turn> = Vec::with_capacity(reqs.len());
@@ -60,14 +65,14 @@ fn turns(reqs: &[Placed<'_>], max_osl: Option<u64>) -> Vec<Turn> {
         } else {
             InputKind::User
         };
-        let out_capped = max_osl.map_or(r.output, |m| r.output.min(m));
+
         out.push(Turn {
             timestamp_ms: t * 1000.0,
             delay_ms,
             api_time_ms: r.api_time.map(|a| a * 1000.0),
             input_tokens: r.input,
             output_tokens: r.output,
-            max_tokens: out_capped.max(1),
+            max_tokens: capped_out(r.output, max_osl),
             hash_ids: r.hash_ids.clone(),
             model: r.model.clone(),
             transport: r.transport,
@@ -90,7 +95,11 @@ fn turns(reqs: &[Placed<'_>], max_osl: Option<u64>) -> Vec<Turn> {
 type CacheKey = (f64, usize, usize, usize, usize, usize);
 
 /// Rebuilds one checked trace.
-pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace {
+pub(super) fn trace(
+    raw: RawTrace,
+    origin: Origin,
+    opts: &LoadOptions,
+) -> Result<Trace, AgentxError> {
     let split = &opts.split;
     let bs = raw.block_size;
     let normals: Vec<Item<'_>> = raw
@@ -175,6 +184,23 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
         if sa.requests.is_empty() {
             dropped.push(dropped_as(DropReason::NoRequests));
             continue;
+        }
+        // Child session and branch ids are made of the agent id: a repeat would cross-wire them.
+        if let Some(first) = children.iter().find_map(|c: &Conversation| {
+            c.subagent
+                .as_ref()
+                .filter(|s| s.agent_id == sa.agent_id)
+                .map(|_| c.turns[0].source_outer_idx)
+        }) {
+            return Err(AgentxError::Unreplayable {
+                origin,
+                trace: raw.id.clone(),
+                why: format!(
+                    "subagents `requests[{first}]` and `requests[{i}]` share the agent_id {:?}; \
+                     each replayed subagent needs its own (AIPerf refuses the trace too)",
+                    sa.agent_id
+                ),
+            });
         }
         let end = subagent_end(sa);
         // The join: the first later-listed root turn that starts once the subagent has ended.
@@ -292,6 +318,21 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
         }
     }
     for (b, branch) in branches.iter().enumerate() {
+        // Spawn and join go by list order, turns by chain order: when the main chain is not in
+        // list order (rows without hash ids ride it, seams are appended), a join can fall on or
+        // before its spawn. Nothing could replay that; AIPerf's loader rejects it too.
+        if let Some(j) = branch.join_turn.filter(|&j| j <= branch.spawn_turn) {
+            return Err(AgentxError::Unreplayable {
+                origin,
+                trace: raw.id.clone(),
+                why: format!(
+                    "branch {} would be spawned by root turn {} but joined by turn {j}, not \
+                     after it (the split main chain is out of list order); AIPerf refuses the \
+                     trace too: leave it out, or set AIPERF_DATASET_WEKA_SPLIT_FLATTENED_AGENTS=false",
+                    branch.id, branch.spawn_turn
+                ),
+            });
+        }
         root.turns[branch.spawn_turn].spawns.push(b);
         if let Some(j) = branch.join_turn {
             root.turns[j].joins.push(b);
@@ -309,8 +350,19 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
             .chain(&children)
             .flat_map(|c| &c.turns)
     };
-    let peak_context_tokens = all_turns()
-        .map(|t| t.input_tokens + t.max_tokens)
+    // The trace as recorded, split or not, replayed or not (AIPerf's keep/drop test): top-level
+    // requests with the `--synthesis-max-osl` cap they are sent with, subagent requests uncapped.
+    let peak_context_tokens = raw
+        .requests
+        .iter()
+        .flat_map(|e| match e {
+            RawEntry::Request(r) => vec![r.input + capped_out(r.output, opts.synthesis_max_osl)],
+            RawEntry::Subagent(sa) => sa
+                .requests
+                .iter()
+                .map(|r| r.input + capped_out(r.output, None))
+                .collect(),
+        })
         .max()
         .unwrap_or(0);
     let time_bounds_ms = all_turns()
@@ -319,7 +371,7 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
             Some(acc.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))))
         })
         .unwrap_or((0.0, 0.0));
-    Trace {
+    Ok(Trace {
         id: raw.id,
         origin,
         models: raw.models,
@@ -330,7 +382,7 @@ pub(super) fn trace(raw: RawTrace, origin: Origin, opts: &LoadOptions) -> Trace 
         dropped,
         peak_context_tokens,
         time_bounds_ms,
-    }
+    })
 }
 
 /// The first non-empty `hash_ids` of a chain.

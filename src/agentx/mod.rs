@@ -119,6 +119,16 @@ pub enum AgentxError {
         /// What it takes.
         expected: String,
     },
+    /// A trace whose reconstruction AIPerf 0.13 refuses to replay too (its loader fails).
+    #[error("{origin}: trace {trace}: {why}")]
+    Unreplayable {
+        /// Where.
+        origin: Origin,
+        /// The trace id.
+        trace: String,
+        /// What is wrong, and what to do about it.
+        why: String,
+    },
     /// Trajectory start ratios out of order or range.
     #[error("trajectory start ratios {min} / {max}: need 0 <= min <= max <= 1 (InferenceX uses 0.25 / 0.75)")]
     Ratios {
@@ -400,8 +410,9 @@ pub struct Trace {
     pub branches: Vec<Branch>,
     /// Subagent entries not replayed.
     pub dropped: Vec<Dropped>,
-    /// Largest `in + max(1, out)` over root turns (`out` capped by `--synthesis-max-osl`)
-    /// and replayed child turns.
+    /// Largest `in + max(1, out)` over the trace's requests as recorded (AIPerf's keep/drop
+    /// test for `--max-context-length`): top-level requests with `out` capped by
+    /// `--synthesis-max-osl`, every subagent request (replayed or not) uncapped.
     pub peak_context_tokens: u64,
     /// Earliest and latest turn start over the root and replayed children, ms.
     pub time_bounds_ms: (f64, f64),
@@ -552,7 +563,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Corpus, AgentxError> {
             });
         }
         seen.insert(raw.id.clone(), origin.clone());
-        all.push(build::trace(raw, origin, opts));
+        all.push(build::trace(raw, origin, opts)?);
     }
 
     let mut corpus = Corpus {

@@ -1049,3 +1049,62 @@ fn after_matches_the_plain_rule_on_many_interleaved_streams() {
     }
     assert!(edges > 50, "too few dependencies to mean anything: {edges}");
 }
+
+#[test]
+fn traces_aiperf_cannot_replay_either_are_errors_naming_them() {
+    // Rows without hash ids ride the main chain as they come; the compaction seam (request 1)
+    // is appended after them, so the root's turns are out of list order and the sidecar at
+    // request 2 would be joined by turn 1 but spawned by turn 2. AIPerf 0.13's loader fails on
+    // this trace too ("v1 requires the spawn turn to precede the join turn").
+    let q = |t: f64, h: &[u64], api: f64| {
+        json!({"t": t, "type": "n", "model": "m", "in": 64 * h.len().max(1), "out": 50,
+            "hash_ids": h, "api_time": api})
+    };
+    let trace = json!({"id": "fx-out-of-order", "models": ["m"], "block_size": 64,
+        "requests": [q(0.0, &[1, 2, 3], 1.0), q(1.5, &[1, 2, 9], 1.0), q(2.0, &[50, 51], 0.5),
+            q(5.0, &[], 1.0), q(20.0, &[1, 2, 9, 10], 1.0)]});
+    let e = load_values(std::slice::from_ref(&trace))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("trace fx-out-of-order")
+            && e.contains("fx-out-of-order:flatspawn:0")
+            && e.contains("spawned by root turn 2 but joined by turn 1")
+            && e.contains("AIPERF_DATASET_WEKA_SPLIT_FLATTENED_AGENTS=false"),
+        "{e}"
+    );
+    // Unsplit, it is an ordinary trace.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("traces.jsonl");
+    std::fs::write(&path, trace.to_string()).unwrap();
+    let unsplit = LoadOptions {
+        split: SplitOptions {
+            enabled: false,
+            ..SplitOptions::default()
+        },
+        ..LoadOptions::default()
+    };
+    assert_eq!(load(&path, &unsplit).unwrap().traces[0].root.turns.len(), 5);
+
+    // Two replayed subagents with one agent_id would share a session id.
+    let mut v = values();
+    v[1]["requests"][4]["agent_id"] = json!("explore_001");
+    let e = load_values(&v).unwrap_err().to_string();
+    assert!(
+        e.contains("trace fx-subagent-002")
+            && e.contains("`requests[2]` and `requests[4]` share the agent_id \"explore_001\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn peak_context_counts_every_recorded_request_as_aiperfs_filter_does() {
+    // AIPerf's keep/drop test reads the trace as recorded: a subagent that is never replayed
+    // (listed before any root request) still counts, uncapped like every subagent request.
+    let mut v = values();
+    v[2]["requests"][0]["requests"][0]["in"] = json!(5000);
+    let c = load_values(&v).unwrap();
+    let t = by_id(&c, "fx-tiered-003");
+    assert_eq!(t.dropped.len(), 1);
+    assert_eq!(t.peak_context_tokens, 5010);
+}
