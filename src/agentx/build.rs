@@ -386,7 +386,7 @@ pub(super) fn trace(
 }
 
 /// The first non-empty `hash_ids` of a chain.
-fn first_hashes<'a>(items: &[Item<'a>]) -> &'a [u64] {
+fn first_hashes<'a>(items: &[Item<'a>]) -> &'a [u32] {
     items
         .iter()
         .map(|it| it.2.hash_ids.as_slice())
@@ -462,7 +462,7 @@ fn count_cache_hits(
             .then(a.2.cmp(&b.2))
             .then(a.3.cmp(&b.3))
     });
-    let mut seen: HashSet<u64> = HashSet::new();
+    let mut seen: HashSet<u32> = HashSet::new();
     for (.., c, k) in order {
         let turn = if c == 0 {
             &mut root.turns[k]

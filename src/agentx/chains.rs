@@ -137,7 +137,7 @@ pub(super) fn req_end(t: f64, r: &RawRequest) -> f64 {
     t + r.api_time.unwrap_or(0.0).max(0.0)
 }
 
-fn lcp(a: &[u64], b: &[u64]) -> usize {
+fn lcp(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
@@ -159,7 +159,7 @@ struct Chain<'a> {
     fork: Option<Fork>,
     spliced_into: Option<usize>,
     /// Last hash-bearing request (phase 1 only): key, hash ids, end, model.
-    tail: Option<(usize, &'a [u64], f64, &'a str)>,
+    tail: Option<(usize, &'a [u32], f64, &'a str)>,
 }
 
 impl<'a> Chain<'a> {
@@ -528,7 +528,7 @@ pub(super) fn split_off_preamble<'a>(items: &[Item<'a>]) -> (Option<Item<'a>>, V
         return (None, items.to_vec());
     }
     if first.2.output > PREAMBLE_MAX_OUTPUT {
-        let others: HashSet<u64> = rest
+        let others: HashSet<u32> = rest
             .iter()
             .flat_map(|o| o.2.hash_ids.iter().copied())
             .collect();
@@ -655,8 +655,8 @@ pub(super) fn chain_init_tokens(
     tool: u64,
     system: u64,
     block_size: u64,
-    base_first_hash: &[u64],
-    chain_first_hash: &[u64],
+    base_first_hash: &[u32],
+    chain_first_hash: &[u32],
 ) -> (u64, u64) {
     let blocks = (tool + system).div_ceil(block_size) as usize;
     let covered = blocks > 0

@@ -218,7 +218,7 @@ pub struct Turn {
     /// `--synthesis-max-osl`.
     pub max_tokens: u64,
     /// KV block ids (local to the trace).
-    pub hash_ids: Vec<u64>,
+    pub hash_ids: Vec<u32>,
     /// Recorded model (mapped to `--model` later).
     pub model: String,
     /// Recorded transport.

@@ -342,7 +342,7 @@ impl PromptSynth {
     }
 
     /// Pool offset of hash id `h` of trace `trace_id`.
-    fn block_offset(&self, trace_id: &str, h: u64) -> usize {
+    fn block_offset(&self, trace_id: &str, h: u32) -> usize {
         (hash64(&format!("{}:{trace_id}:{h}", self.seed)) % self.pool.len() as u64) as usize
     }
 
@@ -397,7 +397,7 @@ fn coverage(t: &super::Turn, bs: usize) -> (usize, usize) {
     (covered, tail)
 }
 
-fn step(prev: &[u64], cur: &super::Turn, buffer_blocks: usize, bs: usize) -> Step {
+fn step(prev: &[u32], cur: &super::Turn, buffer_blocks: usize, bs: usize) -> Step {
     let lcp = prev
         .iter()
         .zip(&cur.hash_ids)

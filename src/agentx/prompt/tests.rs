@@ -58,7 +58,7 @@ fn child_ref(t: &Trace, agent: &str) -> ConvRef {
 }
 
 /// The text of hash id `h` of trace `t`.
-fn block(s: &PromptSynth, t: &Trace, h: u64) -> String {
+fn block(s: &PromptSynth, t: &Trace, h: u32) -> String {
     let mut out = String::new();
     s.pool
         .push(&mut out, s.block_offset(&t.id, h), t.block_size as usize);
@@ -72,7 +72,7 @@ fn tail(s: &PromptSynth, session: &str, k: usize, n: usize) -> String {
 }
 
 /// A segment expected on the wire: role, hash ids, tail (tokens, turn).
-type Want<'a> = (Role, &'a [u64], Option<(usize, usize)>);
+type Want<'a> = (Role, &'a [u32], Option<(usize, usize)>);
 
 /// Checks the turn's segments (role, blocks by hash id, tail) and the text of each message.
 fn assert_turn(s: &PromptSynth, t: &Trace, conv: ConvRef, got: &TurnPrompt, want: &[Want<'_>]) {
@@ -304,7 +304,7 @@ fn one_trace(json: serde_json::Value) -> Arc<Trace> {
     Arc::new(corpus.traces.into_iter().next().unwrap())
 }
 
-fn req(t: f64, input: u64, out: u64, hash_ids: &[u64]) -> serde_json::Value {
+fn req(t: f64, input: u64, out: u64, hash_ids: &[u32]) -> serde_json::Value {
     serde_json::json!({"t": t, "type": "n", "model": "m", "in": input, "out": out,
         "hash_ids": hash_ids, "input_types": ["text"], "output_types": ["text"],
         "stop": "", "api_time": 0.5, "think_time": 0.0})
@@ -481,7 +481,7 @@ fn construction_is_fast_and_keeps_most_of_the_corpus() {
 #[test]
 fn a_100k_token_turn_is_made_without_the_tokenizer_in_bounded_time() {
     let s = synth();
-    let ids: Vec<u64> = (0..1562).collect();
+    let ids: Vec<u32> = (0..1562).collect();
     let t = one_trace(
         serde_json::json!({"id": "big", "models": ["m"], "block_size": 64,
         "hash_id_scope": "local", "requests": [
