@@ -275,6 +275,10 @@ mod tests {
             Some(&serde_json::json!(true))
         );
         assert_eq!(cfg.osl, None, "turns carry their own max_tokens");
+        assert_eq!(
+            cfg.extra_inputs.get("ignore_eos"),
+            Some(&serde_json::json!(true))
+        );
         let w = cfg.warnings.join("\n");
         for noted in [
             "--no-gpu-telemetry",
@@ -312,6 +316,10 @@ mod tests {
         off.push("--unsafe-override");
         let cfg = profile(&off).unwrap();
         assert!(!cfg.streaming);
+        assert_eq!(
+            cfg.extra_inputs.get("ignore_eos"),
+            Some(&serde_json::json!(false))
+        );
         assert_eq!(
             cfg.agentx.unwrap().submission_invalid_reasons,
             ["unsafe_override"]
