@@ -157,7 +157,7 @@ impl RunConfig {
         let encoder = EncoderSpec::parse(&a.encoder)?;
         let chat_template_kwargs = input::chat_template_kwargs(a.chat_template_kwargs.as_deref())?;
         let sampling = input::sampling(a)?;
-        let extra_inputs = parse_extra_inputs(&a.extra_inputs)?;
+        let mut extra_inputs = parse_extra_inputs(&a.extra_inputs)?;
         let mut warnings = target::warnings(a);
         let agentx = AgentxSettings::from_args(
             &a.agentx,
@@ -175,6 +175,13 @@ impl RunConfig {
             &env,
             &mut warnings,
         )?;
+        if agentx.is_some() {
+            // Every AgentX answer is as long as recorded (AIPerf's scenario injects it into
+            // the body when absent; an explicit value stays, checked by the scenario above).
+            extra_inputs
+                .entry("ignore_eos")
+                .or_insert(Value::Bool(true));
+        }
         let tokenizer = match &agentx {
             // A hub id resolved to its snapshot directory.
             Some(x) => Some(x.tokenizer.clone()),

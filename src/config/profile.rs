@@ -24,6 +24,24 @@ fn replay_defaults() -> Result<ReplayArgs, ConfigError> {
         .map_err(|e| ConfigError(format!("the replay defaults do not parse: {e}")))
 }
 
+/// `--server-metrics` adds endpoints in AIPerf (the `--url`'s own `/metrics` is always scraped);
+/// replay's flag replaces the default, so the URL's endpoint is listed first unless given.
+fn server_metrics(p: &ProfileArgs) -> Result<Vec<String>, ConfigError> {
+    let (Some(url), false) = (&p.url, p.server_metrics.is_empty()) else {
+        return Ok(p.server_metrics.clone());
+    };
+    let own = format!("{}/metrics", super::target::normalize_url(url)?);
+    let mut given = Vec::new();
+    for u in &p.server_metrics {
+        given.extend(super::scrape::metrics_url(u)?);
+    }
+    let mut out = p.server_metrics.clone();
+    if !given.contains(&own) {
+        out.insert(0, own);
+    }
+    Ok(out)
+}
+
 impl RunConfig {
     /// Validates `profile` flags into the AgentX replay's configuration. Flags specperf does
     /// not need are named in a warning, never silently dropped.
@@ -73,7 +91,7 @@ impl RunConfig {
         r.load.benchmark_grace_period = p.benchmark_grace_period;
         r.load.random_seed = p.random_seed.unwrap_or(0);
         r.scrape.slice_duration = p.slice_duration;
-        r.scrape.server_metrics = p.server_metrics.clone();
+        r.scrape.server_metrics = server_metrics(p)?;
         // AIPerf has no post-run failure gate (InferenceX validates afterwards): without the
         // live threshold, failures alone do not fail the run.
         r.failed_request_threshold = p.failed_request_threshold.unwrap_or(1.0);
@@ -235,6 +253,15 @@ mod tests {
         assert_eq!(x.live_failed_threshold, Some(0.25));
         // A local corpus cannot be pinned: allowed under --unsafe-override, not a valid submission.
         assert_eq!(x.submission_invalid_reasons, ["unsafe_override"]);
+        // The --url's own /metrics plus the --server-metrics ones, as AIPerf scrapes them.
+        assert_eq!(
+            cfg.scrape.endpoints,
+            [
+                "http://localhost:8888/metrics",
+                "http://w1:9000/metrics",
+                "http://w2:9000/metrics"
+            ]
+        );
         assert!(cfg.streaming && cfg.concurrency == 8);
         assert_eq!(cfg.load.duration, Some(Duration::from_secs(3600)));
         assert_eq!(cfg.load.grace, Some(Duration::from_secs(30)));
@@ -248,6 +275,10 @@ mod tests {
             Some(&serde_json::json!(true))
         );
         assert_eq!(cfg.osl, None, "turns carry their own max_tokens");
+        assert_eq!(
+            cfg.extra_inputs.get("ignore_eos"),
+            Some(&serde_json::json!(true))
+        );
         let w = cfg.warnings.join("\n");
         for noted in [
             "--no-gpu-telemetry",
@@ -285,6 +316,10 @@ mod tests {
         off.push("--unsafe-override");
         let cfg = profile(&off).unwrap();
         assert!(!cfg.streaming);
+        assert_eq!(
+            cfg.extra_inputs.get("ignore_eos"),
+            Some(&serde_json::json!(false))
+        );
         assert_eq!(
             cfg.agentx.unwrap().submission_invalid_reasons,
             ["unsafe_override"]

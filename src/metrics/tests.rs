@@ -80,3 +80,41 @@ fn failures_are_counted_by_kind_and_status_and_excluded_from_latency() {
     assert_eq!(a.counts.http_status[&503], 1);
     assert!(!a.values.contains_key(&MetricKey::RequestLatency));
 }
+
+/// A writer whose bytes the test can read after the sink took it.
+#[derive(Clone, Default)]
+struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_record_its_format_leaves_out_writes_no_line() {
+    let out = Shared::default();
+    // Writes the id, except for odd ids (as the AIPerf format skips context overflows).
+    let mut sink = RecordSink::new(
+        Box::new(out.clone()),
+        Box::new(|l: &mut Vec<u8>, r: &RequestRecord| {
+            if r.id % 2 == 0 {
+                l.extend_from_slice(r.id.to_string().as_bytes());
+            }
+            Ok(())
+        }),
+    );
+    let mut line = Vec::new();
+    for id in 0..4 {
+        sink.append(&mut line, &RequestRecord::started(id, 0, 0, 0))
+            .unwrap();
+    }
+    assert_eq!(
+        String::from_utf8(out.0.lock().unwrap().clone()).unwrap(),
+        "0\n2\n"
+    );
+}
