@@ -103,11 +103,18 @@ pub(super) async fn prepare(
         None => load_collection(&cfg)?,
     };
     let samples: Arc<[Sample]> = collection.samples.clone().into();
-    let mut plan = profiling_plan(&cfg, &samples)?;
-    if agentx.is_some() {
-        // Bounded by --benchmark-duration (or the trees draining), not by a request count.
-        plan.tickets = Tickets::Closed { count: u64::MAX };
-    }
+    let plan = match agentx {
+        // Lanes, bounded by --benchmark-duration (or the trees draining), not a ticket count.
+        Some(_) => Plan {
+            tickets: Tickets::Closed { count: u64::MAX },
+            samples: 0,
+            slots: Some(cfg.concurrency),
+            ramp: None,
+            duration: cfg.load.duration,
+            shard: cfg.load.shard,
+        },
+        None => profiling_plan(&cfg, &samples)?,
+    };
     // Before any socket opens: the simulator's ends count too when it runs in this process.
     // Never more in flight than the plan has requests: `--concurrency 100000 --request-count 1`
     // needs two descriptors, not 200,000.

@@ -543,3 +543,70 @@ async fn agentx_at_1536_lanes() {
     );
     assert!(n > 1536);
 }
+
+/// The engine with `RunConfig::agentx`: prepare loads the traces (and the tokenizer), the run
+/// goes through the lane scheduler, the aggregator writes every record with its session. The
+/// prompt double stands in for the synthesizer (its bodies land with the prompt slice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_runs_the_lane_scheduler_when_the_run_is_agentx() {
+    use clap::Parser;
+    let tok =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/fixtures/deepseek-v4/tokenizer.json");
+    if !tok.is_file() {
+        eprintln!(
+            "skipped: {} missing (scripts/fetch-tokenizer.sh)",
+            tok.display()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let art = dir.path().join("a");
+    let cli = crate::cli::Cli::try_parse_from([
+        "specperf",
+        "replay",
+        "--concurrency",
+        "3",
+        "--benchmark-duration",
+        "3",
+        "--artifact-dir",
+        art.to_str().unwrap(),
+        "--no-server-metrics",
+    ])
+    .unwrap();
+    let crate::cli::Command::Replay(a) = cli.command else {
+        panic!("not replay")
+    };
+    let mut cfg = RunConfig::from_args(&a).unwrap();
+    let mut s = settings((0.25, 0.75));
+    s.tokenizer = tok;
+    cfg.agentx = Some(Box::new(s));
+    let stop = Stopper::new();
+    let (progress, _) = tokio::sync::watch::channel(crate::progress::Progress::default());
+    let (mut ready, files) = super::super::prepare::prepare(cfg, &stop, &progress)
+        .await
+        .unwrap();
+    ready.agentx.as_mut().unwrap().messages = Arc::new(Plain);
+    let measured = tokio::time::timeout(
+        Duration::from_secs(60),
+        super::super::phase::run(&ready, files, &stop, progress),
+    )
+    .await
+    .unwrap();
+    let out = super::super::finish::finish(ready, measured, &stop);
+    assert_eq!(out.stopped_by, None);
+    let text = std::fs::read_to_string(art.join("records.jsonl")).unwrap();
+    let recs: Vec<RequestRecord> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(recs.iter().any(|r| r.phase == Phase::Warmup));
+    assert!(recs.iter().any(|r| r.phase == Phase::Profiling));
+    assert!(recs.iter().all(|r| r.session.is_some()));
+    assert!(recs
+        .iter()
+        .any(|r| meta(r).conversation_id.contains("::sa:")));
+    assert_eq!(
+        out.summary.counts.success,
+        recs.iter().filter(|r| r.phase == Phase::Profiling).count() as u64
+    );
+}
