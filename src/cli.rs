@@ -231,6 +231,7 @@ const NOT_FOR_RENDER: &[&str] = &[
     "warmup_grace_period",
     "agentic_warmup_grace_period",
     "trace_idle_gap_cap_seconds",
+    "system_idle_gap_cap_seconds",
     "stats_interval",
     "max_context_length",
     "synthesis_max_osl",
@@ -656,6 +657,12 @@ pub struct AgentxArgs {
     /// (InferenceX: 300). Default: no per-tree cap (the whole-system 10 s cap always applies).
     #[arg(long, allow_negative_numbers = true)]
     pub trace_idle_gap_cap_seconds: Option<f64>,
+
+    /// AgentX: with nothing in flight for this long (seconds), every pending timer moves
+    /// earlier so the next request goes out (the scenario locks it at 10; another value needs
+    /// --unsafe-override under --scenario inferencex-agentx-mvp).
+    #[arg(long, allow_negative_numbers = true)]
+    pub system_idle_gap_cap_seconds: Option<f64>,
 
     /// AgentX: print a realtime stats block on stderr every this many seconds (requests done,
     /// in flight, errors, throughputs, TTFT/ITL p50, live AL). Default: off.

@@ -270,6 +270,15 @@ impl AgentxSettings {
                 )),
                 _ => {}
             }
+            if let Some(v) = a
+                .system_idle_gap_cap_seconds
+                .filter(|v| *v != SYSTEM_IDLE_CAP.as_secs_f64())
+            {
+                violations.push(format!(
+                    "--system-idle-gap-cap-seconds {v}: the scenario locks it at {} s",
+                    SYSTEM_IDLE_CAP.as_secs_f64()
+                ));
+            }
             if !c.streaming {
                 violations.push(
                     "--streaming false: the scenario needs streaming (TTFT and ITL are core \
@@ -361,7 +370,11 @@ impl AgentxSettings {
             warmup_requests_per_lane: a.warmup_requests_per_lane,
             warmup_grace,
             trace_idle_cap,
-            system_idle_cap: SYSTEM_IDLE_CAP,
+            system_idle_cap: a
+                .system_idle_gap_cap_seconds
+                .map(|s| seconds("system-idle-gap-cap-seconds", s))
+                .transpose()?
+                .unwrap_or(SYSTEM_IDLE_CAP),
             stats_interval,
             // 1 (every request failed) can never be exceeded: no live check.
             live_failed_threshold: (c.failed_request_threshold < 1.0)

@@ -56,7 +56,8 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         },
         request_count: plan.len().unwrap_or(0),
         samples: samples.len(),
-        dataset_reused: m.dispatch.issued > samples.len() as u64,
+        // An AgentX replay has no collection; its trees recycle by design.
+        dataset_reused: cfg.agentx.is_none() && m.dispatch.issued > samples.len() as u64,
         load: load_meta(&cfg, &plan, m.dispatch, m.warmup),
         input: cfg.dataset.describe(),
         dataset_format: cfg.dataset.aiperf_format(cfg.select.category.as_deref()),

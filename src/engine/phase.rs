@@ -111,6 +111,7 @@ pub(super) async fn run(
                 duration: cfg.load.duration,
                 grace: cfg.load.grace,
                 stop: stop.clone(),
+                progress: Some(progress.clone()),
             })
         });
 

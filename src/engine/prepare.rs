@@ -219,10 +219,15 @@ pub(super) async fn prepare(
         records: create("records.jsonl")?,
         profile_export: create("profile_export.jsonl")?,
     };
-    crate::report::write_inputs(&dir, &bodies).map_err(|source| EngineError::Artifacts {
-        path: dir.join("inputs.json").display().to_string(),
-        source,
-    })?;
+    // The AgentX replay makes each prompt when its turn is due (a trace set holds ~100k
+    // requests of up to ~1M tokens of context): there are no bodies to list up front, so no
+    // inputs.json (InferenceX leaves it out of its uploads for these runs too).
+    if agentx.is_none() {
+        crate::report::write_inputs(&dir, &bodies).map_err(|source| EngineError::Artifacts {
+            path: dir.join("inputs.json").display().to_string(),
+            source,
+        })?;
+    }
     let ready = Ready {
         cfg,
         samples,

@@ -90,6 +90,10 @@ fn argv(url: &str, out: &Path, duration: u32) -> Vec<String> {
         s("--output-artifact-dir"),
         out.display().to_string(),
         s("--unsafe-override"),
+        // The scenario's 10 s whole-system idle cap, shortened (hence --unsafe-override too):
+        // the primer spread and the long recorded gaps then take seconds, not tens of seconds.
+        s("--system-idle-gap-cap-seconds"),
+        s("3"),
         s("--input-file"),
         traces.display().to_string(),
         s("--custom-dataset-type"),

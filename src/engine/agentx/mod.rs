@@ -120,6 +120,8 @@ pub(crate) struct ReplayInputs {
     /// `--benchmark-grace-period` for in-flight requests after the duration (`None`: unbounded).
     pub(crate) grace: Option<Duration>,
     pub(crate) stop: Stopper,
+    /// The live view: profiling requests sent (`sent - done` is what is in flight).
+    pub(crate) progress: Option<Arc<watch::Sender<crate::progress::Progress>>>,
 }
 
 /// What the warmup did.
@@ -180,6 +182,7 @@ struct Shared {
     /// Profiling records counted by the live threshold: (total, failed).
     live: Mutex<(u64, u64)>,
     issued: AtomicU64,
+    progress: Option<Arc<watch::Sender<crate::progress::Progress>>>,
     /// Idle-cap jumps, for the report.
     jumps: AtomicU64,
 }
@@ -304,6 +307,7 @@ impl Replay {
             requests: inp.stop.token().child_token(),
             no_new_turns: inp.stop.token().child_token(),
             stop: inp.stop,
+            progress: inp.progress,
             benchmark_id: String::new(),
             origin: now,
             idle: Idle::new(now),
@@ -993,6 +997,9 @@ impl Shared {
                 };
                 if phase == Phase::Profiling {
                     self.issued.fetch_add(1, Relaxed);
+                    if let Some(p) = &self.progress {
+                        p.send_modify(|p| p.sent += 1);
+                    }
                 }
                 self.idle.started();
                 tree.idle.started();

@@ -145,6 +145,7 @@ async fn run_only(
         duration,
         grace,
         stop: stop.clone(),
+        progress: None,
     });
     let bounded = async {
         let warmup = replay.warmup().await;
