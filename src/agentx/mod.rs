@@ -498,72 +498,32 @@ impl Corpus {
 /// Reads `path` (a `traces.jsonl` or a directory of `*.json` traces), validates and rebuilds
 /// every trace, then applies `opts`.
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Corpus, AgentxError> {
-    let io = |source| AgentxError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut texts: Vec<(Origin, String)> = Vec::new();
-    if path.is_dir() {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(io)?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<Result<_, _>>()
-            .map_err(io)?;
-        files.retain(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"));
-        files.sort();
-        for f in files {
-            let text = std::fs::read_to_string(&f).map_err(|source| AgentxError::Io {
-                path: f.clone(),
-                source,
-            })?;
-            texts.push((
-                Origin {
-                    path: f,
-                    line: None,
-                },
-                text,
-            ));
-        }
-    } else {
-        let text = std::fs::read_to_string(path).map_err(io)?;
-        for (i, line) in text.lines().enumerate() {
-            if !line.trim().is_empty() {
-                texts.push((
-                    Origin {
-                        path: path.to_path_buf(),
-                        line: Some(i + 1),
-                    },
-                    line.to_string(),
-                ));
+    // Read in batches of about 64 MiB of text, each parsed and rebuilt on every core: a
+    // ~100k-request `traces.jsonl` (~0.5 GB) never sits in memory whole, and loads in seconds.
+    let mut batches = Batches::open(path)?;
+    let mut unknown = parse::Unknown::default();
+    let mut seen: HashMap<String, Origin> = HashMap::new();
+    let mut all = Vec::new();
+    while let Some(batch) = batches.next_batch()? {
+        for item in parse_batch(batch, opts) {
+            let (trace, keys) = item?;
+            unknown.absorb(keys);
+            if let Some(first) = seen.get(&trace.id) {
+                return Err(AgentxError::DuplicateId {
+                    id: trace.id,
+                    first: first.clone(),
+                    second: trace.origin,
+                });
             }
+            seen.insert(trace.id.clone(), trace.origin.clone());
+            all.push(trace);
         }
     }
-    if texts.is_empty() {
+    if all.is_empty() {
         return Err(AgentxError::Empty {
             path: path.to_path_buf(),
             why: "no traces in it".into(),
         });
-    }
-
-    let mut unknown = parse::Unknown::default();
-    let mut seen: HashMap<String, Origin> = HashMap::new();
-    let mut all = Vec::with_capacity(texts.len());
-    for (origin, text) in texts {
-        let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| AgentxError::Json {
-                origin: origin.clone(),
-                source,
-            })?;
-        let raw = parse::trace(&value, &origin, &mut unknown)?;
-        if let Some(first) = seen.get(&raw.id) {
-            return Err(AgentxError::DuplicateId {
-                id: raw.id,
-                first: first.clone(),
-                second: origin,
-            });
-        }
-        seen.insert(raw.id.clone(), origin.clone());
-        all.push(build::trace(raw, origin, opts)?);
     }
 
     let mut corpus = Corpus {
@@ -599,6 +559,141 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Corpus, AgentxError> {
         });
     }
     Ok(corpus)
+}
+
+/// Text to parse: the files of a directory, or the lines of a `traces.jsonl`, in batches.
+enum Batches {
+    Files(std::vec::IntoIter<PathBuf>),
+    Lines {
+        path: PathBuf,
+        reader: std::io::BufReader<std::fs::File>,
+        line: usize,
+    },
+}
+
+/// About this much text per batch.
+const BATCH_BYTES: usize = 64 << 20;
+
+impl Batches {
+    fn open(path: &Path) -> Result<Batches, AgentxError> {
+        let io = |source| AgentxError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if path.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(io)?
+                .map(|e| e.map(|e| e.path()))
+                .collect::<Result<_, _>>()
+                .map_err(io)?;
+            files.retain(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"));
+            files.sort();
+            Ok(Batches::Files(files.into_iter()))
+        } else {
+            let file = std::fs::File::open(path).map_err(io)?;
+            Ok(Batches::Lines {
+                path: path.to_path_buf(),
+                reader: std::io::BufReader::with_capacity(1 << 20, file),
+                line: 0,
+            })
+        }
+    }
+
+    /// The next batch of (where, text); `None` at the end.
+    fn next_batch(&mut self) -> Result<Option<Vec<(Origin, String)>>, AgentxError> {
+        use std::io::BufRead;
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        while bytes < BATCH_BYTES {
+            match self {
+                Batches::Files(files) => {
+                    let Some(f) = files.next() else { break };
+                    let text = std::fs::read_to_string(&f).map_err(|source| AgentxError::Io {
+                        path: f.clone(),
+                        source,
+                    })?;
+                    bytes += text.len();
+                    batch.push((
+                        Origin {
+                            path: f,
+                            line: None,
+                        },
+                        text,
+                    ));
+                }
+                Batches::Lines { path, reader, line } => {
+                    let mut text = String::new();
+                    let n = reader
+                        .read_line(&mut text)
+                        .map_err(|source| AgentxError::Io {
+                            path: path.clone(),
+                            source,
+                        })?;
+                    if n == 0 {
+                        break;
+                    }
+                    *line += 1;
+                    if text.trim().is_empty() {
+                        continue;
+                    }
+                    bytes += n;
+                    batch.push((
+                        Origin {
+                            path: path.clone(),
+                            line: Some(*line),
+                        },
+                        text,
+                    ));
+                }
+            }
+        }
+        Ok((!batch.is_empty()).then_some(batch))
+    }
+}
+
+/// Parses, checks and rebuilds one batch on every core; results in input order.
+fn parse_batch(
+    batch: Vec<(Origin, String)>,
+    opts: &LoadOptions,
+) -> Vec<Result<(Trace, parse::Unknown), AgentxError>> {
+    let one = |(origin, text): (Origin, String)| {
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| AgentxError::Json {
+                origin: origin.clone(),
+                source,
+            })?;
+        drop(text);
+        let mut unknown = parse::Unknown::default();
+        let raw = parse::trace(&value, &origin, &mut unknown)?;
+        drop(value);
+        Ok((build::trace(raw, origin, opts)?, unknown))
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(batch.len());
+    if threads <= 1 {
+        return batch.into_iter().map(one).collect();
+    }
+    let per = batch.len().div_ceil(threads);
+    let mut parts: Vec<Vec<(Origin, String)>> = Vec::with_capacity(threads);
+    let mut it = batch.into_iter();
+    loop {
+        let part: Vec<_> = it.by_ref().take(per).collect();
+        if part.is_empty() {
+            break;
+        }
+        parts.push(part);
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = parts
+            .into_iter()
+            .map(|part| s.spawn(move || part.into_iter().map(one).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }
 
 /// Unknown keys collected across the load, grouped by (level, key).

@@ -103,6 +103,13 @@ impl Unknown {
             .1 += 1;
     }
 
+    /// Adds the keys of a later trace (merged in input order, the first trace seen stays).
+    pub(super) fn absorb(&mut self, later: Unknown) {
+        for (k, (trace, n)) in later.0 {
+            self.0.entry(k).or_insert_with(|| (trace, 0)).1 += n;
+        }
+    }
+
     pub(super) fn into_keys(self) -> Vec<UnknownKey> {
         self.0
             .into_iter()
