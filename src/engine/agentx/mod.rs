@@ -844,6 +844,24 @@ impl Shared {
             if !self.wait_after(&tree, turn).await || self.no_new_turns.is_cancelled() {
                 break;
             }
+            if conv == ConvRef::Root {
+                // A branch that started before its spawning turn's recorded end overlapped it in
+                // the capture: it starts as the turn is sent, timed from the turn's start (as
+                // AIPerf 0.13 does); the others start when the turn returns.
+                let end = turn.timestamp_ms + turn.api_time_ms.unwrap_or(0.0);
+                let overlapping: Vec<usize> = turn
+                    .spawns
+                    .iter()
+                    .copied()
+                    .filter(|&b| {
+                        turn.api_time_ms.is_some_and(|a| a > 0.0)
+                            && trace.branches[b].start_ms < end
+                    })
+                    .collect();
+                if !overlapping.is_empty() {
+                    self.spawn_branches(&tree, &overlapping, Some(turn.timestamp_ms));
+                }
+            }
             let r = self
                 .send(&tree, conv, k, Phase::Profiling, None, &self.requests)
                 .await;
@@ -853,7 +871,7 @@ impl Shared {
                 break;
             }
             if conv == ConvRef::Root {
-                self.spawn_branches(&tree, &turn.spawns);
+                self.spawn_branches(&tree, &turn.spawns, None);
             }
             if r.overflow {
                 break;
@@ -883,9 +901,15 @@ impl Shared {
         }
     }
 
-    /// Spawns the branches of a returned root turn (each once): child turn 0 after its first-turn
-    /// offset.
-    fn spawn_branches(self: &Arc<Self>, tree: &Arc<Tree>, branches: &[usize]) {
+    /// Spawns branches of a root turn (each once): child turn 0 after its first-turn offset from
+    /// the branch start (`origin_ms` `None`: the turn returned), or after its recorded start less
+    /// `origin_ms` (a branch that overlapped the turn, spawned as it is sent).
+    fn spawn_branches(
+        self: &Arc<Self>,
+        tree: &Arc<Tree>,
+        branches: &[usize],
+        origin_ms: Option<f64>,
+    ) {
         let trace = &tree.trace;
         for &b in branches {
             if !lock(&tree.spawned).insert(b) {
@@ -904,10 +928,14 @@ impl Shared {
             }
             let now = self.tree_now(tree);
             for &c in &br.children {
-                let off = trace.children[c]
-                    .subagent
-                    .as_ref()
-                    .map_or(0.0, |s| s.first_turn_offset_ms);
+                let child = &trace.children[c];
+                let off = match origin_ms {
+                    Some(o) => child.turns[0].timestamp_ms - o,
+                    None => child
+                        .subagent
+                        .as_ref()
+                        .map_or(0.0, |s| s.first_turn_offset_ms),
+                };
                 let (sh, t) = (self.clone(), tree.clone());
                 let first = First::At(now + (off.max(0.0) * 1e6) as u64);
                 tree.tracker

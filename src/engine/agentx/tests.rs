@@ -611,3 +611,54 @@ async fn the_engine_runs_the_lane_scheduler_when_the_run_is_agentx() {
         recs.iter().filter(|r| r.phase == Phase::Profiling).count() as u64
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_that_overlapped_its_spawning_turn_starts_as_the_turn_is_sent() {
+    // Root turn 0 took 5 s in the capture; the subagent started 1 s in, its first request 1.1 s
+    // in. Replayed, the child's turn 0 goes out 1.1 s after the root turn is sent, while that
+    // turn (150 tokens at 20 ms) is still streaming; the join turn still waits for the child.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("traces.jsonl");
+    let req = |t: f64, inn: u64, out: u64, ids: &[u32], api: f64| {
+        serde_json::json!({"t": t, "type": "n", "model": "m", "in": inn, "out": out,
+            "hash_ids": ids, "input_types": ["text"], "output_types": ["text"], "stop": "",
+            "api_time": api, "think_time": 0.0})
+    };
+    let trace = serde_json::json!({
+        "id": "overlap-001", "models": ["m"], "block_size": 64, "hash_id_scope": "local",
+        "requests": [
+            req(0.0, 128, 150, &[1, 2], 5.0),
+            {"t": 1.0, "type": "subagent", "agent_id": "early_001", "subagent_type": "Explore",
+             "duration_ms": 2000, "total_tokens": null, "tool_use_count": null,
+             "status": "completed", "models": ["m"],
+             "requests": [req(1.1, 128, 5, &[7, 8], 0.3)]},
+            req(6.0, 256, 5, &[1, 2, 3, 4], 0.5),
+        ],
+    });
+    std::fs::write(&path, format!("{trace}\n")).unwrap();
+    let sim = sim(Vec::new(), 20);
+    let mut s = settings((0.0, 0.0));
+    s.input = path;
+    let r = run(&sim, s, 1, None, None).await;
+    let find = |conv: &str, k: u32| {
+        r.records
+            .iter()
+            .find(|x| meta(x).conversation_id == conv && x.turn == k)
+            .unwrap_or_else(|| panic!("{conv} turn {k} replayed"))
+    };
+    let (root0, child, root1) = (
+        find("overlap-001", 0),
+        find("overlap-001::sa:early_001", 0),
+        find("overlap-001", 1),
+    );
+    let after_send = child.sent_ns - root0.sent_ns;
+    assert!(
+        child.sent_ns < root0.end_ns,
+        "the child starts while its spawning turn streams"
+    );
+    assert!(
+        after_send >= 1_000_000_000,
+        "1.1 s after the spawning turn was sent: {after_send} ns"
+    );
+    assert!(root1.sent_ns >= child.end_ns, "the join still waits");
+}
