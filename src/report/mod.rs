@@ -125,8 +125,9 @@ pub fn console_table(s: &Summary) -> String {
         };
         let _ = writeln!(
             o,
-            "AgentX: {} cancelled at the end of the grace period (of the cancelled; not errors), \
-             {} context overflows (left out of every statistic), theoretical prefix-cache hit {cache}",
+            "AgentX: {} cancelled at the end of the grace period (counted among the cancelled, \
+             not as errors), {} context overflows (left out of every statistic), theoretical \
+             prefix-cache hit {cache}",
             a.cancelled_at_grace, a.context_overflow
         );
     }
