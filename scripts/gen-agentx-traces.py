@@ -67,8 +67,8 @@ def trace(rng, i, scale, max_ctx):
     turns = max(4, int(rng.gauss(145, 60) * scale))
     groups = max(0, round(rng.gauss(4.3, 3)))
     spawn_at = sorted(rng.sample(range(1, turns - 1), min(groups, turns - 2))) if turns > 2 else []
-    next_id = 0
-    hids, inn = [], system
+    # Turn 0: the declared tools + system prefix, then the first user message.
+    inn = system + rng.randint(200, 2_000)
     hids = list(range(inn // BS)); next_id = len(hids)
     t = 0.0
     reqs = []
@@ -76,7 +76,7 @@ def trace(rng, i, scale, max_ctx):
     for k in range(turns):
         if k > 0:
             if inn > max_ctx:  # compaction: keep the system prefix and a summary
-                keep = system // BS
+                keep = -(-system // BS)
                 hids = hids[:keep]
                 inn = keep * BS
             hids, inn, next_id = grow(rng, hids, inn, next_id, 200, 3_000)
@@ -103,8 +103,8 @@ def trace(rng, i, scale, max_ctx):
 def subagent(rng, tid, k, t0, next_id, model, scale):
     n = max(1, int(rng.gauss(24.7, 12) * max(scale, 0.2)))
     system = rng.randint(3_000, 8_000)
-    hids = list(range(next_id, next_id + system // BS)); next_id += len(hids)
-    inn = system
+    inn = system + rng.randint(200, 1_500)
+    hids = list(range(next_id, next_id + inn // BS)); next_id += len(hids)
     t = t0 + 0.1
     inner = []
     for j in range(n):
