@@ -419,6 +419,15 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// The child conversation of subagent `agent_id` (`<trace>::sa:<agent_id>`).
+    pub fn subagent(&self, agent_id: &str) -> Option<prompt::ConvRef> {
+        let session = format!("{}::sa:{agent_id}", self.id);
+        self.children
+            .iter()
+            .position(|c| c.session_id == session)
+            .map(prompt::ConvRef::Child)
+    }
+
     /// The root or a child conversation.
     pub fn conversation(&self, c: prompt::ConvRef) -> &Conversation {
         match c {

@@ -324,18 +324,7 @@ impl PromptSynth {
         let bs = trace.block_size;
         for conv in std::iter::once(&trace.root).chain(&trace.children) {
             if let Some(t0) = conv.turns.first() {
-                let blocks = (conv.tool_tokens + conv.system_tokens).div_ceil(bs);
-                if blocks as usize > t0.hash_ids.len() {
-                    return Err(PromptError::SystemPrefix {
-                        trace: trace.id.clone(),
-                        session: conv.session_id.clone(),
-                        tool: conv.tool_tokens,
-                        system: conv.system_tokens,
-                        blocks,
-                        recorded: t0.hash_ids.len(),
-                        block_size: bs,
-                    });
-                }
+                prefix_blocks(&trace.id, conv, t0, bs)?;
             }
         }
         Ok(())
@@ -525,20 +514,8 @@ impl StreamPrompts {
         let (covered, tail) = coverage(t0, bs as usize);
         let mut segs = Vec::new();
         let mut cursor = 0;
-        let prefix = conv.tool_tokens + conv.system_tokens;
-        if prefix > 0 {
-            let blocks = prefix.div_ceil(bs);
-            if blocks as usize > t0.hash_ids.len() {
-                return Err(PromptError::SystemPrefix {
-                    trace: self.trace.id.clone(),
-                    session: conv.session_id.clone(),
-                    tool: conv.tool_tokens,
-                    system: conv.system_tokens,
-                    blocks,
-                    recorded: t0.hash_ids.len(),
-                    block_size: bs,
-                });
-            }
+        let blocks = prefix_blocks(&self.trace.id, conv, t0, bs)?;
+        if blocks > 0 {
             // More declared prefix than the prompt holds: the excess folds into the tail.
             let blocks = (blocks as usize).min(covered);
             if blocks > 0 {
@@ -708,6 +685,30 @@ fn truncate(segs: &mut Vec<Seg>, target: usize) -> Option<usize> {
         return Some(i);
     }
     None
+}
+
+/// Blocks of a conversation's declared tools + system prefix (`ceil((tool + system) / bs)`); an
+/// error when its first turn recorded fewer blocks (the prefix must come from recorded blocks,
+/// as AIPerf requires: synthesizing it would fake the cache structure).
+fn prefix_blocks(
+    trace_id: &str,
+    conv: &super::Conversation,
+    t0: &super::Turn,
+    bs: u64,
+) -> Result<u64, PromptError> {
+    let blocks = (conv.tool_tokens + conv.system_tokens).div_ceil(bs);
+    if blocks as usize > t0.hash_ids.len() {
+        return Err(PromptError::SystemPrefix {
+            trace: trace_id.to_owned(),
+            session: conv.session_id.clone(),
+            tool: conv.tool_tokens,
+            system: conv.system_tokens,
+            blocks,
+            recorded: t0.hash_ids.len(),
+            block_size: bs,
+        });
+    }
+    Ok(blocks)
 }
 
 /// The per-tree cache-bust marker: `"[rid:" + sha256("{benchmark_id}:{pass}:{lane}:{base}")[:12] + "]\n\n"`.

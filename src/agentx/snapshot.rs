@@ -198,12 +198,7 @@ mod tests {
     }
 
     fn child(t: &Trace, agent: &str) -> ConvRef {
-        let i = t
-            .children
-            .iter()
-            .position(|c| c.session_id.ends_with(&format!("::sa:{agent}")))
-            .unwrap();
-        ConvRef::Child(i)
+        t.subagent(agent).unwrap()
     }
 
     /// (conv, next, primer, waiting) of every state.

@@ -66,9 +66,8 @@ fn prepare_agentx(
     // A trace whose prompts cannot be made fails here, naming it, not as a failed request an
     // hour into the run (AIPerf refuses such a trace while loading too).
     for t in &corpus.traces {
-        crate::agentx::prompt::PromptSynth::check(t).map_err(|e| {
-            EngineError::Load(format!("{} ({}): {e}", s.input.display(), t.origin))
-        })?;
+        crate::agentx::prompt::PromptSynth::check(t)
+            .map_err(|e| EngineError::Load(format!("{} ({}): {e}", s.input.display(), t.origin)))?;
     }
     let tokenizer = Tokenizer::from_path(&s.tokenizer).map_err(|e| {
         EngineError::Tokenizer(format!("--tokenizer {}: {e}", s.tokenizer.display()))

@@ -49,12 +49,7 @@ fn trace(id: &str) -> Arc<Trace> {
 }
 
 fn child_ref(t: &Trace, agent: &str) -> ConvRef {
-    let i = t
-        .children
-        .iter()
-        .position(|c| c.session_id.ends_with(&format!("::sa:{agent}")))
-        .unwrap();
-    ConvRef::Child(i)
+    t.subagent(agent).unwrap()
 }
 
 /// The text of hash id `h` of trace `t`.
