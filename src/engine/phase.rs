@@ -112,6 +112,9 @@ pub(super) async fn run(
                 grace: cfg.load.grace,
                 stop: stop.clone(),
                 progress: Some(progress.clone()),
+                benchmark_id: Some(crate::report::aiperf::benchmark_id_at(
+                    start_unix.as_secs_f64(),
+                )),
             })
         });
 

@@ -122,6 +122,8 @@ pub(crate) struct ReplayInputs {
     pub(crate) stop: Stopper,
     /// The live view: profiling requests sent (`sent - done` is what is in flight).
     pub(crate) progress: Option<Arc<watch::Sender<crate::progress::Progress>>>,
+    /// The run's benchmark id, which keys the cache-bust markers (`None`: a fresh UUID).
+    pub(crate) benchmark_id: Option<String>,
 }
 
 /// What the warmup did.
@@ -308,7 +310,7 @@ impl Replay {
             no_new_turns: inp.stop.token().child_token(),
             stop: inp.stop,
             progress: inp.progress,
-            benchmark_id: String::new(),
+            benchmark_id: inp.benchmark_id.unwrap_or_default(),
             origin: now,
             idle: Idle::new(now),
             trees: Mutex::new(HashMap::new()),
@@ -321,11 +323,13 @@ impl Replay {
             issued: AtomicU64::new(0),
             jumps: AtomicU64::new(0),
         });
-        let bid = shared.uuid();
-        let shared = {
+        let shared = if shared.benchmark_id.is_empty() {
+            let bid = shared.uuid();
             let mut s = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("not shared yet"));
             s.benchmark_id = bid;
             Arc::new(s)
+        } else {
+            shared
         };
         let n = shared.traces.len();
         let mut lanes = Vec::with_capacity(shared.concurrency);

@@ -146,6 +146,7 @@ async fn run_only(
         grace,
         stop: stop.clone(),
         progress: None,
+        benchmark_id: None,
     });
     let bounded = async {
         let warmup = replay.warmup().await;

@@ -84,5 +84,11 @@ pub(super) fn error_class(
 /// A stable id for the run: the start time in microseconds (AIPerf uses a UUID; we have no
 /// randomness to spare and the start time already names the run).
 pub(crate) fn benchmark_id(s: &Summary) -> String {
-    format!("specperf-{}", (s.meta.start_unix_s * 1e6).round() as u64)
+    benchmark_id_at(s.meta.start_unix_s)
+}
+
+/// [`benchmark_id`] of a run started at `start_unix_s` (the AgentX cache-bust markers use it, so
+/// every run has its own marker keyspace, as with AIPerf's fresh UUID).
+pub(crate) fn benchmark_id_at(start_unix_s: f64) -> String {
+    format!("specperf-{}", (start_unix_s * 1e6).round() as u64)
 }
