@@ -11,8 +11,11 @@
 //!  scrape (side task): /metrics pages ──> prom::parse ──> acceptance ──> ScrapeReport, live AL in progress
 //!                                                    └──> collect (every family, bounded) ──> server_metrics_export
 //!
-//!  agentx: AgentX (Weka) traces ──> session trees (root + subagent conversations, spawn/join,
-//!          delays, theoretical cache counts); the AgentX replay's loader, beside `dataset`
+//!  agentx (beside dataset): Weka traces ──> session trees (root, subagents, split flat chains,
+//!          spawn/join, delays, replay dependencies, theoretical cache) ──> t* snapshots; prompts
+//!          cut per turn from our corpus (prompt)
+//!  engine::agentx (instead of schedule, AgentX runs): lanes of trees ──> wire body + headers ──>
+//!          client ──> the same aggregator and report (profile_export with session metadata)
 //!
 //!  engine: prepare ──> run ──> finish, wiring the stages; one Stopper (deadline, stall, SIGINT, SIGTERM)
 //! ```
