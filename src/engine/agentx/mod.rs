@@ -1027,6 +1027,9 @@ impl Shared {
                     capture_text: false,
                     headers: self.wire.headers(&request_id, corr, parent.as_deref()),
                 };
+                // The body holds the prompt now: the messages (as large, ~0.5 MB for a 100k-token
+                // context) must not stay alive for the whole response.
+                drop(messages);
                 if phase == Phase::Profiling {
                     self.issued.fetch_add(1, Relaxed);
                     if let Some(p) = &self.progress {
