@@ -89,9 +89,11 @@ if [ "$binfmt" = 0 ]; then
   # These start target/<triple>/qemu/specperf as a child process (CARGO_BIN_EXE_specperf), which
   # the kernel can only execute through a binfmt_misc registration.
   echo "ci-aarch64: note: qemu could not be registered for aarch64 executables (binfmt_misc);"
-  echo "  skipping the tests that spawn the binary: crash, gate, inject, process, render, reports,"
-  echo "  security and shards::*"
-  for m in crash gate inject process render reports security shards; do SKIP+=(--skip "$m::"); done
+  echo "  skipping the tests that spawn the binary: agentx, agentx_cli, crash, gate, inject, process,"
+  echo "  render, reports, security and shards::*"
+  for m in agentx agentx_cli crash gate inject process render reports security shards; do
+    SKIP+=(--skip "$m::")
+  done
 fi
 say "running the tests under qemu-aarch64"
 cargo test --locked --workspace --target "$TARGET" "${PROFILE[@]}" --lib --bins --tests \
