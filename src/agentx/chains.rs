@@ -92,11 +92,8 @@ impl SplitOptions {
         };
         let boolean = |name: &str, default: bool| match read(name) {
             None => Ok(default),
-            Some((var, v)) => match v.to_ascii_lowercase().as_str() {
-                "1" | "true" | "t" | "yes" | "y" | "on" => Ok(true),
-                "0" | "false" | "f" | "no" | "n" | "off" => Ok(false),
-                _ => Err(bad(var, v, "true or false (also 1/0, yes/no, on/off)")),
-            },
+            Some((var, v)) => super::pydantic_bool(&v)
+                .ok_or_else(|| bad(var, v, "true or false (also 1/0, yes/no, on/off)")),
         };
         let count = |name: &str, default: u64| match read(name) {
             None => Ok(default),

@@ -705,6 +705,25 @@ fn parse_batch(
     })
 }
 
+/// The first 8 bytes of SHA-256 of `key`, big-endian: how AIPerf turns a seed string into a
+/// number (t* draws, prompt block offsets).
+pub(crate) fn hash64(key: &str) -> u64 {
+    let d = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d.as_ref()[..8]);
+    u64::from_be_bytes(b)
+}
+
+/// A boolean as pydantic reads one from the environment (`1/0`, `true/false`, `t/f`, `yes/no`,
+/// `y/n`, `on/off`, any case); `None` for anything else.
+pub(crate) fn pydantic_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "t" | "yes" | "y" | "on" => Some(true),
+        "0" | "false" | "f" | "no" | "n" | "off" => Some(false),
+        _ => None,
+    }
+}
+
 /// Unknown keys collected across the load, grouped by (level, key).
 type UnknownMap = BTreeMap<(&'static str, String), (String, usize)>;
 

@@ -44,7 +44,7 @@ use rand_chacha::ChaCha8Rng;
 use ring::digest::{digest, SHA256};
 use tokenizer_encoders::Tokenizer;
 
-use super::{Conversation, Trace};
+use super::{hash64, Conversation, Trace};
 
 /// A chat role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -270,14 +270,6 @@ fn corpus_words(corpus: &str) -> Vec<&str> {
         }
     }
     out
-}
-
-/// The first 8 bytes of SHA-256 of `key`, big-endian.
-fn hash64(key: &str) -> u64 {
-    let d = digest(&SHA256, key.as_bytes());
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&d.as_ref()[..8]);
-    u64::from_be_bytes(b)
 }
 
 /// Cuts prompt text for every trace; shared by every lane.

@@ -23,13 +23,7 @@ pub fn lane_trace(lane: usize, n_traces: usize) -> usize {
 /// The seed of a lane's t* draw: the first 8 bytes, big-endian, of
 /// `SHA-256("{random_seed}:{trace_id}:{lane}")` (AIPerf's `_seed_for_trace_lane`).
 pub fn t_star_seed(random_seed: u64, trace_id: &str, lane: usize) -> u64 {
-    let d = ring::digest::digest(
-        &ring::digest::SHA256,
-        format!("{random_seed}:{trace_id}:{lane}").as_bytes(),
-    );
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&d.as_ref()[..8]);
-    u64::from_be_bytes(b)
+    super::hash64(&format!("{random_seed}:{trace_id}:{lane}"))
 }
 
 /// t*, ms: uniform in the trace's window ([`Trace::t_star_window_ms`]). The draw is our own

@@ -135,11 +135,12 @@ fn env_bool(
     let Some(v) = env(name).map(|v| v.trim().to_ascii_lowercase()) else {
         return Ok(default);
     };
-    match v.as_str() {
-        "" => Ok(default),
-        "1" | "true" | "yes" | "on" | "t" | "y" => Ok(true),
-        "0" | "false" | "no" | "off" | "f" | "n" => Ok(false),
-        _ => err(format!(
+    if v.is_empty() {
+        return Ok(default);
+    }
+    match crate::agentx::pydantic_bool(&v) {
+        Some(b) => Ok(b),
+        None => err(format!(
             "{name}={v:?} is not a boolean: set it to true or false (1 or 0)"
         )),
     }
