@@ -562,8 +562,7 @@ fn trace_rows(
     samples: &[Sample],
 ) -> Result<Option<Vec<(usize, Duration)>>, EngineError> {
     let t = cfg.load.trace;
-    // No samples (the AgentX replay makes its own requests) is not a timed trace.
-    let timed = !samples.is_empty() && samples.iter().all(|s| s.timestamp_ms.is_some());
+    let timed = samples.iter().all(|s| s.timestamp_ms.is_some());
     if !timed {
         if t.forced {
             return Err(EngineError::Load(
