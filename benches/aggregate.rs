@@ -57,6 +57,9 @@ fn record(i: u64) -> RequestRecord {
         chunk_gaps: gaps,
         response_text: None,
         session: None,
+        spec: None,
+        spec_warning: None,
+        group: None,
     }
 }
 

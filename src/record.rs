@@ -208,6 +208,109 @@ pub struct RequestRecord {
     /// Where an AgentX request sits in its session tree (`None` for every other workload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<Box<SessionMeta>>,
+    /// The speculative decoding this request's response reported (vLLM, SGLang, llama.cpp,
+    /// TensorRT-LLM), checked before it is kept; `None` when the response carried none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<Box<SpecDecode>>,
+    /// Why the response's speculative-decoding figures were left out (a malformed payload,
+    /// named); the request itself still counts everywhere else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_warning: Option<String>,
+    /// The sample's group: the collection field named by `--group-by` (SPEED-Bench's
+    /// `category` by default), for the per-group acceptance breakdown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+/// Which response field a request's speculative-decoding figures came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpecSource {
+    /// vLLM's `metrics.speculative_decoding` (`--per-request-spec-decode-metrics`): steps,
+    /// drafts, accepted and the acceptance histogram.
+    Vllm,
+    /// SGLang's `sglext.spec_tokens_details` (the request's `return_spec_tokens_details`):
+    /// verify steps, proposed and correct drafts, histogram.
+    Sglang,
+    /// llama.cpp's `timings.draft_n` / `draft_n_accepted`: drafts and accepted, no steps.
+    Llamacpp,
+    /// TensorRT-LLM's `choices[].avg_decoded_tokens_per_iter`: tokens per iteration only.
+    Trtllm,
+}
+
+impl SpecSource {
+    /// The stable name used in JSON and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpecSource::Vllm => "vllm",
+            SpecSource::Sglang => "sglang",
+            SpecSource::Llamacpp => "llamacpp",
+            SpecSource::Trtllm => "trtllm",
+        }
+    }
+}
+
+/// One request's speculative decoding as its response reported it. The client keeps it only
+/// when it is consistent (histogram length k + 1, integer counts, sums matching the steps and
+/// accepted tokens); otherwise the record carries a named `spec_warning` instead.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpecDecode {
+    /// Where the figures came from.
+    pub source: SpecSource,
+    /// Verify steps that had drafts (vLLM `num_spec_steps`, SGLang `spec_verify_ct`); `None`
+    /// where the server does not report them (llama.cpp, TensorRT-LLM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u64>,
+    /// Draft tokens proposed (vLLM `num_draft_tokens`, SGLang `spec_num_proposed_drafts`,
+    /// llama.cpp `draft_n`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_tokens: Option<u64>,
+    /// Draft tokens accepted, the bonus token excluded (vLLM `num_accepted_draft_tokens`,
+    /// SGLang `spec_num_correct_drafts`, llama.cpp `draft_n_accepted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_tokens: Option<u64>,
+    /// Index j: steps that accepted exactly j drafts (length k + 1); empty when not sent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<u64>,
+    /// Draft tokens per step as configured (vLLM `num_spec_tokens`), when sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_spec_tokens: Option<u32>,
+    /// The server's own per-request figure, as sent: vLLM `mean_acceptance_length`
+    /// (1 + accepted / steps), SGLang `spec_accept_length` (completion tokens / verify steps,
+    /// the prefill token included), TensorRT-LLM `avg_decoded_tokens_per_iter`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_acceptance_length: Option<f64>,
+    /// vLLM `detailed`: drafts accepted at each verify step, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_step_accepted: Option<Vec<u32>>,
+    /// vLLM `detailed`: drafts proposed at each verify step, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_step_drafted: Option<Vec<u32>>,
+}
+
+impl SpecDecode {
+    /// `1 + accepted / steps` (vLLM's definition, the counters' AL), when both are known and
+    /// there was at least one step.
+    pub fn acceptance_length(&self) -> Option<f64> {
+        match (self.accepted_tokens, self.steps) {
+            (Some(a), Some(s)) if s > 0 => Some(1.0 + a as f64 / s as f64),
+            _ => None,
+        }
+    }
+
+    /// `accepted / draft tokens` as a fraction, when drafts were proposed.
+    pub fn acceptance_rate(&self) -> Option<f64> {
+        match (self.accepted_tokens, self.draft_tokens) {
+            (Some(a), Some(d)) if d > 0 => Some(a as f64 / d as f64),
+            _ => None,
+        }
+    }
+
+    /// AIPerf's accepted per verified: `(accepted + steps) / (drafts + steps)`.
+    pub fn accepted_per_verified(&self) -> Option<f64> {
+        let (a, d, s) = (self.accepted_tokens?, self.draft_tokens?, self.steps?);
+        (d + s > 0).then(|| (a + s) as f64 / (d + s) as f64)
+    }
 }
 
 /// An AgentX request's place in its session tree: what AIPerf writes in a record's metadata and
@@ -290,6 +393,9 @@ impl RequestRecord {
             chunk_gaps: Vec::new(),
             response_text: None,
             session: None,
+            spec: None,
+            spec_warning: None,
+            group: None,
         }
     }
 

@@ -143,6 +143,7 @@ mod tests {
             max_tokens: None,
             timestamp_ms: None,
             turns: Vec::new(),
+            group: None,
         }
     }
 

@@ -35,6 +35,7 @@ pub(super) fn single_turn(text: &str) -> Result<Vec<Sample>, Invalid> {
             max_tokens,
             timestamp_ms,
             turns: Vec::new(),
+            group: None,
         });
     }
     Ok(out)
@@ -107,6 +108,7 @@ pub(super) fn multi_turn(text: &str) -> Result<Vec<Sample>, Invalid> {
             max_tokens: first.max_tokens,
             timestamp_ms: None,
             turns: rest.collect(),
+            group: None,
         });
     }
     Ok(out)

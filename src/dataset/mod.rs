@@ -39,6 +39,9 @@ pub struct Sample {
     /// Multi-turn sessions: the user turns after the first, each sent after the previous
     /// response (which joins the history).
     pub turns: Vec<Turn>,
+    /// The row's group for the per-group acceptance breakdown: the field named by
+    /// `--group-by` (SPEED-Bench's `category` by default).
+    pub group: Option<String>,
 }
 
 /// A later user turn of a multi-turn session.
@@ -335,6 +338,7 @@ mod tests {
                 max_tokens: Some(7),
                 timestamp_ms: None,
                 turns: Vec::new(),
+                group: None,
             }
         );
         assert!(load_str(

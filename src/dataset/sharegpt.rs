@@ -37,6 +37,7 @@ pub(super) fn sharegpt(text: &str) -> Result<Vec<Sample>, Invalid> {
             max_tokens: None,
             timestamp_ms: None,
             turns: Vec::new(),
+            group: None,
         });
     }
     Ok(out)

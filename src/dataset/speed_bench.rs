@@ -91,6 +91,7 @@ pub(super) fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<S
             max_tokens: None,
             timestamp_ms: None,
             turns,
+            group: Some(category),
         });
     }
     if let Some(seed) = select.shuffle_seed {

@@ -81,6 +81,7 @@ pub(crate) fn generate(
             max_tokens,
             timestamp_ms: None,
             turns: Vec::new(),
+            group: None,
         });
     }
     Ok(out)

@@ -161,6 +161,7 @@ pub(super) fn mooncake_trace(text: &str, caps: TraceCaps) -> Result<Vec<Sample>,
             max_tokens,
             timestamp_ms: Some(ts),
             turns: Vec::new(),
+            group: None,
         });
     }
     Ok(out)

@@ -35,6 +35,20 @@ pub(crate) enum MetricKey {
     PrefillThroughputPerUser,
     /// Last content event − start.
     RequestLatency,
+    /// 1 + accepted / steps of one response's reported speculative decoding.
+    SpecDecodeAcceptanceLength,
+    /// Draft tokens accepted in one response.
+    SpecDecodeAcceptedDraftTokens,
+    /// (accepted + steps) / (drafts + steps) of one response (AIPerf).
+    SpecDecodeAcceptedPerVerified,
+    /// Accepted / drafted of one response, percent.
+    SpecDecodeDraftAcceptanceRate,
+    /// Draft tokens proposed in one response.
+    SpecDecodeDraftTokens,
+    /// Verify steps of one response.
+    SpecDecodeSteps,
+    /// Decode tokens / decode events of one stream (the stream estimate of its AL).
+    StreamAcceptanceLengthEstimate,
     /// vLLM TPOT: (latency − TTFT) / (OSL − 1).
     TimePerOutputToken,
     /// First non-reasoning content − start.
@@ -59,6 +73,9 @@ struct Names {
 const MS: &str = "ms";
 const TOKENS: &str = "tokens";
 const TPS: &str = "tokens/sec/user";
+const RATIO: &str = "ratio";
+const PERCENT: &str = "%";
+const COUNT: &str = "count";
 
 impl MetricKey {
     fn names(self) -> Names {
@@ -171,6 +188,51 @@ impl MetricKey {
                 Some("Request latency (ms)"),
                 Some("e2el"),
             ),
+            K::SpecDecodeAcceptanceLength => n(
+                "spec_decode_acceptance_length",
+                RATIO,
+                Some(("spec_decode_acceptance_length", "Acceptance Length")),
+                Some("Acceptance length per request"),
+                None,
+            ),
+            K::SpecDecodeAcceptedDraftTokens => n(
+                "spec_decode_accepted_draft_tokens",
+                TOKENS,
+                Some(("spec_decode_accepted_draft_tokens", "Accepted Draft Tokens")),
+                None,
+                None,
+            ),
+            K::SpecDecodeAcceptedPerVerified => n(
+                "spec_decode_accepted_per_verified",
+                RATIO,
+                Some(("spec_decode_accepted_per_verified", "Accepted per Verified")),
+                None,
+                None,
+            ),
+            K::SpecDecodeDraftAcceptanceRate => n(
+                "spec_decode_draft_acceptance_rate",
+                PERCENT,
+                Some(("spec_decode_draft_acceptance_rate", "Draft Acceptance Rate")),
+                Some("Draft acceptance rate per request (%)"),
+                None,
+            ),
+            K::SpecDecodeDraftTokens => n(
+                "spec_decode_draft_tokens",
+                TOKENS,
+                Some(("spec_decode_draft_tokens", "Draft Tokens")),
+                None,
+                None,
+            ),
+            K::SpecDecodeSteps => n(
+                "spec_decode_steps",
+                COUNT,
+                Some(("spec_decode_steps", "Spec Decode Steps")),
+                None,
+                None,
+            ),
+            K::StreamAcceptanceLengthEstimate => {
+                n("stream_acceptance_length_estimate", RATIO, None, None, None)
+            }
             K::TimePerOutputToken => n("time_per_output_token_ms", MS, None, None, Some("tpot")),
             K::TimeToFirstOutputToken => n(
                 "time_to_first_output_token_ms",
@@ -231,7 +293,7 @@ impl MetricKey {
 mod tests {
     use super::*;
 
-    const ALL: [MetricKey; 19] = [
+    const ALL: [MetricKey; 26] = [
         MetricKey::ClientInputSequenceLength,
         MetricKey::DecodeDuration,
         MetricKey::DispatchLag,
@@ -247,6 +309,13 @@ mod tests {
         MetricKey::OutputTokenThroughputPerUser,
         MetricKey::PrefillThroughputPerUser,
         MetricKey::RequestLatency,
+        MetricKey::SpecDecodeAcceptanceLength,
+        MetricKey::SpecDecodeAcceptedDraftTokens,
+        MetricKey::SpecDecodeAcceptedPerVerified,
+        MetricKey::SpecDecodeDraftAcceptanceRate,
+        MetricKey::SpecDecodeDraftTokens,
+        MetricKey::SpecDecodeSteps,
+        MetricKey::StreamAcceptanceLengthEstimate,
         MetricKey::TimePerOutputToken,
         MetricKey::TimeToFirstOutputToken,
         MetricKey::TimeToFirstToken,
@@ -270,6 +339,10 @@ mod tests {
             let want = match k.as_str() {
                 s if s.ends_with("_ms") => MS,
                 s if s.ends_with("_tps") => TPS,
+                s if s.ends_with("_length") || s.ends_with("_estimate") => RATIO,
+                s if s.ends_with("_per_verified") => RATIO,
+                s if s.ends_with("_rate") => PERCENT,
+                s if s.ends_with("_steps") => COUNT,
                 _ => TOKENS,
             };
             assert_eq!(k.unit(), want, "{k:?}");

@@ -13,6 +13,7 @@ mod agentx;
 mod goodput;
 mod key;
 mod request;
+mod spec;
 mod stat;
 mod summary;
 mod sweep;
@@ -32,6 +33,10 @@ pub(crate) use agentx::{AgentxRunMeta, Provenance};
 pub use goodput::{Goodput, Slo, SloMetric};
 pub(crate) use key::MetricKey;
 pub(crate) use request::RecordMetrics;
+pub(crate) use spec::{
+    AlBin, GroupSpec, SpecSummary, SpecTotals, StreamEstimate, VsCounters, AL_BIN_WIDTH,
+    RELIABLE_WITHIN_PCT,
+};
 pub use stat::Stat;
 pub(crate) use summary::PerRequest;
 pub use summary::{LoadMeta, RunMeta, Summary, TimeoutKind, SUMMARY_SCHEMA};
@@ -486,6 +491,7 @@ impl Aggregate {
             metrics,
             warnings,
             acceptance: None,
+            spec_decode: None,
             agentx: self.agentx.clone(),
             agentx_run: None,
             first_failures: self.first_failures.clone(),

@@ -173,6 +173,11 @@ pub struct Summary {
     /// Acceptance length from the servers' counters, with the scrape outcomes (absent when no
     /// metrics endpoint was scraped).
     pub acceptance: Option<ScrapeReport>,
+    /// Speculative decoding per request: what the responses reported, the stream estimate and
+    /// the per-group breakdown (absent when no response carried figures and no stream could
+    /// be estimated).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spec_decode: Option<super::SpecSummary>,
     /// First send, Unix seconds.
     pub benchmark_start_unix_s: f64,
     /// Last end, Unix seconds.
