@@ -404,6 +404,11 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub all_turns: bool,
 
+    /// Break acceptance down by this field of each row (SPEED-Bench, single_turn and multi_turn
+    /// collections). Default: SPEED-Bench's `category`. Rows without the field are in no group.
+    #[arg(long, value_name = "FIELD")]
+    pub group_by: Option<String>,
+
     /// Local tokenizer (`tokenizer.json` or a model directory) for client-side input token counts
     /// and synthetic prompts. Never downloaded.
     #[arg(long)]

@@ -118,6 +118,7 @@ pub fn dataset(data: &[u8]) {
         category: (c & 0x10 != 0).then(|| "coding".to_owned()),
         shuffle_seed: (c & 0x20 != 0).then_some(u64::from(c)),
         all_turns: c & 0x40 != 0,
+        group_by: (c & 0x80 != 0).then(|| "category".to_owned()),
     };
     if let Ok(samples) = dataset::load_str(&text, "fuzz", kind, &select) {
         assert!(!samples.is_empty(), "a loaded collection has samples");

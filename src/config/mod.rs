@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use crate::cli::{ReplayArgs, Ui};
 use crate::client::ClientOptions;
-use crate::dataset::SpeedBenchSelect;
+use crate::dataset::{DatasetKind, SpeedBenchSelect};
 use crate::metrics::Slo;
 use crate::render::{EndpointType, RenderOptions};
 
@@ -209,6 +209,7 @@ impl RunConfig {
                 category: a.category.clone(),
                 shuffle_seed: (!a.no_shuffle).then_some(a.seed),
                 all_turns: a.all_turns,
+                group_by: a.group_by.clone(),
             },
             encoder,
             chat_template_kwargs,
@@ -266,6 +267,7 @@ fn agentx_unused_flags(a: &ReplayArgs) -> Vec<&'static str> {
         ("osl", a.osl.is_some()),
         ("all-turns", a.all_turns),
         ("category", a.category.is_some()),
+        ("group-by", a.group_by.is_some()),
     ]
     .into_iter()
     .filter_map(|(flag, given)| given.then_some(flag))
@@ -291,6 +293,20 @@ fn check_counts(a: &ReplayArgs) -> Result<(), ConfigError> {
     }
     if a.max_event_bytes < 1024 {
         return err("--max-event-bytes must be at least 1024");
+    }
+    if a.group_by.as_deref().is_some_and(|f| f.trim().is_empty()) {
+        return err("--group-by needs a field name, e.g. --group-by category");
+    }
+    if a.group_by.is_some()
+        && matches!(
+            a.custom_dataset_type,
+            Some(DatasetKind::MooncakeTrace | DatasetKind::Sharegpt)
+        )
+    {
+        return err(
+            "--group-by reads a field of SPEED-Bench, single_turn or multi_turn rows; mooncake \
+             traces and ShareGPT conversations have no per-row field to group by",
+        );
     }
     Ok(())
 }

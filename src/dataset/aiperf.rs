@@ -3,9 +3,9 @@
 
 use serde_json::{Map, Value};
 
-use super::{invalid, lines, ms, object, Invalid, Sample, Turn};
+use super::{group_of, invalid, lines, ms, object, Invalid, Sample, Turn};
 
-pub(super) fn single_turn(text: &str) -> Result<Vec<Sample>, Invalid> {
+pub(super) fn single_turn(text: &str, group_by: Option<&str>) -> Result<Vec<Sample>, Invalid> {
     let mut out = Vec::new();
     for (n, line) in lines(text) {
         let v = object(n, line)?;
@@ -35,7 +35,7 @@ pub(super) fn single_turn(text: &str) -> Result<Vec<Sample>, Invalid> {
             max_tokens,
             timestamp_ms,
             turns: Vec::new(),
-            group: None,
+            group: group_by.map(|f| group_of(obj, f, n)).transpose()?.flatten(),
         });
     }
     Ok(out)
@@ -69,7 +69,7 @@ fn positive_u32(v: Option<&Value>, at: &str, key: &str) -> Result<Option<u32>, I
     }
 }
 
-pub(super) fn multi_turn(text: &str) -> Result<Vec<Sample>, Invalid> {
+pub(super) fn multi_turn(text: &str, group_by: Option<&str>) -> Result<Vec<Sample>, Invalid> {
     let mut out = Vec::new();
     for (n, line) in lines(text) {
         let v = object(n, line)?;
@@ -108,7 +108,7 @@ pub(super) fn multi_turn(text: &str) -> Result<Vec<Sample>, Invalid> {
             max_tokens: first.max_tokens,
             timestamp_ms: None,
             turns: rest.collect(),
-            group: None,
+            group: group_by.map(|f| group_of(obj, f, n)).transpose()?.flatten(),
         });
     }
     Ok(out)

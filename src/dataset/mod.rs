@@ -129,6 +129,9 @@ pub(crate) struct SpeedBenchSelect {
     pub(crate) shuffle_seed: Option<u64>,
     /// Send every user turn of a row as a session (default: the first only, as vLLM does).
     pub(crate) all_turns: bool,
+    /// Group rows by this field (`--group-by`) instead of SPEED-Bench's `category`; read from
+    /// SPEED-Bench, `single_turn` and `multi_turn` rows.
+    pub(crate) group_by: Option<String>,
 }
 
 /// Loads `path` as `kind`.
@@ -200,7 +203,9 @@ pub(crate) fn load_str(
     }
     let samples = match kind {
         DatasetKind::SpeedBench => speed_bench(text, select).map_err(invalid)?,
-        DatasetKind::SingleTurn => single_turn(text).map_err(invalid)?,
+        DatasetKind::SingleTurn => {
+            single_turn(text, select.group_by.as_deref()).map_err(invalid)?
+        }
         DatasetKind::MooncakeTrace => mooncake_trace(text, TRACE_CAPS).map_err(|e| match e {
             TraceError::Invalid(message) => invalid(message),
             TraceError::TooLarge {
@@ -214,7 +219,7 @@ pub(crate) fn load_str(
                 cap,
             },
         })?,
-        DatasetKind::MultiTurn => multi_turn(text).map_err(invalid)?,
+        DatasetKind::MultiTurn => multi_turn(text, select.group_by.as_deref()).map_err(invalid)?,
         DatasetKind::Sharegpt => sharegpt(text).map_err(invalid)?,
     };
     if samples.is_empty() {
@@ -246,6 +251,20 @@ fn object(n: usize, line: &str) -> Result<Map<String, Value>, Invalid> {
     match serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))? {
         Value::Object(m) => Ok(m),
         _ => invalid(format!("line {n}: expected a JSON object")),
+    }
+}
+
+/// The value of a row's `field` as a group name: a string as is, a number or boolean as JSON
+/// writes it, `None` when the row lacks it (or it is null); anything else is an error.
+fn group_of(obj: &Map<String, Value>, field: &str, n: usize) -> Result<Option<String>, Invalid> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v @ (Value::Number(_) | Value::Bool(_))) => Ok(Some(v.to_string())),
+        Some(_) => invalid(format!(
+            "line {n}: --group-by field `{field}` must be a string, number or boolean, not an \
+             array or object"
+        )),
     }
 }
 
@@ -284,12 +303,54 @@ mod tests {
             category: Some("coding".into()),
             shuffle_seed: Some(0),
             all_turns: false,
+            group_by: None,
         };
         let s = load_str(&text, "t", DatasetKind::SpeedBench, &sel).unwrap();
         let order: Vec<&str> = s.iter().map(|x| x.prompt.as_str()).collect();
         assert_eq!(
             order,
             ["p7", "p8", "p1", "p5", "p3", "p4", "p2", "p0", "p9", "p6"]
+        );
+    }
+
+    #[test]
+    fn groups_come_from_the_category_or_the_group_by_field() {
+        let plain = SpeedBenchSelect::default();
+        let s = load_str(
+            &row("a", "coding", "x"),
+            "f",
+            DatasetKind::SpeedBench,
+            &plain,
+        )
+        .unwrap();
+        assert_eq!(s[0].group.as_deref(), Some("coding"));
+        let by = |f: &str| SpeedBenchSelect {
+            group_by: Some(f.into()),
+            ..SpeedBenchSelect::default()
+        };
+        let text = "{\"text\": \"a\", \"level\": 3}\n{\"text\": \"b\", \"level\": \"hard\"}\n{\"text\": \"c\"}\n";
+        let s = load_str(text, "f", DatasetKind::SingleTurn, &by("level")).unwrap();
+        let groups: Vec<Option<&str>> = s.iter().map(|x| x.group.as_deref()).collect();
+        assert_eq!(groups, [Some("3"), Some("hard"), None]);
+        let s = load_str(
+            &row("a", "coding", "x"),
+            "f",
+            DatasetKind::SpeedBench,
+            &by("question_id"),
+        )
+        .unwrap();
+        assert_eq!(s[0].group.as_deref(), Some("a"));
+        let e = load_str(
+            "{\"text\": \"a\", \"level\": [1]}",
+            "f.jsonl",
+            DatasetKind::SingleTurn,
+            &by("level"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("f.jsonl") && e.contains("line 1") && e.contains("`level`"),
+            "{e}"
         );
     }
 
@@ -315,6 +376,7 @@ mod tests {
             category: Some("Coding".into()),
             shuffle_seed: None,
             all_turns: false,
+            group_by: None,
         };
         assert!(load_str(&row("a", "coding", "x"), "f", DatasetKind::SpeedBench, &sel).is_err());
     }

@@ -5,7 +5,9 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{invalid, lines, python_shuffle, Invalid, Sample, SpeedBenchSelect, Turn};
+use super::{
+    group_of, invalid, lines, object, python_shuffle, Invalid, Sample, SpeedBenchSelect, Turn,
+};
 
 /// The text that marks a SPEED-Bench turn the preparer failed to rebuild.
 pub(super) const PLACEHOLDER: &str =
@@ -70,6 +72,11 @@ pub(super) fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<S
         if !seen.insert(id.clone()) {
             return invalid(format!("line {n}: duplicate question_id {id}"));
         }
+        // The category, or the --group-by field (parsed again only when one is asked for).
+        let group = match select.group_by.as_deref() {
+            None => Some(category),
+            Some(field) => group_of(&object(n, line)?, field, n)?,
+        };
         let mut turns = Vec::new();
         if select.all_turns {
             for (i, m) in messages.iter().enumerate().skip(1) {
@@ -91,7 +98,7 @@ pub(super) fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<S
             max_tokens: None,
             timestamp_ms: None,
             turns,
-            group: Some(category),
+            group,
         });
     }
     if let Some(seed) = select.shuffle_seed {

@@ -67,6 +67,13 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
     };
     let mut summary = m.agg.summary(meta);
     summary.acceptance = m.acceptance;
+    // Groups come from the --group-by field, else SPEED-Bench's category.
+    summary.settle_spec(Some(
+        cfg.select
+            .group_by
+            .clone()
+            .unwrap_or_else(|| "category".to_owned()),
+    ));
     summary.agentx_run = cfg.agentx.as_deref().map(|x| x.run_meta());
     summary
         .warnings

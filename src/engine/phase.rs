@@ -366,6 +366,7 @@ async fn run_session(
         let mut rec = RequestRecord::started(id, sample_index, intended, ctx.clock.now_ns());
         rec.phase = phase;
         rec.turn = turn as u32;
+        rec.group.clone_from(&sample.group);
         let mut rec = ctx.client.execute(&req, rec, &ctx.clock, requests).await;
         if rec.outcome == Outcome::Cancelled && !stopped.is_cancelled() {
             rec.outcome = Outcome::Failed(FailureKind::GracePeriodExpired);

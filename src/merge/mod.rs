@@ -214,6 +214,8 @@ pub fn merge(dirs: &[PathBuf], output: Option<&Path>) -> Result<MergeOutcome, Me
             summary.warnings.push(w);
         }
     }
+    // The shards' group field is not in their summaries' records: the groups stay, unnamed.
+    summary.settle_spec(None);
 
     write_records(&out, &records)?;
     let werr = |path: &Path| {

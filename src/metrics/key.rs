@@ -339,7 +339,7 @@ mod tests {
             let want = match k.as_str() {
                 s if s.ends_with("_ms") => MS,
                 s if s.ends_with("_tps") => TPS,
-                s if s.ends_with("_length") || s.ends_with("_estimate") => RATIO,
+                s if s.ends_with("acceptance_length") || s.ends_with("_estimate") => RATIO,
                 s if s.ends_with("_per_verified") => RATIO,
                 s if s.ends_with("_rate") => PERCENT,
                 s if s.ends_with("_steps") => COUNT,

@@ -33,6 +33,7 @@ pub(crate) use agentx::{AgentxRunMeta, Provenance};
 pub use goodput::{Goodput, Slo, SloMetric};
 pub(crate) use key::MetricKey;
 pub(crate) use request::RecordMetrics;
+#[allow(unused_imports)] // the report side names these types
 pub(crate) use spec::{
     AlBin, GroupSpec, SpecSummary, SpecTotals, StreamEstimate, VsCounters, AL_BIN_WIDTH,
     RELIABLE_WITHIN_PCT,
@@ -105,6 +106,8 @@ pub struct Aggregate {
     pub(crate) client_isl: Option<Arc<[u64]>>,
     /// The first failure of each kind, to explain a failed run.
     first_failures: BTreeMap<FailureKind, FirstFailure>,
+    /// Speculative decoding per request (reported figures, stream estimate, groups).
+    spec: spec::SpecAgg,
 }
 
 /// The first failed request of one kind: what the server (or the transport) said.
@@ -200,6 +203,7 @@ impl Aggregate {
             write_error: None,
             client_isl: None,
             first_failures: BTreeMap::new(),
+            spec: spec::SpecAgg::default(),
         }
     }
 
@@ -383,6 +387,40 @@ impl Aggregate {
                 self.push(key, v);
             }
         }
+        self.spec.add(r, m.decode_tokens_events);
+        if let Some(s) = &r.spec {
+            let spec = [
+                (MetricKey::SpecDecodeAcceptanceLength, s.acceptance_length()),
+                (
+                    MetricKey::SpecDecodeDraftAcceptanceRate,
+                    s.acceptance_rate().map(|x| x * 100.0),
+                ),
+                (
+                    MetricKey::SpecDecodeAcceptedPerVerified,
+                    s.accepted_per_verified(),
+                ),
+                (MetricKey::SpecDecodeSteps, s.steps.map(|x| x as f64)),
+                (
+                    MetricKey::SpecDecodeAcceptedDraftTokens,
+                    s.accepted_tokens.map(|x| x as f64),
+                ),
+                (
+                    MetricKey::SpecDecodeDraftTokens,
+                    s.draft_tokens.map(|x| x as f64),
+                ),
+            ];
+            for (key, v) in spec {
+                if let Some(v) = v {
+                    self.push(key, v);
+                }
+            }
+        }
+        if let Some((tokens, events)) = m.decode_tokens_events {
+            self.push(
+                MetricKey::StreamAcceptanceLengthEstimate,
+                tokens as f64 / events as f64,
+            );
+        }
         for g in &r.chunk_gaps {
             self.gaps += 1;
             if g.gap_ns == 0 {
@@ -439,6 +477,7 @@ impl Aggregate {
                 "some successful responses carried no usage; their tokens are not counted".into(),
             );
         }
+        warnings.extend(self.spec.warning());
         let total = self.counts.total;
         let goodput = (!self.slos.is_empty()).then(|| Goodput {
             slos: self.slos.clone(),
@@ -491,7 +530,7 @@ impl Aggregate {
             metrics,
             warnings,
             acceptance: None,
-            spec_decode: None,
+            spec_decode: self.spec.summary(),
             agentx: self.agentx.clone(),
             agentx_run: None,
             first_failures: self.first_failures.clone(),

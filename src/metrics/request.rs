@@ -42,6 +42,11 @@ pub(crate) struct RecordMetrics {
     pub(crate) dispatch_lag_ms: f64,
     /// Gaps between consecutive content responses.
     pub(crate) chunk_gaps: usize,
+    /// The stream estimate's inputs: tokens after the first content event and the content
+    /// events after it (a decode step that accepted `a` drafts delivers `a + 1` tokens in one
+    /// event). The first event's tokens come from per-chunk usage, else are taken as 1 (the
+    /// prefill token), as the ITL does. `None` without a stream or a decode event.
+    pub(crate) decode_tokens_events: Option<(u64, u64)>,
 }
 
 impl RecordMetrics {
@@ -92,6 +97,10 @@ impl RecordMetrics {
         }
         if osl > 1 {
             m.tpot_ms = Some(decode as f64 / (osl - 1) as f64 / 1e6);
+        }
+        let events = u64::from(r.content_events.saturating_sub(1));
+        if events > 0 && osl > first {
+            m.decode_tokens_events = Some((osl - first, events));
         }
         m
     }

@@ -22,11 +22,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::Stat;
-use crate::record::SpecSource;
+use crate::record::{RequestRecord, SpecDecode, SpecSource};
 
 /// Largest difference, in percent, between an estimate and the counters' AL for which the
 /// per-request figures are called reliable.
-pub const RELIABLE_WITHIN_PCT: f64 = 2.0;
+pub(crate) const RELIABLE_WITHIN_PCT: f64 = 2.0;
 
 /// Per-request speculative decoding over the run (`summary.json` `spec_decode`).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -55,7 +55,7 @@ pub struct SpecSummary {
 }
 
 /// Width of the per-request AL histogram's bins.
-pub const AL_BIN_WIDTH: f64 = 0.25;
+pub(crate) const AL_BIN_WIDTH: f64 = 0.25;
 
 /// One bin of the per-request AL histogram: `[lo, lo + AL_BIN_WIDTH)`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -148,4 +148,271 @@ pub struct GroupSpec {
     /// The group's stream estimate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_estimate: Option<StreamEstimate>,
+}
+
+/// Running sums of reported figures (one per run and one per group).
+#[derive(Clone, Debug, Default)]
+struct ReportedAcc {
+    requests: u64,
+    requests_with_steps: u64,
+    steps: u64,
+    /// Σ accepted over the requests that reported steps (the AL's numerator).
+    accepted_with_steps: u64,
+    draft_tokens: u64,
+    accepted_tokens: u64,
+    histogram: Vec<u64>,
+    /// Per-request AL, where the request reported steps.
+    al: Vec<f64>,
+}
+
+impl ReportedAcc {
+    fn add(&mut self, s: &SpecDecode) {
+        self.requests += 1;
+        self.draft_tokens += s.draft_tokens.unwrap_or(0);
+        self.accepted_tokens += s.accepted_tokens.unwrap_or(0);
+        if let (Some(steps), Some(a)) = (s.steps, s.accepted_tokens) {
+            self.steps += steps;
+            self.accepted_with_steps += a;
+            self.requests_with_steps += 1;
+        }
+        if let Some(al) = s.acceptance_length() {
+            self.al.push(al);
+        }
+        if self.histogram.len() < s.histogram.len() {
+            self.histogram.resize(s.histogram.len(), 0);
+        }
+        for (sum, n) in self.histogram.iter_mut().zip(&s.histogram) {
+            *sum += n;
+        }
+    }
+
+    fn totals(&self) -> Option<SpecTotals> {
+        if self.requests == 0 {
+            return None;
+        }
+        let hist_steps: u64 = self.histogram.iter().sum();
+        // Position i (0-based) was accepted in every step that accepted more than i drafts.
+        let per_position_acceptance_rates = if hist_steps > 0 {
+            (1..self.histogram.len())
+                .map(|i| self.histogram[i..].iter().sum::<u64>() as f64 / hist_steps as f64)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Some(SpecTotals {
+            requests: self.requests,
+            steps: self.steps,
+            requests_with_steps: self.requests_with_steps,
+            draft_tokens: self.draft_tokens,
+            accepted_tokens: self.accepted_tokens,
+            token_weighted_acceptance_length: (self.steps > 0)
+                .then(|| 1.0 + self.accepted_with_steps as f64 / self.steps as f64),
+            mean_acceptance_length: mean(&self.al),
+            acceptance_length: Stat::of(&self.al),
+            acceptance_rate: (self.draft_tokens > 0)
+                .then(|| self.accepted_tokens as f64 / self.draft_tokens as f64),
+            histogram: self.histogram.clone(),
+            per_position_acceptance_rates,
+            vs_counters: None,
+        })
+    }
+}
+
+/// Running sums of the stream estimate (one per run and one per group).
+#[derive(Clone, Debug, Default)]
+struct StreamAcc {
+    decode_tokens: u64,
+    decode_events: u64,
+    al: Vec<f64>,
+}
+
+impl StreamAcc {
+    fn add(&mut self, tokens: u64, events: u64) {
+        self.decode_tokens += tokens;
+        self.decode_events += events;
+        self.al.push(tokens as f64 / events as f64);
+    }
+
+    fn estimate(&self) -> Option<StreamEstimate> {
+        (self.decode_events > 0).then(|| StreamEstimate {
+            requests: self.al.len() as u64,
+            decode_tokens: self.decode_tokens,
+            decode_events: self.decode_events,
+            token_weighted_acceptance_length: Some(
+                self.decode_tokens as f64 / self.decode_events as f64,
+            ),
+            mean_acceptance_length: mean(&self.al),
+            acceptance_length: Stat::of(&self.al),
+            vs_counters: None,
+        })
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct GroupAcc {
+    requests: u64,
+    reported: ReportedAcc,
+    stream: StreamAcc,
+}
+
+/// The aggregator's part for speculative decoding: fed every successful record once.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SpecAgg {
+    by_source: BTreeMap<SpecSource, u64>,
+    malformed: u64,
+    first_malformed: Option<String>,
+    reported: ReportedAcc,
+    stream: StreamAcc,
+    groups: BTreeMap<String, GroupAcc>,
+    /// Per-request AL for the histogram: reported where there is one, else the estimate.
+    al_bins: BTreeMap<u64, u64>,
+}
+
+impl SpecAgg {
+    /// Folds in one successful request: its reported figures (`spec`), its warning, and its
+    /// stream estimate's inputs (`decode`: tokens and events after the first content event).
+    pub(crate) fn add(&mut self, r: &RequestRecord, decode: Option<(u64, u64)>) {
+        if let Some(w) = &r.spec_warning {
+            self.malformed += 1;
+            self.first_malformed.get_or_insert_with(|| w.clone());
+        }
+        let mut group = r
+            .group
+            .as_ref()
+            .map(|g| self.groups.entry(g.clone()).or_default());
+        if let Some(g) = group.as_mut() {
+            g.requests += 1;
+        }
+        let mut al = None;
+        if let Some(s) = &r.spec {
+            *self.by_source.entry(s.source).or_default() += 1;
+            self.reported.add(s);
+            if let Some(g) = group.as_mut() {
+                g.reported.add(s);
+            }
+            al = s.acceptance_length();
+        }
+        if let Some((tokens, events)) = decode.filter(|&(_, e)| e > 0) {
+            self.stream.add(tokens, events);
+            if let Some(g) = group.as_mut() {
+                g.stream.add(tokens, events);
+            }
+            al = al.or(Some(tokens as f64 / events as f64));
+        }
+        if let Some(al) = al {
+            let bin = ((al - 1.0).max(0.0) / AL_BIN_WIDTH).floor() as u64;
+            *self.al_bins.entry(bin).or_default() += 1;
+        }
+    }
+
+    /// The first malformed payload's warning, with the count, for the summary's warnings.
+    pub(crate) fn warning(&self) -> Option<String> {
+        self.first_malformed.as_ref().map(|w| {
+            format!(
+                "{} response(s) carried malformed speculative-decoding figures, left out of the \
+                 per-request acceptance (each named in records.jsonl's spec_warning); the first: {w}",
+                self.malformed
+            )
+        })
+    }
+
+    /// The summary part, or `None` when no request reported or streamed anything.
+    pub(crate) fn summary(&self) -> Option<SpecSummary> {
+        if self.reported.requests == 0 && self.stream.decode_events == 0 && self.malformed == 0 {
+            return None;
+        }
+        let top = self.al_bins.keys().next_back().copied().unwrap_or(0);
+        let al_histogram = if self.al_bins.is_empty() {
+            Vec::new()
+        } else {
+            (0..=top)
+                .map(|b| AlBin {
+                    lo: 1.0 + b as f64 * AL_BIN_WIDTH,
+                    requests: self.al_bins.get(&b).copied().unwrap_or(0),
+                })
+                .collect()
+        };
+        Some(SpecSummary {
+            requests_by_source: self.by_source.clone(),
+            malformed: self.malformed,
+            reported: self.reported.totals(),
+            stream_estimate: self.stream.estimate(),
+            group_field: None,
+            by_group: self
+                .groups
+                .iter()
+                .map(|(name, g)| {
+                    (
+                        name.clone(),
+                        GroupSpec {
+                            requests: g.requests,
+                            reported: g.reported.totals(),
+                            stream_estimate: g.stream.estimate(),
+                        },
+                    )
+                })
+                .collect(),
+            al_histogram,
+        })
+    }
+}
+
+impl SpecSummary {
+    /// Sets each run-level figure beside the counters' AL of the same window (`None`: the
+    /// counters were not read or saw no drafts), and drops the section when nothing was
+    /// reported and the counters saw no drafting (a stream estimate of a server that does not
+    /// speculate says nothing). Returns the warnings to add to the summary.
+    pub(crate) fn against_counters(
+        mut self,
+        counter_al: Option<f64>,
+    ) -> (Option<Self>, Vec<String>) {
+        let mut warnings = Vec::new();
+        if self.reported.is_none() && self.malformed == 0 && counter_al.is_none() {
+            return (None, warnings);
+        }
+        let Some(c) = counter_al.filter(|c| *c > 0.0) else {
+            return (Some(self), warnings);
+        };
+        let vs = |al: f64| {
+            let difference_pct = (al - c) / c * 100.0;
+            VsCounters {
+                counter_acceptance_length: c,
+                difference_pct,
+                reliable: difference_pct.abs() <= RELIABLE_WITHIN_PCT,
+            }
+        };
+        if let Some(r) = self.reported.as_mut() {
+            if let Some(al) = r.token_weighted_acceptance_length {
+                let v = vs(al);
+                if !v.reliable {
+                    warnings.push(format!(
+                        "the responses' own speculative-decoding figures give a token-weighted AL of \
+                         {al:.4}, {:+.2}% from the counters' {c:.4}: did other traffic reach the \
+                         server, or were requests cut short?",
+                        v.difference_pct
+                    ));
+                }
+                r.vs_counters = Some(v);
+            }
+        }
+        if let Some(e) = self.stream_estimate.as_mut() {
+            if let Some(al) = e.token_weighted_acceptance_length {
+                let v = vs(al);
+                if !v.reliable {
+                    warnings.push(format!(
+                        "the stream estimate of AL (decode tokens / decode events) is {al:.3}, \
+                         {:+.1}% from the counters' {c:.3}: the server or a proxy coalesces or \
+                         splits decode steps, so per-request stream estimates are unreliable",
+                        v.difference_pct
+                    ));
+                }
+                e.vs_counters = Some(v);
+            }
+        }
+        (Some(self), warnings)
+    }
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }

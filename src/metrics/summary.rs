@@ -205,6 +205,29 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Finishes `spec_decode` once the counters are in: names the group field (when there are
+    /// groups), sets the run's figures beside the counters' AL of the same window, drops the
+    /// section when nothing was reported and the counters saw no drafting, and adds the
+    /// warnings that comparison raised.
+    pub(crate) fn settle_spec(&mut self, group_field: Option<String>) {
+        let Some(mut spec) = self.spec_decode.take() else {
+            return;
+        };
+        if !spec.by_group.is_empty() {
+            spec.group_field = group_field;
+        }
+        // Only an AL from exact counters (not a gauge's last window) is a reference.
+        let counter_al = self
+            .acceptance
+            .as_ref()
+            .map(|r| &r.acceptance)
+            .filter(|a| !a.approximate)
+            .and_then(|a| a.numbers.acceptance_length);
+        let (spec, warnings) = spec.against_counters(counter_al);
+        self.spec_decode = spec;
+        self.warnings.extend(warnings);
+    }
+
     /// The statistics of one metric, when any request had it.
     pub(crate) fn metric(&self, key: MetricKey) -> Option<&Stat> {
         self.metrics.get(key.as_str())

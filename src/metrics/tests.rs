@@ -118,3 +118,150 @@ fn a_record_its_format_leaves_out_writes_no_line() {
         "0\n2\n"
     );
 }
+
+fn spec_record(group: &str, hist: &[u64], events: u32, osl: u64) -> RequestRecord {
+    use crate::record::{SpecDecode, SpecSource};
+    let mut r = RequestRecord::started(0, 0, 0, 0);
+    r.outcome = Outcome::Success;
+    r.first_token_ns = Some(10);
+    r.second_token_ns = Some(20);
+    r.last_token_ns = Some(100);
+    r.end_ns = 100;
+    r.completion_tokens = Some(osl);
+    r.content_events = events;
+    r.token_source = TokenSource::UsageFinal;
+    r.group = Some(group.to_owned());
+    let steps: u64 = hist.iter().sum();
+    let accepted: u64 = hist.iter().enumerate().map(|(j, n)| j as u64 * n).sum();
+    r.spec = Some(Box::new(SpecDecode {
+        source: SpecSource::Vllm,
+        steps: Some(steps),
+        draft_tokens: Some(3 * steps),
+        accepted_tokens: Some(accepted),
+        histogram: hist.to_vec(),
+        num_spec_tokens: Some(3),
+        reported_acceptance_length: Some(1.0 + accepted as f64 / steps as f64),
+        per_step_accepted: None,
+        per_step_drafted: None,
+    }));
+    r
+}
+
+#[test]
+fn spec_figures_fold_into_totals_groups_positions_and_the_stream_estimate() {
+    let mut a = Aggregate::new();
+    // coding: 4 steps accepting 0,1,3,3 -> 7 accepted; stream: 1 + 11 tokens over 1 + 4 events.
+    a.add(&spec_record("coding", &[1, 1, 0, 2], 5, 12));
+    // math: 2 steps accepting 1,1 -> 2 accepted; 1 + 4 tokens over 1 + 2 events.
+    a.add(&spec_record("math", &[0, 2, 0, 0], 3, 5));
+    let s = a.summary(tests_meta()).spec_decode.unwrap();
+    let r = s.reported.as_ref().unwrap();
+    assert_eq!(
+        (r.requests, r.steps, r.accepted_tokens, r.draft_tokens),
+        (2, 6, 9, 18)
+    );
+    assert_eq!(r.token_weighted_acceptance_length, Some(2.5));
+    // Per request 2.75 and 2.0: the plain mean differs from the token-weighted figure.
+    assert_eq!(r.mean_acceptance_length, Some(2.375));
+    assert_eq!(r.histogram, [1, 3, 0, 2]);
+    // Position 1 accepted in 5 of 6 steps, 2 and 3 in the two full steps.
+    assert_eq!(
+        r.per_position_acceptance_rates,
+        [5.0 / 6.0, 2.0 / 6.0, 2.0 / 6.0]
+    );
+    let coding = &s.by_group["coding"];
+    assert_eq!(coding.requests, 1);
+    assert_eq!(
+        coding
+            .reported
+            .as_ref()
+            .unwrap()
+            .token_weighted_acceptance_length,
+        Some(2.75)
+    );
+    let e = s.stream_estimate.as_ref().unwrap();
+    assert_eq!((e.decode_tokens, e.decode_events), (15, 6));
+    assert_eq!(e.token_weighted_acceptance_length, Some(2.5));
+    assert_eq!(
+        s.by_group["math"]
+            .stream_estimate
+            .as_ref()
+            .unwrap()
+            .token_weighted_acceptance_length,
+        Some(2.0)
+    );
+    // 2.0 and 2.75 land in the bins starting at 2.0 and 2.75.
+    let bins: Vec<(f64, u64)> = s.al_histogram.iter().map(|b| (b.lo, b.requests)).collect();
+    assert_eq!(
+        bins,
+        [
+            (1.0, 0),
+            (1.25, 0),
+            (1.5, 0),
+            (1.75, 0),
+            (2.0, 1),
+            (2.25, 0),
+            (2.5, 0),
+            (2.75, 1)
+        ]
+    );
+    // Against counters of 2.5: both exact and reliable; against 2.6 the estimate is 3.8% off.
+    let (same, w) = s.clone().against_counters(Some(2.5));
+    let same = same.unwrap();
+    assert!(w.is_empty());
+    assert!(same.reported.unwrap().vs_counters.unwrap().reliable);
+    let (off, w) = s.against_counters(Some(2.6));
+    let off = off.unwrap().stream_estimate.unwrap().vs_counters.unwrap();
+    assert!(
+        !off.reliable && (off.difference_pct + 3.846).abs() < 1e-3,
+        "{off:?}"
+    );
+    assert_eq!(w.len(), 2, "{w:?}");
+}
+
+#[test]
+fn malformed_figures_are_counted_and_named_and_a_plain_server_has_no_section() {
+    let mut a = Aggregate::new();
+    let mut r = spec_record("coding", &[1], 3, 3);
+    r.spec = None;
+    r.spec_warning = Some("malformed vLLM spec-decode payload: histogram".into());
+    a.add(&r);
+    let mut s = a.summary(tests_meta());
+    assert!(s
+        .warnings
+        .iter()
+        .any(|w| w.contains("1 response(s)") && w.contains("histogram")));
+    s.settle_spec(Some("category".into()));
+    assert_eq!(s.spec_decode.as_ref().unwrap().malformed, 1);
+    // A stream estimate alone, with no counters that saw drafts, says nothing: no section.
+    let mut a = Aggregate::new();
+    let mut r = spec_record("coding", &[1], 3, 3);
+    r.spec = None;
+    a.add(&r);
+    let mut s = a.summary(tests_meta());
+    assert!(s.spec_decode.is_some());
+    s.settle_spec(None);
+    assert!(s.spec_decode.is_none());
+}
+
+fn tests_meta() -> RunMeta {
+    RunMeta {
+        url: "http://127.0.0.1:8000".into(),
+        model: "m".into(),
+        endpoint: "/v1/chat/completions".into(),
+        endpoint_type: crate::render::EndpointType::Chat,
+        osl: None,
+        cli_command: None,
+        streaming: true,
+        concurrency: Some(1),
+        request_count: 2,
+        samples: 2,
+        dataset_reused: false,
+        input: "t".into(),
+        dataset_format: None,
+        start_unix_s: 0.0,
+        stopped_by: None,
+        load: LoadMeta::default(),
+        timeouts_s: BTreeMap::new(),
+    }
+}
