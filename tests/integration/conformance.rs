@@ -31,7 +31,12 @@ fn venv_python() -> PathBuf {
 async fn aiperf_0_13_reads_every_aiperf_named_artifact() {
     let _machine = crate::common::exclusive();
     let python = venv_python();
-    let s = sim(fast());
+    // vLLM's per-request payload on, so the records carry AIPerf's spec-decode tags and its
+    // acceptance record, which AIPerf's own models then check.
+    let s = sim(specperf::sim::SimConfig {
+        per_request_spec: specperf::sim::PerRequestSpec::Summary,
+        ..fast()
+    });
     let tmp = tempfile::tempdir().unwrap();
     let plain = tmp.path().join("sim-run");
     let speed = tmp.path().join("speed-bench-coding");

@@ -299,6 +299,19 @@ fn assert_reconciles(mode: Mode, label: &str, c: &Case) {
         a.numbers.per_position_acceptance, per_pos,
         "{mode:?} {label}"
     );
+    // Each response's own `timings.draft_n` / `draft_n_accepted`, summed over the requests,
+    // are the server's counters exactly (llama.cpp adds the same slot stats to both).
+    let spec = s.spec_decode.as_ref().expect("per-request figures");
+    let r = spec.reported.as_ref().expect("timings with draft_n");
+    assert_eq!(
+        (r.requests, r.draft_tokens as f64, r.accepted_tokens as f64),
+        (REQUESTS, draft_tokens, accepted),
+        "{mode:?} {label}: Σ timings vs the server's counters"
+    );
+    assert_eq!(r.acceptance_rate, Some(accepted / draft_tokens), "{mode:?} {label}");
+    // llama.cpp sends no verify steps per response: no per-request AL is made up.
+    assert_eq!((r.steps, r.token_weighted_acceptance_length), (0, None));
+    assert_eq!(spec.requests_by_source.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["llamacpp"]);
 }
 
 async fn reconcile_mode(mode: Mode) {

@@ -25,4 +25,5 @@ mod security;
 mod server_metrics;
 mod shards;
 mod sim_cache;
+mod spec_per_request;
 mod transport;

@@ -1,0 +1,255 @@
+//! Acceptance per request and per category against the simulator, where the truth is known:
+//! three prompt groups with their own acceptance probability, vLLM's per-request payload, the
+//! stream estimate, and the counters of the same window.
+
+use std::path::Path;
+
+use serde_json::Value;
+use specperf::sim::{expected_al, AcceptanceGroup, MetricsFlavor, PerRequestSpec, SimConfig};
+
+use crate::common::{fast, replay_at, sim};
+
+/// (prompt marker, `category`, per-position acceptance probability), k = 3.
+const GROUPS: [(&str, &str, f64); 3] = [
+    ("[grp-easy]", "easy", 0.9),
+    ("[grp-mid]", "mid", 0.6),
+    ("[grp-hard]", "hard", 0.2),
+];
+const PER_GROUP: usize = 16;
+
+/// A single_turn collection: `PER_GROUP` rows per group, the marker in the text and the group's
+/// name in a `category` field.
+fn collection(dir: &Path) -> String {
+    let mut text = String::new();
+    for i in 0..PER_GROUP {
+        for (marker, name, _) in GROUPS {
+            let row = serde_json::json!({
+                "text": format!("{marker} question {i}: explain speculative decoding step {i}"),
+                "category": name,
+            });
+            text.push_str(&row.to_string());
+            text.push('\n');
+        }
+    }
+    let path = dir.join("rows.jsonl");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn grouped_sim(extra: SimConfig) -> specperf::sim::SimHandle {
+    sim(SimConfig {
+        k: 3,
+        acceptance_groups: GROUPS
+            .iter()
+            .map(|(marker, _, p)| AcceptanceGroup {
+                text: (*marker).to_owned(),
+                probability: *p,
+            })
+            .collect(),
+        ..extra
+    })
+}
+
+/// Standard error of the mean acceptance length from a pooled histogram (index j = steps that
+/// accepted exactly j drafts): sqrt(Var(a) / steps).
+fn standard_error(hist: &[u64]) -> f64 {
+    let steps: u64 = hist.iter().sum();
+    let n = steps as f64;
+    let mean = hist.iter().enumerate().map(|(j, h)| j as f64 * *h as f64).sum::<f64>() / n;
+    let sq = hist
+        .iter()
+        .enumerate()
+        .map(|(j, h)| (j * j) as f64 * *h as f64)
+        .sum::<f64>()
+        / n;
+    ((sq - mean * mean).max(0.0) / n).sqrt()
+}
+
+fn profile_lines(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("profile_export.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_category_acceptance_from_the_payload_is_the_simulators_truth() {
+    let s = grouped_sim(SimConfig {
+        per_request_spec: PerRequestSpec::Summary,
+        ..fast()
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let input = collection(tmp.path());
+    let dir = tmp.path().join("run");
+    let n = GROUPS.len() * PER_GROUP;
+    let out = replay_at(
+        &s.url(),
+        dir.to_str().unwrap(),
+        &format!(
+            "--input-file {input} --custom-dataset-type single_turn --group-by category \
+             --request-count {n} --osl 96 --concurrency 6 --per-chunk-usage"
+        ),
+    )
+    .await;
+    let sum = &out.summary;
+    assert_eq!(sum.counts.success, n as u64);
+    let spec = sum.spec_decode.as_ref().expect("spec_decode section");
+    assert_eq!(spec.group_field.as_deref(), Some("category"));
+    assert_eq!(spec.malformed, 0);
+    let truth = s.group_totals();
+    for (marker, name, p) in GROUPS {
+        let t = truth
+            .iter()
+            .find(|t| t.group == marker)
+            .unwrap_or_else(|| panic!("truth for {marker}: {truth:?}"));
+        let g = &spec.by_group[name];
+        assert_eq!(g.requests, PER_GROUP as u64, "{name}");
+        let r = g.reported.as_ref().expect("payload figures");
+        // From the payload: exactly the simulator's own counts for the group.
+        assert_eq!(
+            (r.steps, r.accepted_tokens, r.draft_tokens),
+            (t.drafts, t.accepted, t.draft_tokens),
+            "{name}"
+        );
+        assert_eq!(
+            r.token_weighted_acceptance_length,
+            t.acceptance_length(),
+            "{name}"
+        );
+        let al = t.acceptance_length().unwrap();
+        let se = standard_error(&r.histogram);
+        // The group's truth is its configured probability's expectation, within sampling error.
+        assert!(
+            (al - expected_al(p, 3)).abs() <= 4.0 * se + 1e-9,
+            "{name}: AL {al} vs expected {} (SE {se})",
+            expected_al(p, 3)
+        );
+        // The stream estimate (decode tokens / decode events) is within sampling error too.
+        let est = g
+            .stream_estimate
+            .as_ref()
+            .and_then(|e| e.token_weighted_acceptance_length)
+            .expect("stream estimate");
+        assert!(
+            (est - al).abs() <= 3.0 * se + 1e-9,
+            "{name}: estimate {est} vs truth {al} (SE {se})"
+        );
+        // Per-position rates from the pooled histogram fall with the position.
+        let pos = &r.per_position_acceptance_rates;
+        assert_eq!(pos.len(), 3, "{name}");
+        assert!(pos.windows(2).all(|w| w[0] >= w[1]), "{name}: {pos:?}");
+    }
+    // The groups order as their probabilities do.
+    let al = |name: &str| {
+        spec.by_group[name]
+            .reported
+            .as_ref()
+            .unwrap()
+            .token_weighted_acceptance_length
+            .unwrap()
+    };
+    assert!(al("easy") > al("mid") && al("mid") > al("hard"));
+    // The run's token-weighted AL from the payloads is the counters' AL of the same window.
+    let counters = sum
+        .acceptance
+        .as_ref()
+        .and_then(|a| a.acceptance.numbers.acceptance_length)
+        .expect("counter AL");
+    let r = spec.reported.as_ref().unwrap();
+    assert_eq!(r.token_weighted_acceptance_length, Some(counters));
+    let vs = r.vs_counters.as_ref().unwrap();
+    assert!(vs.reliable && vs.difference_pct == 0.0, "{vs:?}");
+    let e = spec.stream_estimate.as_ref().unwrap().vs_counters.as_ref().unwrap();
+    assert!(e.reliable, "{e:?}");
+    // Per request: the six AIPerf tags and the acceptance record in profile_export.jsonl.
+    for line in profile_lines(&dir) {
+        let m = &line["metrics"];
+        for tag in [
+            "spec_decode_acceptance_length",
+            "spec_decode_draft_acceptance_rate",
+            "spec_decode_accepted_per_verified",
+            "spec_decode_steps",
+            "spec_decode_accepted_draft_tokens",
+            "spec_decode_draft_tokens",
+        ] {
+            assert!(m[tag]["value"].is_number(), "{tag} in {m}");
+        }
+        let acc = &line["spec_decode_acceptance"];
+        assert_eq!(acc["engine"], "vllm", "{line}");
+        assert_eq!(
+            m["spec_decode_steps"]["value"], acc["num_spec_steps"],
+            "{line}"
+        );
+    }
+    // And in records.jsonl, with the group.
+    let recs = crate::common::records(&dir);
+    assert!(recs
+        .iter()
+        .all(|r| r["spec"]["source"] == "vllm" && r["group"].is_string()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_splits_steps_is_marked_unreliable_against_the_counters() {
+    // One event per token, as a proxy re-chunking the stream would send: decode tokens over
+    // decode events is 1, far from the counters' AL, and the run says so.
+    let s = grouped_sim(SimConfig {
+        split_steps: true,
+        ..fast()
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let input = collection(tmp.path());
+    let out = replay_at(
+        &s.url(),
+        tmp.path().join("run").to_str().unwrap(),
+        &format!(
+            "--input-file {input} --custom-dataset-type single_turn --request-count 12 \
+             --osl 48 --concurrency 4 --per-chunk-usage"
+        ),
+    )
+    .await;
+    let spec = out.summary.spec_decode.as_ref().expect("section kept: the counters drafted");
+    assert!(spec.reported.is_none(), "no payload without the flag");
+    let e = spec.stream_estimate.as_ref().unwrap();
+    assert_eq!(e.token_weighted_acceptance_length, Some(1.0));
+    let vs = e.vs_counters.as_ref().unwrap();
+    assert!(!vs.reliable && vs.difference_pct < -2.0, "{vs:?}");
+    assert!(
+        out.summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("stream estimate") && w.contains("unreliable")),
+        "{:?}",
+        out.summary.warnings
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_cpp_timings_sum_to_its_counters_without_a_made_up_al() {
+    let s = grouped_sim(SimConfig {
+        metrics_flavor: MetricsFlavor::Llamacpp,
+        ..fast()
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let input = collection(tmp.path());
+    for streaming in [true, false] {
+        let out = replay_at(
+            &s.url(),
+            tmp.path().join(format!("run-{streaming}")).to_str().unwrap(),
+            &format!(
+                "--input-file {input} --custom-dataset-type single_turn --request-count 9 \
+                 --osl 40 --concurrency 3 --streaming {streaming}"
+            ),
+        )
+        .await;
+        assert_eq!(out.summary.counts.success, 9);
+        let a = &out.summary.acceptance.as_ref().unwrap().acceptance.numbers;
+        let spec = out.summary.spec_decode.as_ref().unwrap();
+        let r = spec.reported.as_ref().expect("timings");
+        assert_eq!(r.requests, 9);
+        assert_eq!(Some(r.draft_tokens as f64), a.draft_tokens, "streaming {streaming}");
+        assert_eq!(r.accepted_tokens as f64, a.accepted_tokens, "streaming {streaming}");
+        assert_eq!(r.acceptance_rate, a.acceptance_rate, "streaming {streaming}");
+        assert_eq!((r.steps, r.token_weighted_acceptance_length), (0, None));
+    }
+}
