@@ -11,6 +11,7 @@
 mod connect;
 mod credentials;
 mod fetch;
+mod spec;
 pub mod sse;
 mod stream;
 

@@ -4,10 +4,15 @@
 //! [`SseParser`] frames `data:` events across arbitrary read boundaries (one read may carry several
 //! events, one event may span reads), and [`classify`] reads one event's JSON for the few fields the
 //! metrics need (content present, reasoning present, usage, finish reason, error), borrowing from the
-//! buffer instead of building a DOM.
+//! buffer instead of building a DOM. The fields that carry per-request speculative-decoding figures
+//! (vLLM, SGLang, llama.cpp, TensorRT-LLM) are only borrowed as raw JSON too, and parsed (by
+//! `client::spec`) in the rare chunk that has them.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
+
+use super::spec;
+use crate::record::SpecDecode;
 
 /// Framing failures.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -172,6 +177,22 @@ pub struct ChunkInfo {
     pub usage: Option<Usage>,
     /// The last non-null `finish_reason`.
     pub finish_reason: Option<String>,
+    /// Speculative-decoding figures this chunk carried (a response carries them once, on its
+    /// body or its final chunk; TensorRT-LLM's ratio rides every chunk).
+    pub spec: Option<SpecReport>,
+}
+
+/// What a chunk said about the request's speculative decoding. The last chunk that says
+/// anything decides what the record keeps.
+#[derive(Debug, PartialEq)]
+pub enum SpecReport {
+    /// Counts that passed every consistency check (vLLM, SGLang, llama.cpp).
+    Figures(Box<SpecDecode>),
+    /// TensorRT-LLM's `avg_decoded_tokens_per_iter` as of this chunk (cumulative; >= 1).
+    TokensPerIter(f64),
+    /// A payload that failed a check: the warning for the record, naming the payload and the
+    /// numbers that disagree. The request keeps no figures.
+    Malformed(Box<str>),
 }
 
 /// Appends the first choice's text of one chunk (`delta.content`, `text`, or a non-streaming
@@ -209,6 +230,15 @@ struct WireChunk<'a> {
     object: Option<&'a str>,
     #[serde(default, borrow)]
     message: Option<&'a RawValue>,
+    /// vLLM's `metrics.speculative_decoding` lives under it.
+    #[serde(default, borrow)]
+    metrics: Option<&'a RawValue>,
+    /// SGLang's `spec_tokens_details` lives under it.
+    #[serde(default, borrow)]
+    sglext: Option<&'a RawValue>,
+    /// llama.cpp's `draft_n` / `draft_n_accepted` live under it.
+    #[serde(default, borrow)]
+    timings: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -221,6 +251,12 @@ struct WireChoice<'a> {
     text: Option<&'a RawValue>,
     #[serde(default, borrow)]
     finish_reason: Option<&'a str>,
+    /// Raw, so that an unusual `index` never fails a chunk; read only beside the field below.
+    #[serde(default, borrow)]
+    index: Option<&'a RawValue>,
+    /// TensorRT-LLM, on every choice of every chunk.
+    #[serde(default, borrow)]
+    avg_decoded_tokens_per_iter: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -265,6 +301,9 @@ pub fn classify(data: &[u8]) -> Result<Event, Malformed> {
         usage: chunk.usage,
         ..ChunkInfo::default()
     };
+    if chunk.metrics.is_some() || chunk.sglext.is_some() || chunk.timings.is_some() {
+        info.spec = spec::from_root(chunk.metrics, chunk.sglext, chunk.timings);
+    }
     for choice in chunk.choices.iter().flatten() {
         if non_empty(choice.text) {
             info.content = true;
@@ -275,6 +314,13 @@ pub fn classify(data: &[u8]) -> Result<Event, Malformed> {
         }
         if let Some(r) = choice.finish_reason {
             info.finish_reason = Some(r.to_owned());
+        }
+        if let Some(raw) = choice.avg_decoded_tokens_per_iter {
+            // The first choice's only, as the other servers report n = 1 alone.
+            let first = choice.index.is_none_or(|i| i.get() == "0");
+            if first && info.spec.is_none() {
+                info.spec = Some(spec::tokens_per_iter(raw));
+            }
         }
     }
     Ok(Event::Chunk(info))

@@ -3,9 +3,10 @@
 
 use std::time::Instant;
 
-use crate::record::{ChunkGap, FailureKind, Outcome, RequestRecord, TokenSource};
+use crate::record::{ChunkGap, FailureKind, Outcome, RequestRecord, SpecSource, TokenSource};
 
-use super::sse::{self, classify, Event, SseParser};
+use super::spec;
+use super::sse::{self, classify, Event, SpecReport, SseParser};
 use super::Clock;
 
 /// Most SSE events one response may carry: about 16 times the longest output any server streams
@@ -146,6 +147,9 @@ impl StreamState {
         if let Some(r) = c.finish_reason {
             rec.finish_reason = Some(r);
         }
+        if let Some(s) = c.spec {
+            record_spec(rec, s);
+        }
         if !has_token {
             return;
         }
@@ -263,6 +267,30 @@ impl StreamState {
     }
 }
 
+/// Puts one chunk's speculative-decoding report on the record. The last chunk that carries one
+/// decides: figures replace earlier figures and clear an earlier warning, and a malformed payload
+/// drops earlier figures (the same response contradicting itself keeps nothing).
+fn record_spec(rec: &mut RequestRecord, report: SpecReport) {
+    match report {
+        SpecReport::Figures(f) => {
+            rec.spec = Some(f);
+            rec.spec_warning = None;
+        }
+        SpecReport::TokensPerIter(v) => {
+            // On every TensorRT-LLM chunk: update in place rather than allocate per chunk.
+            match rec.spec.as_deref_mut() {
+                Some(d) if d.source == SpecSource::Trtllm => d.reported_acceptance_length = Some(v),
+                _ => rec.spec = Some(Box::new(spec::trtllm(v))),
+            }
+            rec.spec_warning = None;
+        }
+        SpecReport::Malformed(w) => {
+            rec.spec = None;
+            rec.spec_warning = Some(w.into());
+        }
+    }
+}
+
 pub(super) fn fail(
     mut rec: RequestRecord,
     clock: &Clock,
@@ -280,4 +308,138 @@ pub(super) fn cancelled(mut rec: RequestRecord, clock: &Clock) -> RequestRecord 
     rec.outcome = Outcome::Cancelled;
     rec.error = Some("cancelled".into());
     rec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::SpecDecode;
+
+    /// Feeds `stream` in reads cut at `cuts`, then finishes the request.
+    fn run(stream: &[u8], cuts: &[usize], streaming: bool) -> RequestRecord {
+        let clock = Clock::new();
+        let mut rec = RequestRecord::started(0, 0, 0, 0);
+        let mut state = StreamState::new(1 << 16, 1 << 20, streaming);
+        let mut at = 0;
+        for &end in cuts.iter().chain([&stream.len()]) {
+            state
+                .on_data(&stream[at..end], Instant::now(), &clock, &mut rec)
+                .expect("well-formed stream");
+            at = end;
+        }
+        state.finish(rec, &clock, streaming)
+    }
+
+    fn sse(chunks: &[String]) -> Vec<u8> {
+        let mut out = String::new();
+        for c in chunks {
+            out.push_str("data: ");
+            out.push_str(c);
+            out.push_str("\n\n");
+        }
+        out.push_str("data: [DONE]\n\n");
+        out.into_bytes()
+    }
+
+    const VLLM_SPEC: &str = r#"{"mean_acceptance_length":1.2325581395348837,"draft_acceptance_rate":0.07751937984496124,"acceptance_histogram":[39,1,0,3],"num_spec_steps":43,"num_accepted_draft_tokens":10,"num_draft_tokens":129,"num_spec_tokens":3}"#;
+
+    #[test]
+    fn vllm_figures_on_the_usage_chunk_reach_the_record_however_reads_split() {
+        let stream = sse(&[
+            r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#.into(),
+            r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}"#.into(),
+            r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" world"},"finish_reason":"length"}]}"#.into(),
+            format!(r#"{{"id":"c","object":"chat.completion.chunk","choices":[],"usage":{{"prompt_tokens":12,"completion_tokens":24,"total_tokens":36}},"metrics":{{"speculative_decoding":{VLLM_SPEC}}}}}"#),
+        ]);
+        let payload_at = stream.windows(9).position(|w| w == b"histogram").unwrap();
+        for cuts in [
+            vec![],
+            vec![7],
+            vec![payload_at],
+            vec![payload_at - 40, payload_at + 3, stream.len() - 3],
+        ] {
+            let rec = run(&stream, &cuts, true);
+            assert!(rec.outcome.is_success(), "{:?}", rec.error);
+            assert_eq!(rec.spec_warning, None);
+            let spec = rec.spec.expect("figures kept");
+            assert_eq!(
+                (
+                    spec.source,
+                    spec.steps,
+                    spec.accepted_tokens,
+                    spec.draft_tokens
+                ),
+                (SpecSource::Vllm, Some(43), Some(10), Some(129)),
+                "cut at {cuts:?}"
+            );
+            assert_eq!(spec.histogram, [39, 1, 0, 3]);
+        }
+    }
+
+    #[test]
+    fn a_malformed_payload_leaves_a_warning_and_the_request_a_success() {
+        let bad = VLLM_SPEC.replace("[39,1,0,3]", "[39,1,0,3.0]");
+        let body = format!(
+            r#"{{"id":"x","object":"text_completion","choices":[{{"index":0,"text":"ok","finish_reason":"length"}}],"usage":{{"prompt_tokens":3,"completion_tokens":24,"total_tokens":27}},"metrics":{{"speculative_decoding":{bad}}}}}"#
+        );
+        let rec = run(body.as_bytes(), &[10], false);
+        assert!(rec.outcome.is_success());
+        assert!(rec.spec.is_none());
+        assert_eq!(
+            rec.spec_warning.as_deref(),
+            Some("malformed vLLM spec-decode payload (metrics.speculative_decoding): acceptance_histogram[3] is 3.0, not a non-negative integer")
+        );
+        // The same body, well formed: figures, no warning.
+        let rec = run(body.replace(&bad, VLLM_SPEC).as_bytes(), &[], false);
+        assert_eq!(rec.spec.map(|s| s.steps), Some(Some(43)));
+        assert_eq!(rec.spec_warning, None);
+    }
+
+    #[test]
+    fn cumulative_figures_keep_the_last_chunk() {
+        // TensorRT-LLM: the ratio on every chunk; the usage chunk has no choices.
+        let trt = |v: &str| {
+            format!(
+                r#"{{"choices":[{{"index":0,"delta":{{"content":"a"}},"finish_reason":null,"avg_decoded_tokens_per_iter":{v}}}]}}"#
+            )
+        };
+        let stream = sse(&[
+            trt("0.0"),
+            trt("2.0"),
+            trt("2.5"),
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop","avg_decoded_tokens_per_iter":2.75}]}"#.into(),
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":11,"total_tokens":14}}"#.into(),
+        ]);
+        let rec = run(&stream, &[30], true);
+        assert_eq!(
+            rec.spec_warning, None,
+            "a later good value replaces an early bad one"
+        );
+        assert_eq!(*rec.spec.unwrap(), spec::trtllm(2.75));
+
+        // llama.cpp with `timings_per_token`: cumulative timings on every chunk, draft_n once drafts began.
+        let llama = |t: &str, text: &str, finish: &str| {
+            format!(
+                r#"{{"choices":[{{"text":"{text}","index":0,"logprobs":null,"finish_reason":{finish}}}],"object":"text_completion","timings":{{"prompt_n":4,"predicted_n":3,"predicted_ms":9.0{t}}}}}"#
+            )
+        };
+        let stream = sse(&[
+            llama("", "a", "null"),
+            llama(r#","draft_n":8,"draft_n_accepted":3"#, "b", "null"),
+            r#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"object":"text_completion","usage":{"prompt_tokens":4,"completion_tokens":24,"total_tokens":28},"timings":{"prompt_n":4,"predicted_n":24,"draft_n":40,"draft_n_accepted":17}}"#
+                .into(),
+        ]);
+        let rec = run(&stream, &[], true);
+        assert!(rec.outcome.is_success(), "{:?}", rec.error);
+        let spec: SpecDecode = *rec.spec.unwrap();
+        assert_eq!(
+            (
+                spec.source,
+                spec.draft_tokens,
+                spec.accepted_tokens,
+                spec.steps
+            ),
+            (SpecSource::Llamacpp, Some(40), Some(17), None)
+        );
+    }
 }
