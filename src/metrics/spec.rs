@@ -91,6 +91,11 @@ pub struct SpecTotals {
     /// `Σ accepted / Σ draft tokens`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acceptance_rate: Option<f64>,
+    /// Distribution of the servers' own per-request figure as sent (vLLM's
+    /// `mean_acceptance_length`, SGLang's `spec_accept_length`, which counts the prefill token,
+    /// TensorRT-LLM's `avg_decoded_tokens_per_iter`, its only one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_reported_acceptance_length: Option<Stat>,
     /// Pooled histogram: index j = steps that accepted exactly j drafts.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub histogram: Vec<u64>,
@@ -163,6 +168,8 @@ struct ReportedAcc {
     histogram: Vec<u64>,
     /// Per-request AL, where the request reported steps.
     al: Vec<f64>,
+    /// The servers' own per-request figures, as sent.
+    server_al: Vec<f64>,
 }
 
 impl ReportedAcc {
@@ -177,6 +184,9 @@ impl ReportedAcc {
         }
         if let Some(al) = s.acceptance_length() {
             self.al.push(al);
+        }
+        if let Some(al) = s.reported_acceptance_length {
+            self.server_al.push(al);
         }
         if self.histogram.len() < s.histogram.len() {
             self.histogram.resize(s.histogram.len(), 0);
@@ -211,6 +221,7 @@ impl ReportedAcc {
             acceptance_length: Stat::of(&self.al),
             acceptance_rate: (self.draft_tokens > 0)
                 .then(|| self.accepted_tokens as f64 / self.draft_tokens as f64),
+            server_reported_acceptance_length: Stat::of(&self.server_al),
             histogram: self.histogram.clone(),
             per_position_acceptance_rates,
             vs_counters: None,
