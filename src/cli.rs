@@ -1032,6 +1032,21 @@ pub struct EmbeddedSimArgs {
     /// characters a token (plus 4 per chat message).
     #[arg(long = "sim-tokenizer", value_name = "PATH")]
     pub sim_tokenizer: Option<PathBuf>,
+    /// Simulator: vLLM's --per-request-spec-decode-metrics: `summary` adds
+    /// `metrics.speculative_decoding` to each non-streamed body and to the final usage chunk of
+    /// streams that ask `stream_options.include_usage`; `detailed` adds the per-step arrays.
+    #[arg(
+        long = "sim-per-request-spec-decode-metrics",
+        value_enum,
+        value_name = "MODE",
+        default_value_t = crate::sim::PerRequestSpec::None
+    )]
+    pub per_request_spec: crate::sim::PerRequestSpec,
+    /// Simulator: `TEXT=P` (repeatable): requests whose prompt contains TEXT accept each draft
+    /// position with probability P; the first matching rule wins, others use
+    /// --sim-acceptance-prob. See `specperf sim --help` (--acceptance-group).
+    #[arg(long = "sim-acceptance-group", value_name = "TEXT=P")]
+    pub acceptance_groups: Vec<crate::sim::AcceptanceGroup>,
 }
 
 /// `specperf sim`.
@@ -1105,7 +1120,9 @@ pub struct SimArgs {
     #[arg(long, value_delimiter = ',', value_parser = parse_fault_or_none)]
     pub fault_sequence: Vec<Option<Fault>>,
     /// Which server's /metrics page to imitate: vllm (`vllm:` counters per engine, moving every
-    /// step) or llamacpp (llama-server's `llamacpp:` counters, moving when a request ends).
+    /// step) or llamacpp (llama-server's `llamacpp:` counters, moving when a request ends; each
+    /// response then also carries llama-server's root `timings` on its final body or chunk, with
+    /// draft_n and draft_n_accepted when drafts were proposed).
     #[arg(long, value_enum, default_value_t = MetricsFlavor::Vllm)]
     pub metrics_flavor: MetricsFlavor,
     /// Admission limit, as a rate-limited gateway: a token bucket of BURST requests (default: one
@@ -1154,6 +1171,30 @@ pub struct SimArgs {
     /// chat template. Default: a stand-in of 4 characters a token (plus 4 per chat message).
     #[arg(long, value_name = "PATH")]
     pub tokenizer: Option<PathBuf>,
+    /// vLLM's per-request acceptance report (its flag and values): `summary` adds
+    /// `"metrics":{"speculative_decoding":{…}}` at the root of each non-streamed body and of the
+    /// final usage chunk (`choices: []`) of streams that ask `stream_options.include_usage` (no
+    /// usage chunk, no report, as vLLM): mean_acceptance_length (1 + accepted/steps, 1.0 without
+    /// steps), draft_acceptance_rate (a fraction), acceptance_histogram (k+1 counts),
+    /// num_spec_steps, num_accepted_draft_tokens, num_draft_tokens, num_spec_tokens; `detailed`
+    /// adds per_step_accepted and per_step_drafted. Steps are the decode steps actually emitted
+    /// (the first token is prefill, not a step), so the reports add up to the
+    /// vllm:spec_decode_* counters exactly. Independently of this flag, a request setting
+    /// `"return_spec_tokens_details": true` gets SGLang's `sglext.spec_tokens_details` (its own
+    /// `choices: []` chunk before the usage chunk when streaming), and --metrics-flavor llamacpp
+    /// adds llama.cpp's root `timings` (prompt_n, predicted_n, draft_n, draft_n_accepted, …) to
+    /// the final body or chunk.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = crate::sim::PerRequestSpec::None)]
+    pub per_request_spec_decode_metrics: crate::sim::PerRequestSpec,
+    /// Acceptance per prompt group, `TEXT=P` (repeatable): a request whose message contents (or
+    /// completions prompt) contain TEXT (case-sensitive) accepts each draft position with
+    /// probability P in [0, 1]; the first matching rule wins, requests matching none use
+    /// --acceptance-prob/--target-al. The vLLM /metrics page then adds the truth per group:
+    /// specperf_sim:group_spec_decode_num_drafts_total, ..._num_draft_tokens_total and
+    /// ..._num_accepted_tokens_total with label group="TEXT", and group="" for the requests
+    /// matching no rule (the groups add up to the vllm:spec_decode_* counters).
+    #[arg(long = "acceptance-group", value_name = "TEXT=P")]
+    pub acceptance_groups: Vec<crate::sim::AcceptanceGroup>,
 }
 
 const INJECT_EXIT_CODES: &str = "Exit codes: 0 rewritten (broken entries repaired), already synthetic, opted out \

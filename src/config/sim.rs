@@ -26,7 +26,8 @@ fn tokenizer(
     .transpose()
 }
 
-/// The embedded simulator's KV, queue, context and tokenizer flags (`--sim-*`) onto `cfg`.
+/// The embedded simulator's KV, queue, context, tokenizer and per-request acceptance flags
+/// (`--sim-*`) onto `cfg`.
 pub(crate) fn embedded_kv(a: &EmbeddedSimArgs, cfg: SimConfig) -> Result<SimConfig, ConfigError> {
     Ok(SimConfig {
         kv_block_tokens: a.kv_block_tokens,
@@ -35,6 +36,8 @@ pub(crate) fn embedded_kv(a: &EmbeddedSimArgs, cfg: SimConfig) -> Result<SimConf
         prefill_tokens_per_s: a.prefill_tokens_per_s,
         max_model_len: a.max_model_len,
         tokenizer: tokenizer("sim-tokenizer", a.sim_tokenizer.as_deref())?,
+        per_request_spec: a.per_request_spec,
+        acceptance_groups: a.acceptance_groups.clone(),
         ..cfg
     })
 }
@@ -87,6 +90,8 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
         prefill_tokens_per_s: a.prefill_tokens_per_s,
         max_model_len: a.max_model_len,
         tokenizer: tokenizer("tokenizer", a.tokenizer.as_deref())?,
+        per_request_spec: a.per_request_spec_decode_metrics,
+        acceptance_groups: a.acceptance_groups.clone(),
     };
     cfg.validate().map_err(|e| ConfigError(e.to_string()))?;
     Ok(cfg)
@@ -164,6 +169,71 @@ mod tests {
             sim_config(&a).unwrap().tokenizer.is_none(),
             "stand-in by default"
         );
+    }
+
+    #[test]
+    fn per_request_spec_and_acceptance_group_flags_reach_the_config_or_name_the_bad_rule() {
+        use crate::sim::{AcceptanceGroup, PerRequestSpec};
+        let Command::Sim(a) = parse(&[
+            "specperf",
+            "sim",
+            "--per-request-spec-decode-metrics",
+            "detailed",
+            "--acceptance-group",
+            "coding=0.9",
+            "--acceptance-group",
+            "math=0.2",
+        ]) else {
+            panic!("not sim")
+        };
+        let cfg = sim_config(&a).unwrap();
+        assert_eq!(cfg.per_request_spec, PerRequestSpec::Detailed);
+        let rule = |text: &str, probability| AcceptanceGroup {
+            text: text.into(),
+            probability,
+        };
+        assert_eq!(
+            cfg.acceptance_groups,
+            [rule("coding", 0.9), rule("math", 0.2)]
+        );
+        let Command::Sim(a) = parse(&["specperf", "sim"]) else {
+            panic!("not sim")
+        };
+        assert_eq!(
+            sim_config(&a).unwrap().per_request_spec,
+            PerRequestSpec::None
+        );
+
+        let e = Cli::try_parse_from(["specperf", "sim", "--acceptance-group", "coding"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"coding\"") && e.contains("TEXT=P"), "{e}");
+        let Command::Sim(a) = parse(&[
+            "specperf",
+            "sim",
+            "--acceptance-group",
+            "x=0.1",
+            "--acceptance-group",
+            "x=0.3",
+        ]) else {
+            panic!("not sim")
+        };
+        let e = sim_config(&a).unwrap_err().to_string();
+        assert!(e.contains("\"x=0.3\"") && e.contains("earlier rule"), "{e}");
+
+        let Command::Replay(r) = parse(&[
+            "specperf",
+            "replay",
+            "--sim-per-request-spec-decode-metrics",
+            "summary",
+            "--sim-acceptance-group",
+            "story=0.4",
+        ]) else {
+            panic!("not replay")
+        };
+        let cfg = embedded_kv(&r.sim, SimConfig::default()).unwrap();
+        assert_eq!(cfg.per_request_spec, PerRequestSpec::Summary);
+        assert_eq!(cfg.acceptance_groups, [rule("story", 0.4)]);
     }
 
     #[test]

@@ -24,6 +24,7 @@ use super::metrics_page::metrics_page;
 use super::model::{plan, request_rng, PlanParams};
 use super::sched;
 use super::server::{Admission, ServerCtx, Shared};
+use super::spec::pick_group;
 use super::stream::{SimBody, SimStream, StreamPhase};
 use super::{Fault, FAULT_HEADER};
 
@@ -208,6 +209,8 @@ struct Ask {
     /// The output limit it set, if any.
     max_tokens: Option<u32>,
     ignore_eos: bool,
+    /// `return_spec_tokens_details` (SGLang's per-request spec details in `sglext`).
+    spec_details: bool,
 }
 
 /// A completion request the simulator refuses with 400, as vLLM would.
@@ -252,6 +255,7 @@ fn parse_ask(v: &Value, chat: bool) -> Result<Ask, AskError> {
         continuous: flag(opts.and_then(|o| o.get("continuous_usage_stats"))),
         max_tokens,
         ignore_eos: flag(obj.get("ignore_eos")),
+        spec_details: flag(obj.get("return_spec_tokens_details")),
     })
 }
 
@@ -268,6 +272,30 @@ fn for_each_text<'v>(v: &'v Value, f: &mut impl FnMut(&'v str)) {
         }
         _ => {}
     }
+}
+
+/// The request's acceptance-group slot: the first `--acceptance-group` rule whose text occurs in
+/// one of its message contents (chat) or its prompt (completions), else the unmatched slot.
+fn group_of(v: &Value, chat: bool, groups: &[super::AcceptanceGroup]) -> usize {
+    if groups.is_empty() {
+        return 0;
+    }
+    let mut texts = Vec::new();
+    if chat {
+        for m in v
+            .get("messages")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(c) = m.get("content") {
+                for_each_text(c, &mut |t| texts.push(t));
+            }
+        }
+    } else if let Some(p) = v.get("prompt") {
+        for_each_text(p, &mut |t| texts.push(t));
+    }
+    pick_group(groups, texts.iter().copied())
 }
 
 /// Characters of the message header the stand-in counts per chat message (role and framing).
@@ -405,6 +433,7 @@ async fn completion(
             &format!("The model `{model}` does not exist."),
         );
     }
+    let group = group_of(&v, chat, &cfg.acceptance_groups);
     let blocks = if cfg.tokenizer.is_some() {
         // A long prompt takes the tokenizer milliseconds: off the thread that times emissions.
         let s2 = shared.clone();
@@ -486,7 +515,8 @@ async fn completion(
     let engine = ctx.engines.start + (ctx.rr.fetch_add(1, Relaxed) as usize % span);
     let prompt_tokens = blocks.tokens;
     let admitted = sched::admit(&shared, engine, blocks, max_tokens).await;
-    let uncached = prompt_tokens - admitted.lease.hit_tokens;
+    let cached_tokens = admitted.lease.hit_tokens;
+    let uncached = prompt_tokens - cached_tokens;
     let prefill = if cfg.prefill_tokens_per_s > 0.0 {
         Duration::from_secs_f64(uncached as f64 / cfg.prefill_tokens_per_s)
     } else {
@@ -509,7 +539,10 @@ async fn completion(
         ignore_eos: ask.ignore_eos,
         eos_probability: cfg.eos_probability,
         k: cfg.k,
-        p: shared.p,
+        p: cfg
+            .acceptance_groups
+            .get(group)
+            .map_or(shared.p, |g| g.probability),
         ttft: cfg.ttft + prefill,
         itl: cfg.itl,
         jitter: cfg.jitter,
@@ -544,6 +577,10 @@ async fn completion(
         counted: 0,
         finished: false,
         lease: Some(admitted.lease),
+        group,
+        cached_tokens,
+        sglext: ask.spec_details,
+        finish_extra: None,
     };
     let mut r = Response::new(SimBody::Stream(Box::new(stream)));
     let ct = if ask.stream {

@@ -3,10 +3,11 @@
 //! plus the emission-lateness histogram, written through the one exposition
 //! writer ([`crate::scrape::prom::Writer`]).
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::model::EngineCounters;
 use super::server::{lateness_stats, ServerCtx};
+use super::spec::GroupCounters;
 use super::MetricsFlavor;
 use crate::scrape::prom::{Format, Writer};
 
@@ -20,7 +21,10 @@ const LATENESS_BUCKETS: [f64; 11] = [
 pub(super) fn metrics_page(ctx: &ServerCtx) -> String {
     let mut w = Writer::with_capacity(8192);
     match ctx.shared.cfg.metrics_flavor {
-        MetricsFlavor::Vllm => vllm_families(&mut w, ctx),
+        MetricsFlavor::Vllm => {
+            vllm_families(&mut w, ctx);
+            group_families(&mut w, ctx);
+        }
         MetricsFlavor::Llamacpp => llamacpp_families(&mut w, ctx),
     }
     lateness_families(&mut w, ctx);
@@ -234,6 +238,49 @@ fn vllm_families(w: &mut Writer, ctx: &ServerCtx) {
     }
 }
 
+/// The truth per `--acceptance-group` rule (only with rules): the speculative counters again,
+/// split by the rule that set the request's acceptance, `group` = the rule's text, and `""` for
+/// the requests matching none; summed over this server's engines, so the groups add up to the
+/// `vllm:spec_decode_*` series of the page.
+fn group_families(w: &mut Writer, ctx: &ServerCtx) {
+    let shared = &ctx.shared;
+    let engines = &shared.engines[ctx.engines.clone()];
+    let rules = &shared.cfg.acceptance_groups;
+    if rules.is_empty() {
+        return;
+    }
+    let names: Vec<&str> = rules.iter().map(|g| g.text.as_str()).chain([""]).collect();
+    type Get = fn(&GroupCounters) -> &AtomicU64;
+    let families: [(&str, &str, Get); 3] = [
+        (
+            "specperf_sim:group_spec_decode_num_drafts_total",
+            "Verify steps of the requests in each acceptance group (simulator truth).",
+            |g| &g.drafts,
+        ),
+        (
+            "specperf_sim:group_spec_decode_num_draft_tokens_total",
+            "Draft tokens proposed for the requests in each acceptance group (simulator truth).",
+            |g| &g.draft_tokens,
+        ),
+        (
+            "specperf_sim:group_spec_decode_num_accepted_tokens_total",
+            "Draft tokens accepted for the requests in each acceptance group (simulator truth).",
+            |g| &g.accepted,
+        ),
+    ];
+    for (name, help, get) in families {
+        w.family(name, "counter", help);
+        for (i, group) in names.iter().enumerate() {
+            let n: u64 = engines
+                .iter()
+                .filter_map(|e| e.groups.get(i))
+                .map(|g| get(g).load(Relaxed))
+                .sum();
+            w.sample(name, &[("group", *group)], n);
+        }
+    }
+}
+
 /// The simulator's own series: emission lateness against the schedule.
 fn lateness_families(w: &mut Writer, ctx: &ServerCtx) {
     let shared = &ctx.shared;
@@ -327,7 +374,7 @@ mod tests {
         for (e, plan) in [(&engines[0], &first[..]), (&engines[1], &second[..])] {
             e.running.fetch_add(1, Relaxed);
             for s in plan {
-                e.on_emission(s, 3);
+                e.on_emission(s, 3, 0);
             }
         }
         let running = llamacpp_samples(&ctx);

@@ -13,6 +13,10 @@
 //! `metrics_page` writes the counters (vLLM's page, or llama.cpp's with its end-of-request timing). An optional admission limit (a token bucket) answers 429
 //! as a rate-limited gateway would.
 //!
+//! `spec` writes the per-request speculative-decoding reports real servers give (vLLM's
+//! `metrics.speculative_decoding`, llama.cpp's `timings`, SGLang's `sglext`) from the emissions the
+//! counters counted, and keeps the acceptance rules per prompt group with their truth counters.
+//!
 //! Each engine has a KV cache (`kv`: prompt tokens in hashed blocks, an LRU of cached blocks, a
 //! capacity) and a scheduler (`sched`: running slots, a first-come-first-served waiting queue), so
 //! shared prefixes hit the cache and shorten prefill, and load beyond capacity queues, as on vLLM.
@@ -23,11 +27,15 @@ mod metrics_page;
 mod model;
 mod sched;
 mod server;
+mod spec;
 mod stream;
+#[cfg(test)]
+mod tests;
 mod timer;
 
 pub use model::{expected_al, Acceptance};
-pub use server::{Admission, LatenessStats, SimHandle, SimTotals, Simulator};
+pub use server::{Admission, GroupTotals, LatenessStats, SimHandle, SimTotals, Simulator};
+pub use spec::{AcceptanceGroup, GroupRuleError, PerRequestSpec};
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -224,6 +232,13 @@ pub struct SimConfig {
     /// Count prompt tokens with this tokenizer (Σ over messages of each `content`'s tokens, no
     /// chat template); `None` = a stand-in of 4 characters a token.
     pub tokenizer: Option<std::sync::Arc<tokenizer_encoders::Tokenizer>>,
+    /// vLLM's `--per-request-spec-decode-metrics`: add `metrics.speculative_decoding` at the root
+    /// of non-streamed bodies and of the final usage chunk of streams.
+    pub per_request_spec: PerRequestSpec,
+    /// Acceptance per prompt group: the first rule whose text occurs in a request's prompt sets
+    /// its per-position probability; requests matching none use `acceptance`. With rules, the
+    /// vLLM page adds the truth per group (`specperf_sim:group_spec_decode_*`).
+    pub acceptance_groups: Vec<AcceptanceGroup>,
 }
 
 impl Default for SimConfig {
@@ -261,6 +276,8 @@ impl Default for SimConfig {
             prefill_tokens_per_s: SimConfig::DEFAULT_PREFILL_TOKENS_PER_S,
             max_model_len: None,
             tokenizer: None,
+            per_request_spec: PerRequestSpec::None,
+            acceptance_groups: Vec::new(),
         }
     }
 }
@@ -375,6 +392,7 @@ impl SimConfig {
                 ));
             }
         }
+        spec::validate_groups(&self.acceptance_groups).map_err(SimError::Config)?;
         if !self.fault_rates.is_empty() && !self.fault_sequence.is_empty() {
             return bad(
                 "--fault (random faults) and --fault-sequence (faults by arrival order) \

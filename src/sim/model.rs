@@ -12,6 +12,8 @@ use std::time::Duration;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::spec::GroupCounters;
+
 /// Probability of accepting each draft token in turn, or a target mean acceptance length.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Acceptance {
@@ -163,6 +165,9 @@ pub(crate) struct EngineCounters {
     /// The same generation and speculative counts, added only when a request ends (llama.cpp's
     /// timing: its `/metrics` moves them as a request finishes, never per step).
     pub(crate) at_finish: FinishedCounters,
+    /// The speculative counters again, per `--acceptance-group` rule then the unmatched slot
+    /// (empty without rules): the truth per group.
+    pub(crate) groups: Vec<GroupCounters>,
 }
 
 /// Counters that move once per request, when it ends (`EngineCounters::on_finished`).
@@ -176,7 +181,8 @@ pub(crate) struct FinishedCounters {
 }
 
 impl EngineCounters {
-    pub(crate) fn new(rank: u32, k: u32) -> Self {
+    /// An engine's zeroed counters; `groups` is the number of group slots (rules + 1, or 0).
+    pub(crate) fn new(rank: u32, k: u32, groups: usize) -> Self {
         EngineCounters {
             rank,
             drafts: AtomicU64::new(0),
@@ -196,6 +202,7 @@ impl EngineCounters {
                 accepted: AtomicU64::new(0),
                 per_pos: (0..k).map(|_| AtomicU64::new(0)).collect(),
             },
+            groups: (0..groups).map(|_| GroupCounters::default()).collect(),
         }
     }
 
@@ -223,8 +230,11 @@ impl EngineCounters {
         }
     }
 
-    /// Counts one emitted emission.
-    pub(crate) fn on_emission(&self, e: &Emission, k: u32) {
+    /// Counts one emitted emission, and in group slot `group` when there are groups.
+    pub(crate) fn on_emission(&self, e: &Emission, k: u32, group: usize) {
+        if let Some(g) = self.groups.get(group) {
+            g.on_emission(e, k);
+        }
         self.generation_tokens
             .fetch_add(u64::from(e.tokens), Relaxed);
         if let Some(a) = e.accepted {
@@ -294,10 +304,10 @@ mod tests {
 
     #[test]
     fn counters_match_emissions() {
-        let c = EngineCounters::new(0, 3);
+        let c = EngineCounters::new(0, 3, 2);
         let plan = plan(&params(100, 0.6), &mut request_rng(3, 9));
         for e in &plan.emissions {
-            c.on_emission(e, 3);
+            c.on_emission(e, 3, 1);
         }
         let drafts = c.drafts.load(Relaxed);
         let accepted = c.accepted.load(Relaxed);
@@ -306,5 +316,11 @@ mod tests {
         let per_pos: u64 = c.per_pos.iter().map(|x| x.load(Relaxed)).sum();
         assert_eq!(per_pos, accepted);
         assert!(c.per_pos[0].load(Relaxed) >= c.per_pos[1].load(Relaxed));
+        // The group slot counted the same emissions; the other slot nothing.
+        let g = &c.groups[1];
+        assert_eq!(g.drafts.load(Relaxed), drafts);
+        assert_eq!(g.draft_tokens.load(Relaxed), 3 * drafts);
+        assert_eq!(g.accepted.load(Relaxed), accepted);
+        assert_eq!(c.groups[0].drafts.load(Relaxed), 0);
     }
 }

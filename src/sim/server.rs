@@ -19,6 +19,7 @@ use super::http::accept_loop;
 use super::kv::KvPool;
 use super::model::EngineCounters;
 use super::sched::EngineSched;
+use super::spec::GroupCounters;
 use super::timer::PreciseTimer;
 use super::{SimConfig, SimError};
 
@@ -116,8 +117,12 @@ impl Simulator {
         let tls = cfg.tls.as_ref().map(tls_acceptor).transpose()?;
         let timer = PreciseTimer::start().map_err(SimError::Start)?;
         let total = (cfg.servers * cfg.engines) as usize;
+        let group_slots = match cfg.acceptance_groups.len() {
+            0 => 0,
+            rules => rules + 1,
+        };
         let engines = (0..total as u32)
-            .map(|r| EngineCounters::new(r, cfg.k))
+            .map(|r| EngineCounters::new(r, cfg.k, group_slots))
             .collect();
         let sched = (0..total)
             .map(|_| {
@@ -319,6 +324,35 @@ impl SimHandle {
         }
     }
 
+    /// The truth per `--acceptance-group` rule, summed over every engine: one entry per rule in
+    /// the rules' order, then the requests matching none under the group `""`. Counted from the
+    /// same emissions as [`SimHandle::totals`], so the entries add up to its speculative counts.
+    /// Empty without rules.
+    pub fn group_totals(&self) -> Vec<GroupTotals> {
+        let rules = &self.shared.cfg.acceptance_groups;
+        let names = rules.iter().map(|g| g.text.as_str()).chain([""]);
+        let slots = self.shared.engines.first().map_or(0, |e| e.groups.len());
+        names
+            .take(slots)
+            .enumerate()
+            .map(|(i, group)| {
+                let sum = |f: fn(&GroupCounters) -> &AtomicU64| -> u64 {
+                    self.shared
+                        .engines
+                        .iter()
+                        .map(|e| f(&e.groups[i]).load(Relaxed))
+                        .sum()
+                };
+                GroupTotals {
+                    group: group.to_owned(),
+                    drafts: sum(|g| &g.drafts),
+                    draft_tokens: sum(|g| &g.draft_tokens),
+                    accepted: sum(|g| &g.accepted),
+                }
+            })
+            .collect()
+    }
+
     /// How the first `record_requests` requests were admitted, in admission order.
     pub fn admissions(&self) -> Vec<Admission> {
         self.shared
@@ -376,6 +410,26 @@ pub struct SimTotals {
     pub running: u64,
     /// `vllm:num_requests_waiting`, now.
     pub waiting: u64,
+}
+
+/// One acceptance group's truth (`specperf_sim:group_spec_decode_*` on the vLLM page).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupTotals {
+    /// The rule's text, or `""` for the requests matching no rule.
+    pub group: String,
+    /// Verify steps (`vllm:spec_decode_num_drafts_total`'s share).
+    pub drafts: u64,
+    /// Draft tokens proposed.
+    pub draft_tokens: u64,
+    /// Draft tokens accepted (bonus excluded).
+    pub accepted: u64,
+}
+
+impl GroupTotals {
+    /// Mean acceptance length, `1 + accepted / drafts`; `None` before any step.
+    pub fn acceptance_length(&self) -> Option<f64> {
+        (self.drafts > 0).then(|| 1.0 + self.accepted as f64 / self.drafts as f64)
+    }
 }
 
 impl Drop for SimHandle {

@@ -18,7 +18,8 @@ use super::http::ConnState;
 use super::kv::Lease;
 use super::model::{Emission, Plan};
 use super::server::Shared;
-use super::{Fault, ReasoningField};
+use super::spec::{llamacpp_timings_member, Tally, TimingInputs};
+use super::{Fault, MetricsFlavor, PerRequestSpec, ReasoningField};
 
 /// Response body: a fixed buffer or a timed stream.
 pub(super) enum SimBody {
@@ -80,6 +81,15 @@ pub(super) struct SimStream {
     pub(super) finished: bool,
     /// Its KV blocks and running slot, given back when the stream ends.
     pub(super) lease: Option<Lease>,
+    /// Its acceptance-group slot (`--acceptance-group`), counted with every step.
+    pub(super) group: usize,
+    /// Prompt tokens found in the prefix cache (llama.cpp's `timings.cache_n`).
+    pub(super) cached_tokens: u64,
+    /// The request set `return_spec_tokens_details` (SGLang's `sglext`).
+    pub(super) sglext: bool,
+    /// Members added to the stream's finish chunk (llama.cpp's `timings` without a usage chunk);
+    /// set just before that chunk is written.
+    pub(super) finish_extra: Option<String>,
 }
 
 impl Drop for SimStream {
@@ -145,7 +155,7 @@ impl SimStream {
                 return Poll::Pending;
             }
             self.shared.record_lateness(now - at);
-            self.shared.engines[self.engine].on_emission(&e, self.shared.cfg.k);
+            self.shared.engines[self.engine].on_emission(&e, self.shared.cfg.k, self.group);
             self.idx += 1;
             self.counted = self.idx;
             let out = self.emit(&e);
@@ -194,6 +204,10 @@ impl SimStream {
                 None,
             );
         }
+        if last && self.stream && !self.include_usage && self.llamacpp_timings() {
+            // llama.cpp puts `timings` on the last chunk: here the finish chunk.
+            self.finish_extra = Some(self.timings_member());
+        }
         let pieces = if self.stream && cfg.split_steps {
             e.tokens
         } else {
@@ -237,11 +251,20 @@ impl SimStream {
             return self.stream.then(|| Bytes::from(out));
         }
         if self.stream {
+            if self.sglext {
+                // SGLang sends its details as a chunk of their own, before the usage chunk.
+                out.push_str("data: ");
+                self.head(&mut out);
+                out.push_str("\"choices\":[],");
+                out.push_str(&self.tally().sglext_member(self.emitted));
+                out.push_str("}\n\n");
+            }
             if self.include_usage {
                 out.push_str("data: ");
                 self.head(&mut out);
                 out.push_str("\"choices\":[],\"usage\":");
                 self.usage(&mut out, self.emitted);
+                self.vllm_and_llamacpp_members(&mut out);
                 out.push_str("}\n\n");
             }
             out.push_str("data: [DONE]\n\n");
@@ -362,6 +385,10 @@ impl SimStream {
             out.push_str(",\"usage\":");
             self.usage(out, c);
         }
+        if let (Some(extra), Some(_)) = (&self.finish_extra, finish) {
+            out.push(',');
+            out.push_str(extra);
+        }
         out.push_str("}\n\n");
     }
 
@@ -422,7 +449,56 @@ impl SimStream {
         push_opt_str(out, Some(self.plan.finish_reason));
         out.push_str("}],\"usage\":");
         self.usage(out, self.emitted);
+        self.vllm_and_llamacpp_members(out);
+        if self.sglext {
+            out.push(',');
+            out.push_str(&self.tally().sglext_member(self.emitted));
+        }
         out.push('}');
+    }
+
+    /// The speculative decoding of what was emitted: the emissions the counters counted.
+    fn tally(&self) -> Tally {
+        Tally::of(&self.plan.emissions[..self.counted], self.shared.cfg.k)
+    }
+
+    fn llamacpp_timings(&self) -> bool {
+        self.shared.cfg.metrics_flavor == MetricsFlavor::Llamacpp
+    }
+
+    /// llama.cpp's `timings` member, from the plan's times (prefill: up to the first token;
+    /// decode: first to last emitted token).
+    fn timings_member(&self) -> String {
+        let emitted = &self.plan.emissions[..self.counted];
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let (prompt_ms, predicted_ms) = match (emitted.first(), emitted.last()) {
+            (Some(f), Some(l)) => (ms(f.at), ms(l.at - f.at)),
+            _ => (0.0, 0.0),
+        };
+        let inputs = TimingInputs {
+            cached: self.cached_tokens,
+            prompt: self.prompt_tokens.saturating_sub(self.cached_tokens),
+            prompt_ms,
+            // From the emissions, not `emitted`: the finish chunk's member is made before the
+            // last emission's tokens are added to it.
+            predicted: emitted.iter().map(|e| e.tokens).sum(),
+            predicted_ms,
+        };
+        llamacpp_timings_member(&self.tally(), &inputs)
+    }
+
+    /// `,"metrics":{…}` when vLLM's per-request flag is on, `,"timings":{…}` with the llama.cpp
+    /// flavor: the members of a final body or usage chunk after `usage`.
+    fn vllm_and_llamacpp_members(&self, out: &mut String) {
+        let mode = self.shared.cfg.per_request_spec;
+        if mode != PerRequestSpec::None {
+            out.push(',');
+            out.push_str(&self.tally().vllm_member(mode == PerRequestSpec::Detailed));
+        }
+        if self.llamacpp_timings() {
+            out.push(',');
+            out.push_str(&self.timings_member());
+        }
     }
 }
 
