@@ -3,6 +3,9 @@
 //! `profile_export_aiperf.json` / `.csv`. Tags, units and formulas are AIPerf's; the numbers are
 //! ours (per-event timestamps, tokens from `usage`). `aiperf_version` says `specperf-<version>`
 //! and a `specperf` object carries what AIPerf has no field for (AL, dispatch and schedule lag).
+//! Per-request speculative decoding (a record's `spec`) becomes AIPerf 0.13's six
+//! `spec_decode_*` record metrics and its `SpecDecodeAcceptanceRecord`, and in the summary their
+//! statistics, the run totals and ratios and the pooled acceptance histogram.
 //!
 //! [`record`] writes the per-request line, [`summary`] the end-of-run JSON and CSV; the names and
 //! classes both need are here.
