@@ -9,7 +9,12 @@ For every artifact directory:
 * `profile_export_aiperf.json` is validated with AIPerf's `JsonExportData` (each metric that model
   does not name, such as `effective_concurrency`, with `JsonMetricResult`), and its
   `telemetry_data` must be the object AIPerf writes, never null (`aiperf plot` warns on null);
-* every line of `profile_export.jsonl` with `MetricRecordInfo`;
+* every line of `profile_export.jsonl` with `MetricRecordInfo`, and each non-null
+  `spec_decode_acceptance` with `SpecDecodeAcceptanceRecord` (its validators tie the histogram to
+  the steps and accepted tokens); a request whose `records.jsonl` line carries `spec` must have
+  AIPerf's per-request spec-decode tags its figures define (all six for vLLM / SGLang; the rate
+  and token counts for llama.cpp) with AIPerf's units, and vLLM / SGLang ones the acceptance
+  object;
 * `server_metrics_export.json` with `ServerMetricsExportData`;
 * `inputs.json` with `InputsFile` (the model AIPerf writes it from), and every record's
   `conversation_id` / `turn_index` must name a session and payload in it (AIPerf's record model
@@ -42,6 +47,17 @@ PROFILE_JSON = "profile_export_aiperf.json"
 RECORDS_JSONL = "profile_export.jsonl"
 SERVER_METRICS_JSON = "server_metrics_export.json"
 INPUTS_JSON = "inputs.json"
+OUR_RECORDS = "records.jsonl"
+
+# AIPerf 0.13's per-request spec-decode tags and units (aiperf/metrics/types/spec_decode_metrics.py).
+SPEC_UNITS = {
+    "spec_decode_acceptance_length": "ratio",
+    "spec_decode_draft_acceptance_rate": "%",
+    "spec_decode_accepted_per_verified": "ratio",
+    "spec_decode_steps": "count",
+    "spec_decode_accepted_draft_tokens": "tokens",
+    "spec_decode_draft_tokens": "tokens",
+}
 
 
 class Failures:
@@ -125,7 +141,93 @@ def check_records(d: Path, fails: Failures) -> int:
             fails.pydantic(path, e, prefix=f"line {n}: ")
         except Exception as e:
             fails.add(path, f"line {n}", f"{type(e).__name__}: {e}")
+    check_spec_records(d, lines, fails)
     return len(lines)
+
+
+def spec_tags_defined(spec: dict) -> set[str]:
+    """The per-request tags a `records.jsonl` `spec` object defines (AIPerf's formulas: AL and
+    accepted-per-verified need steps, the rate needs drafts)."""
+    steps, acc, drafts = (spec.get(k) for k in ("steps", "accepted_tokens", "draft_tokens"))
+    tags = set()
+    if steps is not None:
+        tags.add("spec_decode_steps")
+    if acc is not None:
+        tags.add("spec_decode_accepted_draft_tokens")
+    if drafts is not None:
+        tags.add("spec_decode_draft_tokens")
+    if steps and acc is not None:
+        tags.add("spec_decode_acceptance_length")
+    if drafts and acc is not None:
+        tags.add("spec_decode_draft_acceptance_rate")
+    if None not in (steps, acc, drafts) and drafts + steps > 0:
+        tags.add("spec_decode_accepted_per_verified")
+    return tags
+
+
+def check_spec_records(d: Path, lines: list[str], fails: Failures) -> None:
+    """Each non-null `spec_decode_acceptance` with AIPerf's own model, and the records whose
+    request reported spec-decode figures (`records.jsonl` `spec`) carry AIPerf's tags for them."""
+    from pydantic import ValidationError
+
+    from aiperf.common.models.spec_decode_models import SpecDecodeAcceptanceRecord
+
+    path = d / RECORDS_JSONL
+    # Our own records, by request id, for the ones whose response reported figures.
+    specs: dict[str, dict] = {}
+    seen: set[str] = set()
+    try:
+        ours = (d / OUR_RECORDS).read_text().splitlines()
+    except OSError:
+        ours = []
+    for line in ours:
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        # profile_export.jsonl's x_request_id: the session's for AgentX, else specperf-<id>.
+        session = r.get("session") if isinstance(r.get("session"), dict) else {}
+        rid = session.get("x_request_id") or f"specperf-{r.get('id')}"
+        if rid in seen:  # merged shards reuse ids: ambiguous, left out
+            specs.pop(rid, None)
+            continue
+        seen.add(rid)
+        if r.get("outcome", {}).get("status") == "success" and isinstance(r.get("spec"), dict):
+            specs[rid] = r["spec"]
+    checked = 0
+    for n, line in enumerate(lines, 1):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # reported above
+        acc = rec.get("spec_decode_acceptance")
+        if acc is not None:
+            try:
+                SpecDecodeAcceptanceRecord.model_validate(acc)
+            except ValidationError as e:
+                fails.pydantic(path, e, prefix=f"line {n}: spec_decode_acceptance.")
+        rid = (rec.get("metadata") or {}).get("x_request_id")
+        spec = specs.get(rid)
+        if spec is None:
+            continue
+        checked += 1
+        metrics = rec.get("metrics") or {}
+        for tag in sorted(spec_tags_defined(spec)):
+            got = metrics.get(tag)
+            if not isinstance(got, dict):
+                fails.add(path, f"line {n}: metrics.{tag}", f"missing for {rid}, whose response reported {spec}")
+            elif got.get("unit") != SPEC_UNITS[tag]:
+                fails.add(path, f"line {n}: metrics.{tag}.unit", f"{got.get('unit')!r}, AIPerf writes {SPEC_UNITS[tag]!r}")
+        engine = spec.get("source")
+        if engine in ("vllm", "sglang") and spec.get("histogram") and spec.get("steps") is not None:
+            if acc is None:
+                fails.add(path, f"line {n}: spec_decode_acceptance", f"null for {rid}, whose {engine} response reported a histogram")
+            elif acc.get("engine") != engine:
+                fails.add(path, f"line {n}: spec_decode_acceptance.engine", f"{acc.get('engine')!r}, not {engine!r}")
+    if specs:
+        print(f"  spec decode: {checked} of {len(specs)} requests with reported figures found in {RECORDS_JSONL}")
+        if checked < len(specs):
+            fails.add(path, "(file)", f"{len(specs) - checked} requests with spec-decode figures in {OUR_RECORDS} have no line")
 
 
 def check_inputs(d: Path, fails: Failures) -> None:

@@ -24,7 +24,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::metrics::{Histograms, MetricKey, Summary};
+use crate::metrics::{
+    Histograms, MetricKey, SpecSummary, Summary, VsCounters, RELIABLE_WITHIN_PCT,
+};
 use crate::progress::{Progress, StartStep, Starting};
 use crate::scrape::acceptance::AcceptanceStatus;
 use crate::scrape::ScrapeReport;
@@ -183,6 +185,9 @@ pub fn console_table(s: &Summary) -> String {
     if let Some(r) = &s.acceptance {
         acceptance_line(&mut o, r);
     }
+    if let Some(d) = &s.spec_decode {
+        spec_section(&mut o, d);
+    }
     if let Some(r) = &m.stopped_by {
         let _ = writeln!(o, "Stopped early: {r}");
     }
@@ -266,6 +271,110 @@ fn acceptance_line(o: &mut String, r: &ScrapeReport) {
     }
     for w in &a.warnings {
         let _ = writeln!(o, "Warning: acceptance: {w}");
+    }
+}
+
+/// `2.4512`, or `n/a`.
+fn num(v: Option<f64>, digits: usize) -> String {
+    v.filter(|v| v.is_finite())
+        .map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
+}
+
+/// `(+0.81% vs the counters' 2.4500: reliable)`: a token-weighted AL beside the counters'.
+fn vs_counters(v: &VsCounters) -> String {
+    let verdict = if v.reliable {
+        "reliable".to_owned()
+    } else {
+        format!("UNRELIABLE (>{RELIABLE_WITHIN_PCT}% from the counters)")
+    };
+    format!(
+        "{:+.2}% vs the counters' {:.4}: {verdict}",
+        v.difference_pct, v.counter_acceptance_length
+    )
+}
+
+/// The per-request speculative-decoding lines: what the responses reported (per-request AL
+/// p50 and mean, token-weighted AL, acceptance rate), the stream estimate against the
+/// counters, malformed payloads, and a table per group when the samples had groups.
+fn spec_section(o: &mut String, d: &SpecSummary) {
+    let sources: Vec<String> = d
+        .requests_by_source
+        .iter()
+        .map(|(k, n)| format!("{} {n}", k.as_str()))
+        .collect();
+    let _ = writeln!(
+        o,
+        "Spec decode per request: figures from {} ({} malformed, left out)",
+        if sources.is_empty() {
+            "no response".to_owned()
+        } else {
+            sources.join(", ")
+        },
+        d.malformed
+    );
+    if let Some(t) = &d.reported {
+        let al = t.acceptance_length.as_ref();
+        let mut line = format!(
+            "  reported: AL p50 {}, mean {} per request; token-weighted AL {}; acceptance rate {}",
+            num(al.map(|a| a.p("p50")), 4),
+            num(t.mean_acceptance_length, 4),
+            num(t.token_weighted_acceptance_length, 4),
+            num(t.acceptance_rate, 4)
+        );
+        if let Some(v) = &t.vs_counters {
+            let _ = write!(line, " ({})", vs_counters(v));
+        }
+        let _ = writeln!(o, "{line}");
+    }
+    if let Some(e) = &d.stream_estimate {
+        let mut line = format!(
+            "  stream estimate: token-weighted AL {} over {} requests ({} decode tokens in {} events)",
+            num(e.token_weighted_acceptance_length, 4),
+            e.requests,
+            e.decode_tokens,
+            e.decode_events
+        );
+        match &e.vs_counters {
+            Some(v) => {
+                let _ = write!(line, ", {}", vs_counters(v));
+            }
+            None => line.push_str(", no counters to check it against"),
+        }
+        let _ = writeln!(o, "{line}");
+    }
+    if d.by_group.is_empty() {
+        return;
+    }
+    let field = d.group_field.as_deref().unwrap_or("group");
+    let width = d
+        .by_group
+        .keys()
+        .map(|g| g.chars().count())
+        .chain([field.len()])
+        .max()
+        .unwrap_or(0)
+        .clamp(8, 34);
+    let _ = writeln!(
+        o,
+        "  {field:<width$} {:>8} {:>10} {:>10} {:>10} {:>10}",
+        "requests", "AL tok-w", "AL mean", "acc rate", "stream AL"
+    );
+    for (g, x) in &d.by_group {
+        let r = x.reported.as_ref();
+        let _ = writeln!(
+            o,
+            "  {g:<width$} {:>8} {:>10} {:>10} {:>10} {:>10}",
+            x.requests,
+            num(r.and_then(|r| r.token_weighted_acceptance_length), 4),
+            num(r.and_then(|r| r.mean_acceptance_length), 4),
+            num(r.and_then(|r| r.acceptance_rate), 4),
+            num(
+                x.stream_estimate
+                    .as_ref()
+                    .and_then(|e| e.token_weighted_acceptance_length),
+                4
+            )
+        );
     }
 }
 

@@ -106,6 +106,16 @@ pub(super) fn headline(summary: &Value) -> Vec<(String, String)> {
             f("/acceptance/acceptance/acceptance_length", "", 4),
         ),
     ];
+    if let Some(al) = num("/spec_decode/reported/token_weighted_acceptance_length") {
+        rows.push((
+            "Acceptance length per request".to_owned(),
+            format!(
+                "{al:.4} token-weighted, {} mean of requests (reported by the responses)",
+                num("/spec_decode/reported/mean_acceptance_length")
+                    .map_or("n/a".to_owned(), |m| format!("{m:.4}"))
+            ),
+        ));
+    }
     if let Some(g) = num("/goodput/goodput_rps") {
         rows.push((
             "Goodput".to_owned(),

@@ -11,8 +11,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::page::{html, png};
-use super::svg::{self, Band, Chart, HLine, Series, COLORS};
+use super::svg::{self, Band, Bars, Chart, HLine, Series, COLORS};
 use super::ReportError;
+use crate::metrics::AL_BIN_WIDTH;
+use crate::record::SpecDecode;
 
 /// The fields of a `records.jsonl` line the charts need.
 #[derive(Deserialize)]
@@ -28,6 +30,9 @@ struct Rec {
     first_chunk_tokens: Option<u64>,
     #[serde(default)]
     content_events: Option<u32>,
+    /// The speculative decoding the response reported.
+    #[serde(default)]
+    spec: Option<SpecDecode>,
 }
 
 /// Per-chunk arrival gaps by request id, from `profile_export.jsonl` (`inter_chunk_latency`):
@@ -235,6 +240,8 @@ fn chart(id: &'static str, title: &str, x: &str, y: &str, series: Vec<Series>) -
         x_label: x.into(),
         y_label: y.into(),
         series,
+        bars: Vec::new(),
+        x_categories: Vec::new(),
         hlines: Vec::new(),
         band: None,
         y_range: None,
@@ -352,7 +359,145 @@ fn charts(recs: &[Rec], summary: &Value, times: &ChunkTimes, golden_al: Option<f
     out.push(c);
 
     out.push(al_chart(summary, golden_al));
+    out.extend(al_per_request_chart(&ok, summary));
+    out.extend(al_by_group_chart(summary));
     out
+}
+
+/// A request's AL as its response reported it: `1 + accepted / steps`, else the server's own
+/// per-request figure (TensorRT-LLM's tokens per iteration).
+fn reported_al(d: &SpecDecode) -> Option<f64> {
+    d.acceptance_length()
+        .or(d.reported_acceptance_length)
+        .filter(|v| v.is_finite())
+}
+
+/// The distribution of the per-request AL, in bins [`AL_BIN_WIDTH`] wide from 1.0: from
+/// `summary.json`'s `spec_decode.al_histogram` (reported AL where the response had it, else the
+/// stream estimate), else from the records' reported figures. `None` when the run has neither.
+fn al_per_request_chart(ok: &[&Rec], summary: &Value) -> Option<Chart> {
+    let from_summary: Vec<(f64, f64)> = summary
+        .pointer("/spec_decode/al_histogram")
+        .and_then(Value::as_array)
+        .map(|bins| {
+            bins.iter()
+                .filter_map(|b| Some((b["lo"].as_f64()?, b["requests"].as_f64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let (bins, what) = if from_summary.is_empty() {
+        let mut counts: Vec<f64> = Vec::new();
+        for al in ok
+            .iter()
+            .filter_map(|r| r.spec.as_ref().and_then(reported_al))
+        {
+            let i = ((al - 1.0).max(0.0) / AL_BIN_WIDTH) as usize;
+            if counts.len() <= i {
+                counts.resize(i + 1, 0.0);
+            }
+            counts[i] += 1.0;
+        }
+        let bins: Vec<(f64, f64)> = counts
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| (1.0 + i as f64 * AL_BIN_WIDTH, n))
+            .collect();
+        (bins, "reported by the responses")
+    } else {
+        (from_summary, "reported, else the stream estimate")
+    };
+    if bins.iter().all(|b| b.1 == 0.0) {
+        return None;
+    }
+    let n: f64 = bins.iter().map(|b| b.1).sum();
+    let mut c = chart(
+        "al_per_request",
+        "Acceptance length per request",
+        "acceptance length (tokens per step)",
+        "requests",
+        Vec::new(),
+    );
+    c.x_from_zero = false;
+    c.bars.push(Bars {
+        name: format!("{n:.0} requests, AL {what}"),
+        points: bins
+            .iter()
+            .map(|&(lo, k)| (lo + AL_BIN_WIDTH / 2.0, k))
+            .collect(),
+        width: AL_BIN_WIDTH,
+        color: COLORS[0],
+    });
+    Some(c)
+}
+
+/// The token-weighted AL of each group (`spec_decode.by_group`): reported, and the stream
+/// estimate beside it where there is one, with the counters' AL of the whole run as a line.
+/// `None` without groups.
+fn al_by_group_chart(summary: &Value) -> Option<Chart> {
+    let groups = summary
+        .pointer("/spec_decode/by_group")
+        .and_then(Value::as_object)
+        .filter(|g| !g.is_empty())?;
+    let field = summary
+        .pointer("/spec_decode/group_field")
+        .and_then(Value::as_str)
+        .unwrap_or("group");
+    let al = |g: &Value, p: &str| g.pointer(p).and_then(Value::as_f64);
+    let reported: Vec<Option<f64>> = groups
+        .values()
+        .map(|g| al(g, "/reported/token_weighted_acceptance_length"))
+        .collect();
+    let stream: Vec<Option<f64>> = groups
+        .values()
+        .map(|g| al(g, "/stream_estimate/token_weighted_acceptance_length"))
+        .collect();
+    // Two bars side by side when both figures exist somewhere, else one wide bar.
+    let both = reported.iter().any(Option::is_some) && stream.iter().any(Option::is_some);
+    let width = if both { 0.38 } else { 0.7 };
+    let bars = |name: &str, v: &[Option<f64>], shift: f64, color| Bars {
+        name: name.into(),
+        points: v
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| a.map(|a| (i as f64 + shift, a)))
+            .collect(),
+        width,
+        color,
+    };
+    let shift = if both { width / 2.0 } else { 0.0 };
+    let mut c = chart(
+        "al_by_group",
+        &format!("Acceptance length per {field} (token-weighted)"),
+        field,
+        "acceptance length (tokens per step)",
+        Vec::new(),
+    );
+    c.x_categories = groups.keys().cloned().collect();
+    if reported.iter().any(Option::is_some) {
+        c.bars.push(bars(
+            "reported by the responses",
+            &reported,
+            -shift,
+            COLORS[0],
+        ));
+    }
+    if stream.iter().any(Option::is_some) {
+        c.bars
+            .push(bars("stream estimate", &stream, shift, COLORS[3]));
+    }
+    if let Some(al) = summary
+        .pointer("/acceptance/acceptance/acceptance_length")
+        .and_then(Value::as_f64)
+    {
+        c.hlines.push(HLine {
+            y: al,
+            label: format!("counters' AL over the run {al:.3}"),
+            color: COLORS[2],
+            dashed: true,
+        });
+    }
+    c.empty_note = "no group reported an acceptance length".into();
+    Some(c)
 }
 
 /// The gate's pass band around the golden AL (`gate::run::verdict`: ±5%).
@@ -468,7 +613,8 @@ fn al_chart(summary: &Value, golden_al: Option<f64>) -> Chart {
 
 /// Draws the charts of the replay artifacts in `dir` into `out` (created): one SVG per chart
 /// (`ttft_cdf` and `itl_cdf` for streaming runs only, `throughput`, `requests`, `in_flight`,
-/// `acceptance_length`), their PNG versions when `with_png`, and `report.html` embedding every
+/// `acceptance_length`, and with per-request speculative decoding `al_per_request` and, when the
+/// samples had groups, `al_by_group`), their PNG versions when `with_png`, and `report.html` embedding every
 /// SVG. `golden_al` adds the golden line and the gate's ±5% band to the AL chart.
 pub fn plot(
     dir: &Path,
@@ -564,6 +710,7 @@ mod tests {
             completion_tokens: Some(chunks * 10),
             first_chunk_tokens: Some(10),
             content_events: Some(chunks as u32),
+            spec: None,
         }
     }
 

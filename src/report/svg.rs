@@ -1,6 +1,6 @@
-//! A small hand-written SVG line chart: axes with round-number ticks, lines or steps, horizontal
-//! reference lines, a legend. Enough for the report's six charts without a plotting dependency;
-//! the same SVG is rasterised for the PNG versions.
+//! A small hand-written SVG chart: axes with round-number ticks (or named categories), lines or
+//! steps, bars, horizontal reference lines, a legend. Enough for the report's charts without a
+//! plotting dependency; the same SVG is rasterised for the PNG versions.
 
 use std::fmt::Write as _;
 
@@ -27,6 +27,16 @@ pub(crate) struct Series {
     pub(crate) step: bool,
 }
 
+/// One set of bars of a chart (a histogram, or one value per category).
+pub(crate) struct Bars {
+    pub(crate) name: String,
+    /// `(x centre, height)` of each bar.
+    pub(crate) points: Vec<(f64, f64)>,
+    /// Width of every bar, in x units.
+    pub(crate) width: f64,
+    pub(crate) color: &'static str,
+}
+
 /// A horizontal reference line.
 pub(crate) struct HLine {
     pub(crate) y: f64,
@@ -51,6 +61,10 @@ pub(crate) struct Chart {
     pub(crate) x_label: String,
     pub(crate) y_label: String,
     pub(crate) series: Vec<Series>,
+    /// Bars, drawn behind the lines from y = 0 up.
+    pub(crate) bars: Vec<Bars>,
+    /// Names of the x positions 0, 1, …: a categorical axis (one tick per name, no numbers).
+    pub(crate) x_categories: Vec<String>,
     pub(crate) hlines: Vec<HLine>,
     /// A shaded band behind the lines, listed in the legend.
     pub(crate) band: Option<Band>,
@@ -143,15 +157,34 @@ pub(crate) fn render(c: &Chart) -> String {
         w / 2.0,
         esc(&c.title)
     );
-    let xs = extent(c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
+    let bar_x = c.bars.iter().flat_map(|b| {
+        b.points
+            .iter()
+            .flat_map(|p| [p.0 - b.width / 2.0, p.0 + b.width / 2.0])
+    });
+    let xs = if c.x_categories.is_empty() {
+        extent(
+            c.series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.0))
+                .chain(bar_x),
+        )
+    } else {
+        Some((-0.5, c.x_categories.len() as f64 - 0.5))
+    };
+    let has_bars = c.bars.iter().any(|b| !b.points.is_empty());
     let ys = extent(
         c.series
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.1))
+            .chain(c.bars.iter().flat_map(|b| b.points.iter().map(|p| p.1)))
+            // Bars rise from 0.
+            .chain(has_bars.then_some(0.0))
             .chain(c.hlines.iter().map(|l| l.y))
             .chain(c.band.iter().flat_map(|b| [b.lo, b.hi])),
     );
     let xs = match xs {
+        _ if !c.x_categories.is_empty() && ys.is_none() => None,
         Some((lo, hi)) if c.x_from_zero => Some((lo.min(0.0), hi)),
         None if ys.is_some() => Some((0.0, 1.0)),
         other => other,
@@ -189,14 +222,26 @@ pub(crate) fn render(c: &Chart) -> String {
             label(t)
         );
     }
-    for t in ticks(x0, x1, 8) {
+    let x_ticks: Vec<(f64, String)> = if c.x_categories.is_empty() {
+        ticks(x0, x1, 8)
+            .into_iter()
+            .map(|t| (t, label(t)))
+            .collect()
+    } else {
+        c.x_categories
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (i as f64, name.clone()))
+            .collect()
+    };
+    for (t, text) in x_ticks {
         let x = px(t);
         let _ = writeln!(
             o,
             r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#f0f0f0"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
             TOP + ph,
             TOP + ph + 18.0,
-            label(t)
+            esc(&text)
         );
     }
     let _ = writeln!(
@@ -232,6 +277,22 @@ pub(crate) fn render(c: &Chart) -> String {
             (bottom - top).max(0.0),
             b.color
         );
+    }
+    for b in &c.bars {
+        let base = py(0f64.clamp(y0, y1));
+        for &(x, y) in &b.points {
+            let (left, right) = (px(x - b.width / 2.0), px(x + b.width / 2.0));
+            let top = py(y);
+            let _ = writeln!(
+                o,
+                r##"<rect x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="{}" fill-opacity="0.8" stroke="#ffffff" stroke-width="0.5"/>"##,
+                left.min(right),
+                top.min(base),
+                (right - left).abs(),
+                (base - top).abs(),
+                b.color
+            );
+        }
     }
     for l in &c.hlines {
         let dash = if l.dashed {
@@ -296,12 +357,13 @@ pub(crate) fn render(c: &Chart) -> String {
                 .map(|l| (l.label.as_str(), l.color, l.dashed)),
         )
         .collect();
-    let rows = entries.len() + usize::from(c.band.is_some());
+    let rows = entries.len() + usize::from(c.band.is_some()) + c.bars.len();
     // Wide enough for the longest label (about 7 px a character at 12 px).
     let longest = entries
         .iter()
         .map(|e| e.0.chars().count())
         .chain(c.band.iter().map(|b| b.label.chars().count()))
+        .chain(c.bars.iter().map(|b| b.name.chars().count()))
         .max()
         .unwrap_or(0);
     let box_w = (36.0 + 7.0 * longest as f64).max(196.0);
@@ -323,6 +385,19 @@ pub(crate) fn render(c: &Chart) -> String {
             lx + 28.0,
             ly + 4.0,
             esc(&b.label)
+        );
+        ly += 18.0;
+    }
+    for b in &c.bars {
+        let lx = LEFT + pw - box_w + 6.0;
+        let _ = writeln!(
+            o,
+            r##"<rect x="{lx:.1}" y="{:.1}" width="22" height="10" fill="{}" fill-opacity="0.8"/><text x="{:.1}" y="{:.1}" fill="#222">{}</text>"##,
+            ly - 5.0,
+            b.color,
+            lx + 28.0,
+            ly + 4.0,
+            esc(&b.name)
         );
         ly += 18.0;
     }

@@ -837,3 +837,475 @@ fn live_medians_follow_numpy() {
         .unwrap();
     assert!((m - 30.0).abs() < 0.2, "{m}");
 }
+
+// ---- Issue 17: per-request speculative decoding in every artifact ----
+
+/// vLLM's documented example payload (`acceptance_metrics.md`): 43 steps, 10 of 129 drafts
+/// accepted, histogram [39, 1, 0, 3] for k = 3.
+fn vllm_spec() -> crate::record::SpecDecode {
+    crate::record::SpecDecode {
+        source: crate::record::SpecSource::Vllm,
+        steps: Some(43),
+        draft_tokens: Some(129),
+        accepted_tokens: Some(10),
+        histogram: vec![39, 1, 0, 3],
+        num_spec_tokens: Some(3),
+        reported_acceptance_length: Some(1.232_558_139_534_883_7),
+        per_step_accepted: None,
+        per_step_drafted: None,
+    }
+}
+
+/// llama.cpp's `timings`: drafts and accepted, no steps.
+fn llamacpp_spec() -> crate::record::SpecDecode {
+    crate::record::SpecDecode {
+        source: crate::record::SpecSource::Llamacpp,
+        steps: None,
+        draft_tokens: Some(50),
+        accepted_tokens: Some(30),
+        histogram: Vec::new(),
+        num_spec_tokens: None,
+        reported_acceptance_length: None,
+        per_step_accepted: None,
+        per_step_drafted: None,
+    }
+}
+
+fn with_spec(id: u64, spec: crate::record::SpecDecode) -> RequestRecord {
+    let mut r = success(id, 100, 50, 10, 4, 2);
+    r.spec = Some(Box::new(spec));
+    r
+}
+
+fn spec_tags(v: &serde_json::Value) -> Vec<&str> {
+    let mut tags: Vec<&str> = v["metrics"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .filter(|k| k.starts_with("spec_decode_"))
+        .collect();
+    tags.sort_unstable();
+    tags
+}
+
+fn close(a: &serde_json::Value, b: f64) -> bool {
+    a.as_f64().is_some_and(|a| (a - b).abs() < 1e-9)
+}
+
+#[test]
+fn vllm_record_carries_aiperfs_six_tags_and_the_acceptance_record() {
+    let v: serde_json::Value =
+        serde_json::from_slice(&export_line(&with_spec(1, vllm_spec()))).unwrap();
+    assert_eq!(
+        spec_tags(&v),
+        [
+            "spec_decode_acceptance_length",
+            "spec_decode_accepted_draft_tokens",
+            "spec_decode_accepted_per_verified",
+            "spec_decode_draft_acceptance_rate",
+            "spec_decode_draft_tokens",
+            "spec_decode_steps",
+        ]
+    );
+    let m = &v["metrics"];
+    assert!(close(
+        &m["spec_decode_acceptance_length"]["value"],
+        1.0 + 10.0 / 43.0
+    ));
+    assert_eq!(m["spec_decode_acceptance_length"]["unit"], "ratio");
+    // AIPerf's rate is a percentage.
+    assert!(close(
+        &m["spec_decode_draft_acceptance_rate"]["value"],
+        1000.0 / 129.0
+    ));
+    assert_eq!(m["spec_decode_draft_acceptance_rate"]["unit"], "%");
+    assert!(close(
+        &m["spec_decode_accepted_per_verified"]["value"],
+        53.0 / 172.0
+    ));
+    assert_eq!(m["spec_decode_accepted_per_verified"]["unit"], "ratio");
+    // Counts are integers, as AIPerf writes them.
+    assert_eq!(
+        m["spec_decode_steps"],
+        serde_json::json!({"value": 43, "unit": "count"})
+    );
+    assert_eq!(
+        m["spec_decode_accepted_draft_tokens"],
+        serde_json::json!({"value": 10, "unit": "tokens"})
+    );
+    assert_eq!(
+        m["spec_decode_draft_tokens"],
+        serde_json::json!({"value": 129, "unit": "tokens"})
+    );
+    let a = &v["spec_decode_acceptance"];
+    assert_eq!(a["engine"], "vllm");
+    assert!(close(&a["mean_acceptance_length"], 1.0 + 10.0 / 43.0));
+    assert!(
+        close(&a["draft_acceptance_rate"], 10.0 / 129.0),
+        "a fraction: {a}"
+    );
+    // Sparse, zero counts dropped, keys as strings.
+    assert_eq!(
+        a["acceptance_histogram"],
+        serde_json::json!({"0": 39, "1": 1, "3": 3})
+    );
+    for (key, want) in [
+        ("num_accepted_draft_tokens", serde_json::json!(10)),
+        ("num_draft_tokens", serde_json::json!(129)),
+        ("num_spec_steps", serde_json::json!(43)),
+        ("num_spec_tokens", serde_json::json!(3)),
+        ("completion_tokens", serde_json::json!(10)),
+        ("per_step_accepted", serde_json::Value::Null),
+        ("per_step_drafted", serde_json::Value::Null),
+    ] {
+        assert_eq!(a[key], want, "{key}: {a}");
+    }
+}
+
+#[test]
+fn vllm_detailed_per_step_arrays_are_written_when_they_reconcile() {
+    let mut d = vllm_spec();
+    d.steps = Some(3);
+    d.draft_tokens = Some(9);
+    d.accepted_tokens = Some(4);
+    d.histogram = vec![1, 1, 0, 1];
+    d.per_step_accepted = Some(vec![0, 1, 3]);
+    d.per_step_drafted = Some(vec![3, 3, 3]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&export_line(&with_spec(2, d.clone()))).unwrap();
+    let a = &v["spec_decode_acceptance"];
+    assert_eq!(a["per_step_accepted"], serde_json::json!([0, 1, 3]));
+    assert_eq!(a["per_step_drafted"], serde_json::json!([3, 3, 3]));
+    // A step accepting more than it drafted: AIPerf's model would refuse the record.
+    d.per_step_drafted = Some(vec![3, 0, 6]);
+    let v: serde_json::Value = serde_json::from_slice(&export_line(&with_spec(2, d))).unwrap();
+    assert!(v["spec_decode_acceptance"].is_null(), "{v}");
+}
+
+#[test]
+fn llamacpp_record_has_only_the_rate_and_token_counts() {
+    let v: serde_json::Value =
+        serde_json::from_slice(&export_line(&with_spec(3, llamacpp_spec()))).unwrap();
+    assert_eq!(
+        spec_tags(&v),
+        [
+            "spec_decode_accepted_draft_tokens",
+            "spec_decode_draft_acceptance_rate",
+            "spec_decode_draft_tokens",
+        ]
+    );
+    assert!(close(
+        &v["metrics"]["spec_decode_draft_acceptance_rate"]["value"],
+        60.0
+    ));
+    // No steps, no histogram: no AIPerf acceptance record.
+    assert!(v["spec_decode_acceptance"].is_null());
+}
+
+#[test]
+fn an_inconsistent_histogram_or_a_failure_writes_no_acceptance_record() {
+    // Σ counts (42) ≠ steps (43): AIPerf's validator would reject it.
+    let mut d = vllm_spec();
+    d.histogram = vec![38, 1, 0, 3];
+    let v: serde_json::Value = serde_json::from_slice(&export_line(&with_spec(4, d))).unwrap();
+    assert!(v["spec_decode_acceptance"].is_null());
+    assert_eq!(spec_tags(&v).len(), 6, "the per-request figures stay");
+    // A failed request has no metrics at all.
+    let mut failed = with_spec(5, vllm_spec());
+    failed.outcome = Outcome::Failed(FailureKind::IdleTimeout);
+    let v: serde_json::Value = serde_json::from_slice(&export_line(&failed)).unwrap();
+    assert!(spec_tags(&v).is_empty() && v["spec_decode_acceptance"].is_null());
+    // Without figures, nothing is added.
+    let v: serde_json::Value =
+        serde_json::from_slice(&export_line(&success(6, 0, 5, 5, 2, 1))).unwrap();
+    assert!(spec_tags(&v).is_empty() && v["spec_decode_acceptance"].is_null());
+}
+
+fn spec_totals(al: f64, rate: f64) -> crate::metrics::SpecTotals {
+    crate::metrics::SpecTotals {
+        requests: 2,
+        steps: 86,
+        requests_with_steps: 2,
+        draft_tokens: 258,
+        accepted_tokens: 20,
+        token_weighted_acceptance_length: Some(al),
+        mean_acceptance_length: Some(al + 0.01),
+        acceptance_length: crate::metrics::Stat::of(&[al - 0.1, al + 0.12]),
+        acceptance_rate: Some(rate),
+        histogram: vec![78, 2, 0, 6],
+        per_position_acceptance_rates: vec![0.09, 0.07, 0.07],
+        vs_counters: None,
+    }
+}
+
+fn stream_estimate(al: f64, counters: Option<f64>) -> crate::metrics::StreamEstimate {
+    crate::metrics::StreamEstimate {
+        requests: 2,
+        decode_tokens: (al * 100.0).round() as u64,
+        decode_events: 100,
+        token_weighted_acceptance_length: Some(al),
+        mean_acceptance_length: Some(al),
+        acceptance_length: None,
+        vs_counters: counters.map(|c| {
+            let difference_pct = (al - c) / c * 100.0;
+            crate::metrics::VsCounters {
+                counter_acceptance_length: c,
+                difference_pct,
+                reliable: difference_pct.abs() <= crate::metrics::RELIABLE_WITHIN_PCT,
+            }
+        }),
+    }
+}
+
+/// The golden summary with what the aggregator would add for two vLLM requests of
+/// [`vllm_spec`] in two SPEED-Bench categories; `stream_al` sets the stream estimate against
+/// the counters' AL 1.2326.
+fn spec_summary(stream_al: f64) -> Summary {
+    let mut s = summary();
+    let per_request = [1.0 + 10.0 / 43.0, 1.0 + 10.0 / 43.0];
+    for (key, values) in [
+        (MetricKey::SpecDecodeAcceptanceLength, per_request.to_vec()),
+        (MetricKey::SpecDecodeDraftAcceptanceRate, vec![7.75, 7.75]),
+        (MetricKey::SpecDecodeAcceptedPerVerified, vec![0.31, 0.31]),
+        (MetricKey::SpecDecodeSteps, vec![43.0, 43.0]),
+        (MetricKey::SpecDecodeAcceptedDraftTokens, vec![10.0, 10.0]),
+        (MetricKey::SpecDecodeDraftTokens, vec![129.0, 129.0]),
+    ] {
+        s.metrics.insert(
+            key.as_str().to_owned(),
+            crate::metrics::Stat::of(&values).unwrap(),
+        );
+    }
+    let al = 1.0 + 20.0 / 86.0;
+    let group = |stream| crate::metrics::GroupSpec {
+        requests: 1,
+        reported: Some(spec_totals(al, 20.0 / 258.0)),
+        stream_estimate: Some(stream_estimate(stream, None)),
+    };
+    s.spec_decode = Some(crate::metrics::SpecSummary {
+        requests_by_source: [(crate::record::SpecSource::Vllm, 2)].into_iter().collect(),
+        malformed: 1,
+        reported: Some(spec_totals(al, 20.0 / 258.0)),
+        stream_estimate: Some(stream_estimate(stream_al, Some(1.2326))),
+        group_field: Some("category".into()),
+        by_group: [
+            ("coding".to_owned(), group(stream_al)),
+            ("qa".to_owned(), group(stream_al + 0.1)),
+        ]
+        .into_iter()
+        .collect(),
+        al_histogram: vec![
+            crate::metrics::AlBin {
+                lo: 1.0,
+                requests: 2,
+            },
+            crate::metrics::AlBin {
+                lo: 1.25,
+                requests: 0,
+            },
+        ],
+    });
+    s
+}
+
+#[test]
+fn aiperf_summary_json_has_the_spec_record_metrics_totals_and_pooled_histogram() {
+    let v: serde_json::Value =
+        serde_json::from_slice(&json::pretty(&aiperf::summary_json(&spec_summary(1.24)))).unwrap();
+    // Record metrics: AIPerf's full statistics.
+    for (tag, unit) in [
+        ("spec_decode_acceptance_length", "ratio"),
+        ("spec_decode_draft_acceptance_rate", "%"),
+        ("spec_decode_accepted_per_verified", "ratio"),
+        ("spec_decode_steps", "count"),
+        ("spec_decode_accepted_draft_tokens", "tokens"),
+        ("spec_decode_draft_tokens", "tokens"),
+    ] {
+        let m = &v[tag];
+        assert_eq!(m["unit"], unit, "{tag}: {m}");
+        for k in ["avg", "p50", "p99", "min", "max", "std", "count", "sum"] {
+            assert!(m[k].is_number(), "{tag}.{k}: {m}");
+        }
+    }
+    assert_eq!(v["spec_decode_steps"]["sum"], 86.0);
+    // Derived: {unit, avg} only.
+    for (tag, unit, avg) in [
+        ("total_spec_decode_steps", "count", 86.0),
+        ("total_accepted_draft_tokens", "tokens", 20.0),
+        ("total_draft_tokens", "tokens", 258.0),
+        (
+            "spec_decode_token_weighted_acceptance_length",
+            "ratio",
+            1.0 + 20.0 / 86.0,
+        ),
+        (
+            "spec_decode_overall_draft_acceptance_rate",
+            "%",
+            2000.0 / 258.0,
+        ),
+    ] {
+        let m = v[tag]
+            .as_object()
+            .unwrap_or_else(|| panic!("{tag} missing"));
+        assert_eq!(m.len(), 2, "{tag}: {m:?}");
+        assert_eq!(m["unit"], unit);
+        assert!(close(&m["avg"], avg), "{tag}: {m:?}");
+    }
+    assert_eq!(
+        v["pooled_spec_decode_acceptance_histogram"],
+        serde_json::json!({"0": 78, "1": 2, "3": 6})
+    );
+    // A run without figures writes none of them, and a null histogram.
+    let plain = aiperf::summary_json(&summary());
+    let plain: serde_json::Value = serde_json::from_slice(&json::pretty(&plain)).unwrap();
+    assert!(plain.get("total_draft_tokens").is_none());
+    assert!(plain.get("spec_decode_acceptance_length").is_none());
+    assert!(plain["pooled_spec_decode_acceptance_histogram"].is_null());
+}
+
+#[test]
+fn aiperf_csv_has_the_spec_rows_with_aiperfs_labels() {
+    let csv = aiperf::summary_csv(&spec_summary(1.24));
+    let (stats, scalars) = csv.split_once("\n\n").unwrap();
+    for label in [
+        "Acceptance Length (ratio),",
+        "Draft Acceptance Rate (%),",
+        "Accepted per Verified (ratio),",
+        // AIPerf omits the unit `count` from the label.
+        "Spec Decode Steps,",
+        "Accepted Draft Tokens (tokens),",
+        "Draft Tokens (tokens),",
+    ] {
+        assert!(
+            stats.lines().any(|l| l.starts_with(label)),
+            "{label} in the statistics table:\n{stats}"
+        );
+    }
+    for row in [
+        "Total Spec Decode Steps,86",
+        "Total Accepted Draft Tokens (tokens),20",
+        "Total Draft Tokens (tokens),258",
+        "Token-Weighted Acceptance Length (ratio),1.23",
+        "Overall Draft Acceptance Rate (%),7.75",
+    ] {
+        assert!(
+            scalars.lines().any(|l| l == row),
+            "{row} in the Metric,Value table:\n{scalars}"
+        );
+    }
+    // The statistics rows stay sorted by tag, as AIPerf's.
+    let steps = stats.find("Spec Decode Steps,").unwrap();
+    let rate = stats.find("Draft Acceptance Rate (%),").unwrap();
+    assert!(rate < steps);
+}
+
+#[test]
+fn console_says_whether_the_stream_estimate_is_reliable() {
+    let ok = console_table(&spec_summary(1.24));
+    let line = ok
+        .lines()
+        .find(|l| l.contains("stream estimate"))
+        .unwrap_or_else(|| panic!("no stream estimate line:\n{ok}"));
+    assert!(line.contains("1.2400") && line.contains("+0.60%"), "{line}");
+    assert!(line.ends_with(": reliable"), "{line}");
+    assert!(ok.contains("figures from vllm 2 (1 malformed"), "{ok}");
+    let reported = ok.lines().find(|l| l.contains("reported:")).unwrap();
+    assert!(
+        reported.contains("token-weighted AL 1.2326")
+            && reported.contains("acceptance rate 0.0775"),
+        "{reported}"
+    );
+    // The per-group table, aligned.
+    let header = ok
+        .lines()
+        .find(|l| l.trim_start().starts_with("category"))
+        .unwrap();
+    let coding = ok
+        .lines()
+        .find(|l| l.trim_start().starts_with("coding"))
+        .unwrap();
+    let qa = ok
+        .lines()
+        .find(|l| l.trim_start().starts_with("qa "))
+        .unwrap();
+    assert_eq!(header.len(), coding.len(), "{header}\n{coding}");
+    assert_eq!(coding.len(), qa.len());
+    assert!(qa.ends_with("1.3400"), "{qa}");
+    let bad = console_table(&spec_summary(1.30));
+    let line = bad.lines().find(|l| l.contains("stream estimate")).unwrap();
+    assert!(
+        line.contains("UNRELIABLE (>2% from the counters)"),
+        "{line}"
+    );
+    // Nothing without figures.
+    assert!(!console_table(&summary()).contains("Spec decode"));
+}
+
+/// Writes `records.jsonl` and `summary.json` for `plot`.
+fn plot_dir(records: &[RequestRecord], s: &Summary) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = String::new();
+    for r in records {
+        lines.push_str(&serde_json::to_string(r).unwrap());
+        lines.push('\n');
+    }
+    std::fs::write(dir.path().join("records.jsonl"), lines).unwrap();
+    std::fs::write(
+        dir.path().join("summary.json"),
+        serde_json::to_vec(s).unwrap(),
+    )
+    .unwrap();
+    dir
+}
+
+fn plotted(dir: &Path) -> (Vec<String>, String) {
+    let out = dir.join("plots");
+    let files = plot::plot(dir, &out, None, false).unwrap().files;
+    let names = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    (
+        names,
+        std::fs::read_to_string(out.join("report.html")).unwrap(),
+    )
+}
+
+#[test]
+fn plot_draws_the_spec_charts_only_when_there_are_spec_figures() {
+    // Records with reported figures and no summary histogram or groups: the per-request chart.
+    let recs = vec![with_spec(1, vllm_spec()), with_spec(2, llamacpp_spec())];
+    let mut s = summary();
+    s.spec_decode = None;
+    let dir = plot_dir(&recs, &s);
+    let (names, html) = plotted(dir.path());
+    assert!(
+        names.contains(&"al_per_request.svg".to_owned()),
+        "{names:?}"
+    );
+    assert!(!names.contains(&"al_by_group.svg".to_owned()), "{names:?}");
+    assert!(html.contains("<figure id=\"al_per_request\">"));
+    // The summary's histogram and groups: both charts, the counters' AL as a line.
+    let dir = plot_dir(&recs, &spec_summary(1.24));
+    let (names, html) = plotted(dir.path());
+    assert!(names.contains(&"al_by_group.svg".to_owned()), "{names:?}");
+    let svg = std::fs::read_to_string(dir.path().join("plots/al_by_group.svg")).unwrap();
+    assert!(
+        svg.contains(">coding<") && svg.contains(">qa<"),
+        "categories on the x axis"
+    );
+    assert!(svg.contains("counters&#39; AL"), "the counters' line");
+    assert!(svg.contains("stream estimate"));
+    assert!(html.contains("<figure id=\"al_by_group\">"));
+    // No figures anywhere: neither chart.
+    let dir = plot_dir(&records(), &summary());
+    let (names, html) = plotted(dir.path());
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("al_per_request") || n.starts_with("al_by_group")),
+        "{names:?}"
+    );
+    assert!(!html.contains("al_per_request"));
+}

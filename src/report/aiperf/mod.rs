@@ -2,7 +2,11 @@
 //! the per-request `profile_export.jsonl` record (written live by the aggregator) and the summary
 //! `profile_export_aiperf.json` / `.csv`. Tags, units and formulas are AIPerf's; the numbers are
 //! ours (per-event timestamps, tokens from `usage`). `aiperf_version` says `specperf-<version>`
-//! and a `specperf` object carries what AIPerf has no field for (AL, dispatch and schedule lag).//!
+//! and a `specperf` object carries what AIPerf has no field for (AL, dispatch and schedule lag).
+//! Per-request speculative decoding (a record's `spec`) becomes AIPerf 0.13's six
+//! `spec_decode_*` record metrics and its `SpecDecodeAcceptanceRecord`, and in the summary their
+//! statistics, the run totals and ratios and the pooled acceptance histogram.
+//!
 //! [`record`] writes the per-request line, [`summary`] the end-of-run JSON and CSV; the names and
 //! classes both need are here.
 
@@ -29,7 +33,7 @@ pub(crate) fn session_id(i: usize) -> String {
 }
 
 /// The record metrics AIPerf exports, in its order (tags, headers and units from [`MetricKey`]).
-pub(in crate::report) const RECORD_METRICS: [MetricKey; 14] = [
+pub(in crate::report) const RECORD_METRICS: [MetricKey; 20] = [
     MetricKey::TimeToFirstToken,
     MetricKey::TimeToSecondToken,
     MetricKey::TimeToFirstOutputToken,
@@ -44,6 +48,12 @@ pub(in crate::report) const RECORD_METRICS: [MetricKey; 14] = [
     MetricKey::OutputSequenceLength,
     MetricKey::EffectiveLatency,
     MetricKey::DispatchLag,
+    MetricKey::SpecDecodeAcceptanceLength,
+    MetricKey::SpecDecodeDraftAcceptanceRate,
+    MetricKey::SpecDecodeAcceptedPerVerified,
+    MetricKey::SpecDecodeSteps,
+    MetricKey::SpecDecodeAcceptedDraftTokens,
+    MetricKey::SpecDecodeDraftTokens,
 ];
 
 /// AIPerf's tag of a metric AIPerf has (every [`RECORD_METRICS`] entry; a test checks).

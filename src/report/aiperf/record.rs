@@ -1,20 +1,104 @@
 //! The per-request `profile_export.jsonl` line, as AIPerf 0.13's `MetricRecordInfo` reads it.
 
+use std::collections::BTreeMap;
+
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
 use super::super::json::Obj;
 use super::{error_class, session_id, tag};
 use crate::metrics::{MetricKey, RecordMetrics};
-use crate::record::{FailureKind, Outcome, Phase, RequestRecord};
+use crate::record::{FailureKind, Outcome, Phase, RequestRecord, SpecDecode, SpecSource};
 
 #[derive(Serialize)]
 struct ExportRecord<'a> {
     metadata: Metadata<'a>,
     metrics: Metrics<'a>,
     trace_data: (),
-    spec_decode_acceptance: (),
+    spec_decode_acceptance: Option<Acceptance<'a>>,
     error: Option<ErrorDetails<'a>>,
+}
+
+/// AIPerf 0.13's `SpecDecodeAcceptanceRecord`: one request's steps, drafts and accepted tokens
+/// with the sparse acceptance histogram. Built only when its validators would accept it.
+#[derive(Debug, PartialEq, Serialize)]
+struct Acceptance<'a> {
+    engine: &'static str,
+    mean_acceptance_length: f64,
+    /// A fraction here (the per-record metric is the percentage).
+    draft_acceptance_rate: f64,
+    /// `{j: steps that accepted exactly j drafts}`, zero counts dropped (AIPerf's layout).
+    acceptance_histogram: BTreeMap<usize, u64>,
+    num_accepted_draft_tokens: u64,
+    num_draft_tokens: u64,
+    num_spec_steps: u64,
+    num_spec_tokens: Option<u32>,
+    completion_tokens: Option<u64>,
+    per_step_accepted: Option<&'a [u32]>,
+    per_step_drafted: Option<&'a [u32]>,
+}
+
+impl<'a> Acceptance<'a> {
+    /// The record of a vLLM or SGLang response that reported steps and a histogram, when the
+    /// figures satisfy AIPerf's validators (Σ counts = steps, Σ j·count = accepted, accepted ≤
+    /// drafted, per-step arrays one entry per step summing to the totals, none accepting more
+    /// than it drafted); `None` otherwise. The client already refuses inconsistent payloads:
+    /// this keeps a record that slipped through from making the whole line invalid for AIPerf.
+    fn of(d: &'a SpecDecode, completion_tokens: Option<u64>) -> Option<Self> {
+        let engine = match d.source {
+            SpecSource::Vllm | SpecSource::Sglang => d.source.as_str(),
+            SpecSource::Llamacpp | SpecSource::Trtllm => return None,
+        };
+        let (steps, accepted, drafted) = (d.steps?, d.accepted_tokens?, d.draft_tokens?);
+        if d.histogram.is_empty() || accepted > drafted {
+            return None;
+        }
+        let counted: u64 = d.histogram.iter().sum();
+        let weighted: u64 = d
+            .histogram
+            .iter()
+            .enumerate()
+            .map(|(j, &c)| j as u64 * c)
+            .sum();
+        if counted != steps || weighted != accepted {
+            return None;
+        }
+        let per_step_ok = |v: &Option<Vec<u32>>, total: u64| {
+            v.as_ref().is_none_or(|v| {
+                v.len() as u64 == steps && v.iter().map(|&x| u64::from(x)).sum::<u64>() == total
+            })
+        };
+        if !per_step_ok(&d.per_step_accepted, accepted)
+            || !per_step_ok(&d.per_step_drafted, drafted)
+        {
+            return None;
+        }
+        if let (Some(a), Some(p)) = (&d.per_step_accepted, &d.per_step_drafted) {
+            if a.iter().zip(p).any(|(a, p)| a > p) {
+                return None;
+            }
+        }
+        Some(Acceptance {
+            engine,
+            // vLLM's own values for a request without steps or drafts: AL 1, rate 0.
+            mean_acceptance_length: d.acceptance_length().unwrap_or(1.0),
+            draft_acceptance_rate: d.acceptance_rate().unwrap_or(0.0),
+            acceptance_histogram: d
+                .histogram
+                .iter()
+                .enumerate()
+                .filter(|&(_, &c)| c > 0)
+                .map(|(j, &c)| (j, c))
+                .collect(),
+            num_accepted_draft_tokens: accepted,
+            num_draft_tokens: drafted,
+            num_spec_steps: steps,
+            num_spec_tokens: d.num_spec_tokens,
+            completion_tokens,
+            per_step_accepted: d.per_step_accepted.as_deref(),
+            per_step_drafted: d.per_step_drafted.as_deref(),
+        })
+    }
 }
 
 #[derive(Serialize)]
@@ -172,8 +256,46 @@ impl Serialize for Metrics<'_> {
             &ms(m.effective_latency_ms),
         )?;
         map.serialize_entry(tag(MetricKey::DispatchLag), &ms(m.dispatch_lag_ms))?;
+        if let Some(d) = &r.spec {
+            spec_metrics(&mut map, d)?;
+        }
         map.end()
     }
+}
+
+/// AIPerf's six per-request spec-decode metrics, each only where the response's figures define
+/// it (llama.cpp reports no steps: its rate and token counts only).
+fn spec_metrics<M: SerializeMap>(map: &mut M, d: &SpecDecode) -> Result<(), M::Error> {
+    let ratio = [
+        (MetricKey::SpecDecodeAcceptanceLength, d.acceptance_length()),
+        (
+            MetricKey::SpecDecodeDraftAcceptanceRate,
+            d.acceptance_rate().map(|r| r * 100.0),
+        ),
+        (
+            MetricKey::SpecDecodeAcceptedPerVerified,
+            d.accepted_per_verified(),
+        ),
+    ];
+    for (key, v) in ratio {
+        if let Some(value) = v {
+            let unit = key.unit();
+            map.serialize_entry(tag(key), &Value { value, unit })?;
+        }
+    }
+    // Counts stay integers, as AIPerf writes them.
+    let counts = [
+        (MetricKey::SpecDecodeSteps, d.steps),
+        (MetricKey::SpecDecodeAcceptedDraftTokens, d.accepted_tokens),
+        (MetricKey::SpecDecodeDraftTokens, d.draft_tokens),
+    ];
+    for (key, v) in counts {
+        if let Some(value) = v {
+            let unit = key.unit();
+            map.serialize_entry(tag(key), &Value { value, unit })?;
+        }
+    }
+    Ok(())
 }
 
 /// Appends `r` as one AIPerf `profile_export.jsonl` record (no newline); nothing for an
@@ -259,7 +381,11 @@ pub(crate) fn write_record(
         },
         metrics: Metrics(r.outcome.is_success().then(|| (RecordMetrics::of(r), r))),
         trace_data: (),
-        spec_decode_acceptance: (),
+        spec_decode_acceptance: r
+            .spec
+            .as_deref()
+            .filter(|_| r.outcome.is_success())
+            .and_then(|d| Acceptance::of(d, r.completion_tokens)),
         error,
     };
     serde_json::to_writer(out, &rec)

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::super::json::{Obj, J};
 use super::{benchmark_id, error_class, tag, tool_version, PCTS, RECORD_METRICS, SCHEMA_VERSION};
 use crate::metrics::{MetricKey, Stat, Summary, SweepMetric, SUMMARY_SCHEMA};
-use crate::record::FailureKind;
+use crate::record::{FailureKind, SpecSource};
 use crate::schedule::{ArrivalPattern, LoadMode};
 use crate::stop::StopReason;
 
@@ -157,6 +157,83 @@ fn derived(s: &Summary) -> Vec<(&'static str, &'static str, &'static str, Option
     ]
 }
 
+/// AIPerf's run-level spec-decode metrics from what the responses reported: the three sums
+/// (each only when some record had the metric it sums, as AIPerf's derived sums) and the two
+/// ratios (only when defined). (tag, CSV header, unit, value); empty without figures.
+fn spec_derived(s: &Summary) -> Vec<(&'static str, &'static str, &'static str, f64)> {
+    let Some(spec) = &s.spec_decode else {
+        return Vec::new();
+    };
+    let Some(t) = &spec.reported else {
+        return Vec::new();
+    };
+    // TensorRT-LLM reports tokens per iteration only: no drafts or accepted tokens to sum.
+    let with_drafts = spec
+        .requests_by_source
+        .iter()
+        .any(|(&src, &n)| src != SpecSource::Trtllm && n > 0);
+    let mut out = Vec::new();
+    if t.requests_with_steps > 0 {
+        out.push((
+            "total_spec_decode_steps",
+            "Total Spec Decode Steps",
+            "count",
+            t.steps as f64,
+        ));
+    }
+    if with_drafts {
+        out.push((
+            "total_accepted_draft_tokens",
+            "Total Accepted Draft Tokens",
+            "tokens",
+            t.accepted_tokens as f64,
+        ));
+        out.push((
+            "total_draft_tokens",
+            "Total Draft Tokens",
+            "tokens",
+            t.draft_tokens as f64,
+        ));
+    }
+    if let Some(al) = t.token_weighted_acceptance_length {
+        out.push((
+            "spec_decode_token_weighted_acceptance_length",
+            "Token-Weighted Acceptance Length",
+            "ratio",
+            al,
+        ));
+    }
+    if let Some(rate) = t.acceptance_rate {
+        out.push((
+            "spec_decode_overall_draft_acceptance_rate",
+            "Overall Draft Acceptance Rate",
+            "%",
+            rate * 100.0,
+        ));
+    }
+    out
+}
+
+/// AIPerf's `pooled_spec_decode_acceptance_histogram`: `{j: steps that accepted exactly j
+/// drafts}` summed over the requests, zero counts absent (AIPerf pools the sparse per-request
+/// maps); `null` when no response reported a histogram.
+fn pooled_histogram(s: &Summary) -> J {
+    let hist = s
+        .spec_decode
+        .as_ref()
+        .and_then(|d| d.reported.as_ref())
+        .map(|t| &t.histogram[..])
+        .unwrap_or_default();
+    if hist.is_empty() {
+        return J::from(None::<f64>);
+    }
+    let mut o = Obj::new();
+    for (j, &n) in hist.iter().enumerate().filter(|(_, &n)| n > 0) {
+        o.put(j.to_string(), n);
+    }
+    J::O(o)
+}
+
 /// `error_summary`: one entry per error class and code, with its count.
 fn error_summary(s: &Summary) -> Vec<J> {
     let c = &s.counts;
@@ -228,6 +305,9 @@ pub(crate) fn summary_json(s: &Summary) -> J {
             None => o.put(tag, J::from(None::<f64>)),
         };
     }
+    for (tag, _, unit, v) in spec_derived(s) {
+        o.put(tag, Obj::new().with("unit", unit).with("avg", v));
+    }
     for m in &s.time_weighted {
         o.put(m.tag, sweep_obj(m));
     }
@@ -281,7 +361,10 @@ pub(crate) fn summary_json(s: &Summary) -> J {
         },
     )
     .put("telemetry_data", telemetry_data(s))
-    .put("pooled_spec_decode_acceptance_histogram", None::<f64>);
+    .put(
+        "pooled_spec_decode_acceptance_histogram",
+        pooled_histogram(s),
+    );
     if let Some(meta) = agentx_metadata(s) {
         o.put("metadata", meta);
     }
@@ -562,11 +645,11 @@ fn specperf_block(s: &Summary) -> Obj {
 
 /// `profile_export_aiperf.csv` as AIPerf 0.13's exporter writes it: record metrics with statistics,
 /// a blank line, then scalars; each section's rows sorted by AIPerf tag, labelled
-/// `Header (unit)` except where the unit is `requests`; two decimals, whole counts as integers.
+/// `Header (unit)` except where the unit is `requests` or `count`; two decimals, whole counts as integers.
 /// Readers look rows up by these labels (InferenceX's `collect_sweep_results.py`).
 pub(crate) fn summary_csv(s: &Summary) -> String {
     let label = |header: &str, unit: &str| {
-        if unit == "requests" {
+        if matches!(unit, "requests" | "count") {
             header.to_owned()
         } else {
             format!("{header} ({unit})")
@@ -621,11 +704,12 @@ pub(crate) fn summary_csv(s: &Summary) -> String {
     let mut scalars: Vec<_> = derived(s)
         .into_iter()
         .filter_map(|(tag, header, unit, v)| v.map(|v| (tag, header, unit, v)))
+        .chain(spec_derived(s))
         .collect();
     scalars.sort_by_key(|&(tag, ..)| tag);
     for (_, header, unit, v) in scalars {
         // AIPerf prints integer values (counts, token totals) without decimals.
-        if matches!(unit, "requests" | "tokens") && v.fract() == 0.0 && v.abs() < 1e15 {
+        if matches!(unit, "requests" | "tokens" | "count") && v.fract() == 0.0 && v.abs() < 1e15 {
             let _ = writeln!(o, "{},{}", label(header, unit), v as i64);
         } else {
             let _ = writeln!(o, "{},{v:.2}", label(header, unit));
