@@ -302,16 +302,18 @@ fn spec_section(o: &mut String, d: &SpecSummary) {
         .iter()
         .map(|(k, n)| format!("{} {n}", k.as_str()))
         .collect();
-    let _ = writeln!(
-        o,
-        "Spec decode per request: figures from {} ({} malformed, left out)",
-        if sources.is_empty() {
-            "no response".to_owned()
-        } else {
+    let mut head = if sources.is_empty() {
+        "Spec decode per request: no response reported figures".to_owned()
+    } else {
+        format!(
+            "Spec decode per request: figures from {}",
             sources.join(", ")
-        },
-        d.malformed
-    );
+        )
+    };
+    if d.malformed > 0 {
+        let _ = write!(head, "; {} malformed, left out", d.malformed);
+    }
+    let _ = writeln!(o, "{head}");
     if let Some(t) = &d.reported {
         let al = t.acceptance_length.as_ref();
         let mut line = format!(

@@ -308,10 +308,20 @@ fn assert_reconciles(mode: Mode, label: &str, c: &Case) {
         (REQUESTS, draft_tokens, accepted),
         "{mode:?} {label}: Σ timings vs the server's counters"
     );
-    assert_eq!(r.acceptance_rate, Some(accepted / draft_tokens), "{mode:?} {label}");
+    assert_eq!(
+        r.acceptance_rate,
+        Some(accepted / draft_tokens),
+        "{mode:?} {label}"
+    );
     // llama.cpp sends no verify steps per response: no per-request AL is made up.
     assert_eq!((r.steps, r.token_weighted_acceptance_length), (0, None));
-    assert_eq!(spec.requests_by_source.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["llamacpp"]);
+    assert_eq!(
+        spec.requests_by_source
+            .keys()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>(),
+        ["llamacpp"]
+    );
 }
 
 async fn reconcile_mode(mode: Mode) {

@@ -55,7 +55,12 @@ fn grouped_sim(extra: SimConfig) -> specperf::sim::SimHandle {
 fn standard_error(hist: &[u64]) -> f64 {
     let steps: u64 = hist.iter().sum();
     let n = steps as f64;
-    let mean = hist.iter().enumerate().map(|(j, h)| j as f64 * *h as f64).sum::<f64>() / n;
+    let mean = hist
+        .iter()
+        .enumerate()
+        .map(|(j, h)| j as f64 * *h as f64)
+        .sum::<f64>()
+        / n;
     let sq = hist
         .iter()
         .enumerate()
@@ -160,7 +165,13 @@ async fn per_category_acceptance_from_the_payload_is_the_simulators_truth() {
     assert_eq!(r.token_weighted_acceptance_length, Some(counters));
     let vs = r.vs_counters.as_ref().unwrap();
     assert!(vs.reliable && vs.difference_pct == 0.0, "{vs:?}");
-    let e = spec.stream_estimate.as_ref().unwrap().vs_counters.as_ref().unwrap();
+    let e = spec
+        .stream_estimate
+        .as_ref()
+        .unwrap()
+        .vs_counters
+        .as_ref()
+        .unwrap();
     assert!(e.reliable, "{e:?}");
     // Per request: the six AIPerf tags and the acceptance record in profile_export.jsonl.
     for line in profile_lines(&dir) {
@@ -208,7 +219,11 @@ async fn a_stream_that_splits_steps_is_marked_unreliable_against_the_counters() 
         ),
     )
     .await;
-    let spec = out.summary.spec_decode.as_ref().expect("section kept: the counters drafted");
+    let spec = out
+        .summary
+        .spec_decode
+        .as_ref()
+        .expect("section kept: the counters drafted");
     assert!(spec.reported.is_none(), "no payload without the flag");
     let e = spec.stream_estimate.as_ref().unwrap();
     assert_eq!(e.token_weighted_acceptance_length, Some(1.0));
@@ -235,7 +250,10 @@ async fn llama_cpp_timings_sum_to_its_counters_without_a_made_up_al() {
     for streaming in [true, false] {
         let out = replay_at(
             &s.url(),
-            tmp.path().join(format!("run-{streaming}")).to_str().unwrap(),
+            tmp.path()
+                .join(format!("run-{streaming}"))
+                .to_str()
+                .unwrap(),
             &format!(
                 "--input-file {input} --custom-dataset-type single_turn --request-count 9 \
                  --osl 40 --concurrency 3 --streaming {streaming}"
@@ -247,9 +265,19 @@ async fn llama_cpp_timings_sum_to_its_counters_without_a_made_up_al() {
         let spec = out.summary.spec_decode.as_ref().unwrap();
         let r = spec.reported.as_ref().expect("timings");
         assert_eq!(r.requests, 9);
-        assert_eq!(Some(r.draft_tokens as f64), a.draft_tokens, "streaming {streaming}");
-        assert_eq!(r.accepted_tokens as f64, a.accepted_tokens, "streaming {streaming}");
-        assert_eq!(r.acceptance_rate, a.acceptance_rate, "streaming {streaming}");
+        assert_eq!(
+            Some(r.draft_tokens as f64),
+            a.draft_tokens,
+            "streaming {streaming}"
+        );
+        assert_eq!(
+            r.accepted_tokens as f64, a.accepted_tokens,
+            "streaming {streaming}"
+        );
+        assert_eq!(
+            r.acceptance_rate, a.acceptance_rate,
+            "streaming {streaming}"
+        );
         assert_eq!((r.steps, r.token_weighted_acceptance_length), (0, None));
     }
 }
