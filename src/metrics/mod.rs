@@ -33,11 +33,9 @@ pub(crate) use agentx::{AgentxRunMeta, Provenance};
 pub use goodput::{Goodput, Slo, SloMetric};
 pub(crate) use key::MetricKey;
 pub(crate) use request::RecordMetrics;
-#[allow(unused_imports)] // the report side names these types
-pub(crate) use spec::{
-    AlBin, GroupSpec, SpecSummary, SpecTotals, StreamEstimate, VsCounters, AL_BIN_WIDTH,
-    RELIABLE_WITHIN_PCT,
-};
+#[cfg(test)]
+pub(crate) use spec::{AlBin, GroupSpec, SpecTotals, StreamEstimate};
+pub(crate) use spec::{SpecSummary, VsCounters, AL_BIN_WIDTH, RELIABLE_WITHIN_PCT};
 pub use stat::Stat;
 pub(crate) use summary::PerRequest;
 pub use summary::{LoadMeta, RunMeta, Summary, TimeoutKind, SUMMARY_SCHEMA};

@@ -25,6 +25,9 @@ struct Rec {
     end_ns: u64,
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    /// The response's speculative-decoding figures, when it reported any.
+    #[serde(default)]
+    spec: Option<crate::record::SpecDecode>,
 }
 
 #[derive(Deserialize)]
@@ -44,7 +47,7 @@ fn ms(a: u64, b: u64) -> f64 {
     b.saturating_sub(a) as f64 / 1e6
 }
 
-const METRICS: [Metric; 5] = [
+const METRICS: [Metric; 7] = [
     ("time_to_first_token", "Time to First Token", "ms", |r| {
         r.first_token_ns.map(|t| ms(r.sent_ns, t))
     }),
@@ -66,6 +69,19 @@ const METRICS: [Metric; 5] = [
         "Output Sequence Length",
         "tokens",
         |r| r.completion_tokens.map(|n| n as f64),
+    ),
+    // Per-request acceptance over time, where responses reported it (AIPerf's record metrics).
+    (
+        "spec_decode_acceptance_length",
+        "Acceptance Length",
+        "ratio",
+        |r| r.spec.as_ref()?.acceptance_length(),
+    ),
+    (
+        "spec_decode_draft_acceptance_rate",
+        "Draft Acceptance Rate",
+        "%",
+        |r| r.spec.as_ref()?.acceptance_rate().map(|x| x * 100.0),
     ),
 ];
 
@@ -237,6 +253,7 @@ mod tests {
             end_ns: end_ms * 1_000_000,
             prompt_tokens: Some(10),
             completion_tokens: Some(11),
+            spec: None,
         }
     }
 
@@ -260,5 +277,34 @@ mod tests {
         assert_eq!(itl.3[1], ("min", 49.0));
         let tput = r.iter().find(|x| x.0 == "request_throughput").unwrap();
         assert_eq!(tput.3, [("avg", 2.0)]);
+        // No response reported acceptance: no acceptance rows.
+        assert!(!r.iter().any(|x| x.0.starts_with("spec_decode")));
+    }
+
+    #[test]
+    fn reported_acceptance_is_a_per_window_metric() {
+        let mut a = rec(0, 10, 500);
+        a.spec = serde_json::from_str(
+            r#"{"source":"vllm","steps":4,"draft_tokens":12,"accepted_tokens":6}"#,
+        )
+        .unwrap();
+        let mut b = rec(100, 10, 600);
+        b.spec =
+            serde_json::from_str(r#"{"source":"llamacpp","draft_tokens":10,"accepted_tokens":5}"#)
+                .unwrap();
+        let recs = [a, b];
+        let s = slices(&recs, 0, 1_000_000_000);
+        let r = rows(&s[0], 1.0);
+        // llama.cpp reports no steps: only the vLLM request has an AL (1 + 6/4).
+        let al = r
+            .iter()
+            .find(|x| x.0 == "spec_decode_acceptance_length")
+            .unwrap();
+        assert_eq!((al.2, al.3[0]), ("ratio", ("avg", 2.5)));
+        let rate = r
+            .iter()
+            .find(|x| x.0 == "spec_decode_draft_acceptance_rate")
+            .unwrap();
+        assert_eq!((rate.2, rate.3[0]), ("%", ("avg", 50.0)));
     }
 }
