@@ -291,8 +291,14 @@ async fn plot_renders_a_real_run_as_svg_png_and_one_html_page() {
     }
     let al = std::fs::read_to_string(plots.join("acceptance_length.svg")).unwrap();
     assert!(al.contains("golden AL 2.49") && al.contains("final AL"));
+    // The bundled collection's categories and the stream estimate: AL per request and per
+    // category, beside the counters.
+    for stem in ["al_per_request", "al_by_group"] {
+        let svg = std::fs::read_to_string(plots.join(format!("{stem}.svg"))).unwrap();
+        roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{stem}.svg: {e}"));
+    }
     let html = std::fs::read_to_string(plots.join("report.html")).unwrap();
-    assert_eq!(html.matches("<svg ").count(), 6, "every chart inline");
+    assert_eq!(html.matches("<svg ").count(), 8, "every chart inline");
     assert!(
         !html.contains("src=\"http") && !html.contains("href=\"http"),
         "self-contained"

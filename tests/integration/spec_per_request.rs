@@ -193,6 +193,11 @@ async fn per_category_acceptance_from_the_payload_is_the_simulators_truth() {
             "{line}"
         );
     }
+    // summary.json keeps to its schema with the new section.
+    let summary = crate::common::read_json(&dir.join("summary.json"));
+    assert!(summary["spec_decode"]["by_group"]["easy"].is_object());
+    let errors = crate::common::schema_errors("summary.v1.json", &summary);
+    assert!(errors.is_empty(), "{errors:#?}");
     // And in records.jsonl, with the group.
     let recs = crate::common::records(&dir);
     assert!(recs
@@ -279,5 +284,54 @@ async fn llama_cpp_timings_sum_to_its_counters_without_a_made_up_al() {
             "streaming {streaming}"
         );
         assert_eq!((r.steps, r.token_weighted_acceptance_length), (0, None));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sglang_spec_tokens_details_are_read_when_the_request_asks_for_them() {
+    // SGLang answers `return_spec_tokens_details` with `sglext.spec_tokens_details`; its steps
+    // and correct drafts add up to the counters, and its own accept length (completion tokens
+    // over verify steps, the prefill token included) is kept apart as the server's figure.
+    let s = grouped_sim(fast());
+    let tmp = tempfile::tempdir().unwrap();
+    let input = collection(tmp.path());
+    for streaming in [true, false] {
+        let out = replay_at(
+            &s.url(),
+            tmp.path()
+                .join(format!("run-{streaming}"))
+                .to_str()
+                .unwrap(),
+            &format!(
+                "--input-file {input} --custom-dataset-type single_turn --group-by category \
+                 --request-count 9 --osl 40 --concurrency 3 --streaming {streaming} \
+                 --extra-inputs return_spec_tokens_details:true"
+            ),
+        )
+        .await;
+        assert_eq!(out.summary.counts.success, 9);
+        let a = &out.summary.acceptance.as_ref().unwrap().acceptance.numbers;
+        let spec = out.summary.spec_decode.as_ref().unwrap();
+        assert_eq!(
+            spec.requests_by_source.len(),
+            1,
+            "{:?}",
+            spec.requests_by_source
+        );
+        let r = spec.reported.as_ref().expect("sglext figures");
+        assert_eq!(r.requests, 9);
+        assert_eq!(
+            (r.steps as f64, r.accepted_tokens as f64),
+            (a.drafts, a.accepted_tokens),
+            "streaming {streaming}"
+        );
+        assert_eq!(r.token_weighted_acceptance_length, a.acceptance_length);
+        let server = r.server_reported_acceptance_length.as_ref().unwrap();
+        let ours = r.acceptance_length.as_ref().unwrap();
+        assert!(
+            server.avg > ours.avg,
+            "the prefill token makes SGLang's figure larger"
+        );
+        assert_eq!(spec.by_group.len(), 3);
     }
 }
