@@ -33,9 +33,9 @@ pub(crate) use agentx::{AgentxRunMeta, Provenance};
 pub use goodput::{Goodput, Slo, SloMetric};
 pub(crate) use key::MetricKey;
 pub(crate) use request::RecordMetrics;
+pub(crate) use spec::{spec_metrics, SpecSummary, VsCounters, AL_BIN_WIDTH, RELIABLE_WITHIN_PCT};
 #[cfg(test)]
 pub(crate) use spec::{AlBin, GroupSpec, SpecTotals, StreamEstimate};
-pub(crate) use spec::{SpecSummary, VsCounters, AL_BIN_WIDTH, RELIABLE_WITHIN_PCT};
 pub use stat::Stat;
 pub(crate) use summary::PerRequest;
 pub use summary::{LoadMeta, RunMeta, Summary, TimeoutKind, SUMMARY_SCHEMA};
@@ -387,30 +387,8 @@ impl Aggregate {
         }
         self.spec.add(r, m.decode_tokens_events);
         if let Some(s) = &r.spec {
-            let spec = [
-                (MetricKey::SpecDecodeAcceptanceLength, s.acceptance_length()),
-                (
-                    MetricKey::SpecDecodeDraftAcceptanceRate,
-                    s.acceptance_rate().map(|x| x * 100.0),
-                ),
-                (
-                    MetricKey::SpecDecodeAcceptedPerVerified,
-                    s.accepted_per_verified(),
-                ),
-                (MetricKey::SpecDecodeSteps, s.steps.map(|x| x as f64)),
-                (
-                    MetricKey::SpecDecodeAcceptedDraftTokens,
-                    s.accepted_tokens.map(|x| x as f64),
-                ),
-                (
-                    MetricKey::SpecDecodeDraftTokens,
-                    s.draft_tokens.map(|x| x as f64),
-                ),
-            ];
-            for (key, v) in spec {
-                if let Some(v) = v {
-                    self.push(key, v);
-                }
+            for (key, v) in spec::spec_metrics(s) {
+                self.push(key, v.as_f64());
             }
         }
         if let Some((tokens, events)) = m.decode_tokens_events {

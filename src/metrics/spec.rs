@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::Stat;
+use super::{MetricKey, Stat};
 use crate::record::{RequestRecord, SpecDecode, SpecSource};
 
 /// Largest difference, in percent, between an estimate and the counters' AL for which the
@@ -153,6 +153,64 @@ pub struct GroupSpec {
     /// The group's stream estimate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_estimate: Option<StreamEstimate>,
+}
+
+/// One value of a per-request spec-decode metric: a ratio, or a count (written as an integer,
+/// as AIPerf writes it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum SpecValue {
+    /// A ratio or a percentage.
+    Ratio(f64),
+    /// A number of steps or tokens.
+    Count(u64),
+}
+
+impl SpecValue {
+    /// The value as a float, for the statistics.
+    pub(crate) fn as_f64(self) -> f64 {
+        match self {
+            SpecValue::Ratio(x) => x,
+            SpecValue::Count(n) => n as f64,
+        }
+    }
+}
+
+impl Serialize for SpecValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            SpecValue::Ratio(x) => s.serialize_f64(x),
+            SpecValue::Count(n) => s.serialize_u64(n),
+        }
+    }
+}
+
+/// AIPerf's six per-request spec-decode metrics of one response, in AIPerf's order, each only
+/// where the response's figures define it (llama.cpp reports no steps: its rate and token counts
+/// only). The aggregator's statistics and the per-request export both read them from here.
+pub(crate) fn spec_metrics(s: &SpecDecode) -> impl Iterator<Item = (MetricKey, SpecValue)> {
+    use SpecValue::{Count, Ratio};
+    [
+        (
+            MetricKey::SpecDecodeAcceptanceLength,
+            s.acceptance_length().map(Ratio),
+        ),
+        (
+            MetricKey::SpecDecodeDraftAcceptanceRate,
+            s.acceptance_rate().map(|x| Ratio(x * 100.0)),
+        ),
+        (
+            MetricKey::SpecDecodeAcceptedPerVerified,
+            s.accepted_per_verified().map(Ratio),
+        ),
+        (MetricKey::SpecDecodeSteps, s.steps.map(Count)),
+        (
+            MetricKey::SpecDecodeAcceptedDraftTokens,
+            s.accepted_tokens.map(Count),
+        ),
+        (MetricKey::SpecDecodeDraftTokens, s.draft_tokens.map(Count)),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k, v?)))
 }
 
 /// Running sums of reported figures (one per run and one per group).

@@ -266,34 +266,9 @@ impl Serialize for Metrics<'_> {
 /// AIPerf's six per-request spec-decode metrics, each only where the response's figures define
 /// it (llama.cpp reports no steps: its rate and token counts only).
 fn spec_metrics<M: SerializeMap>(map: &mut M, d: &SpecDecode) -> Result<(), M::Error> {
-    let ratio = [
-        (MetricKey::SpecDecodeAcceptanceLength, d.acceptance_length()),
-        (
-            MetricKey::SpecDecodeDraftAcceptanceRate,
-            d.acceptance_rate().map(|r| r * 100.0),
-        ),
-        (
-            MetricKey::SpecDecodeAcceptedPerVerified,
-            d.accepted_per_verified(),
-        ),
-    ];
-    for (key, v) in ratio {
-        if let Some(value) = v {
-            let unit = key.unit();
-            map.serialize_entry(tag(key), &Value { value, unit })?;
-        }
-    }
-    // Counts stay integers, as AIPerf writes them.
-    let counts = [
-        (MetricKey::SpecDecodeSteps, d.steps),
-        (MetricKey::SpecDecodeAcceptedDraftTokens, d.accepted_tokens),
-        (MetricKey::SpecDecodeDraftTokens, d.draft_tokens),
-    ];
-    for (key, v) in counts {
-        if let Some(value) = v {
-            let unit = key.unit();
-            map.serialize_entry(tag(key), &Value { value, unit })?;
-        }
+    for (key, value) in crate::metrics::spec_metrics(d) {
+        let unit = key.unit();
+        map.serialize_entry(tag(key), &Value { value, unit })?;
     }
     Ok(())
 }
