@@ -344,7 +344,7 @@ async fn plot_renders_a_real_run_as_svg_png_and_one_html_page() {
     let dom = String::from_utf8_lossy(&dom);
     assert_eq!(
         dom.matches("<svg ").count(),
-        6,
+        8,
         "the browser parsed every chart: {dom:.500}"
     );
     assert!(dom.contains("id=\"summary\"") && dom.contains("Acceptance length"));
