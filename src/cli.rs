@@ -63,6 +63,10 @@ pub enum Command {
     /// Draw charts (SVG, PNG) and one self-contained HTML page from a replay's artifact directory.
     #[command(mut_args(negative_ok))]
     Plot(Box<PlotArgs>),
+    /// Wait until the servers are drained: poll the frontend's and every worker's /metrics until
+    /// no request is running or waiting for several polls in a row (between benchmark points).
+    #[command(mut_args(negative_ok))]
+    Drain(Box<DrainArgs>),
     /// Print the request bodies a replay would send (to diff against a server's own template), or
     /// check an encoder vector file.
     #[command(mut_args(negative_ok), mut_args(render_arg))]
@@ -316,6 +320,50 @@ pub struct PlotArgs {
     /// Also write PNG versions of the charts (on by default; `--png false` for SVG only).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub png: bool,
+}
+
+const DRAIN_EXIT_CODES: &str = "Exit codes: 0 drained; 124 not drained within \
+--max-wait-seconds; 4 an endpoint's page carries none of the known queue gauges (it cannot be seen \
+to be idle); 1 the --output file could not be written; 2 bad flag; 130/143 interrupted by \
+SIGINT/SIGTERM (the outcome is still written).";
+
+/// `specperf drain`. Queue gauges read: vLLM `vllm:num_requests_running`/`_waiting`, SGLang
+/// `sglang:num_running_reqs`/`num_queue_reqs`, TensorRT-LLM `trtllm_num_requests_running`/
+/// `_waiting`, Dynamo frontend `dynamo_frontend_active_requests` (else `_inflight_requests`) and
+/// `_queued_requests`, llama.cpp `llamacpp:requests_processing`/`_deferred`; each summed over
+/// every label set.
+#[derive(Debug, Args)]
+#[command(after_help = DRAIN_EXIT_CODES)]
+pub struct DrainArgs {
+    /// Frontend base URL (a Dynamo frontend, a router, or a single engine): its /metrics is
+    /// polled too (`http://` added when no scheme).
+    #[arg(short = 'u', long)]
+    pub url: Option<String>,
+
+    /// Prometheus endpoint of a worker (repeatable; every worker of the deployment).
+    /// `host:port`, a bare port, or a URL; `/metrics` is appended when the URL has no metrics
+    /// path. Without it: the same environment as replay's --server-metrics
+    /// (AIPERF_SERVER_METRICS_URLS, ...).
+    #[arg(long, visible_alias = "metrics-url", num_args = 1.., action = clap::ArgAction::Append)]
+    pub server_metrics: Vec<String>,
+
+    /// Seconds between polls.
+    #[arg(long, env = "AIPERF_DRAIN_POLL_SECONDS", default_value_t = 10.0)]
+    pub poll_interval_seconds: f64,
+
+    /// Consecutive polls with nothing running or waiting anywhere that count as drained. A failed
+    /// poll of any endpoint starts the count again.
+    #[arg(long, default_value_t = 3)]
+    pub idle_polls: u32,
+
+    /// Longest wait, seconds; exit 124 when the servers are still busy then.
+    #[arg(long, env = "AIPERF_DRAIN_TIMEOUT_SECONDS", default_value_t = 1800.0)]
+    pub max_wait_seconds: f64,
+
+    /// Write the outcome (reason, polls, seconds waited, the largest queue seen, each endpoint's
+    /// last reading) to this JSON file.
+    #[arg(short = 'o', long)]
+    pub output: Option<PathBuf>,
 }
 
 /// `specperf replay`.

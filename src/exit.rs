@@ -5,6 +5,7 @@
 use crate::engine::{EngineError, RunOutcome};
 use crate::inject::{EntryState, InjectError, InjectOutcome, InjectReport};
 use crate::merge::MergeError;
+use crate::scrape::{DrainError, DrainOutcome, DrainReason};
 use crate::stop::StopReason;
 
 /// Run complete, failures within the threshold.
@@ -16,8 +17,11 @@ pub const FAILED: i32 = 1;
 pub const USAGE: i32 = 2;
 /// Server not ready.
 pub const NOT_READY: i32 = 3;
-/// Whole-run deadline expired.
+/// Whole-run deadline expired (`drain`: still busy at --max-wait-seconds).
 pub const DEADLINE: i32 = 124;
+/// `drain`: an endpoint's page carries none of the known queue gauges, so it cannot be seen to be
+/// idle.
+pub const NO_QUEUE_GAUGES: i32 = 4;
 /// Interrupted by SIGINT.
 pub const SIGINT: i32 = 130;
 /// Terminated by SIGTERM.
@@ -106,6 +110,34 @@ impl ExitStatus for InjectReport {
             FAILED
         } else {
             OK
+        }
+    }
+}
+
+impl ExitStatus for DrainOutcome {
+    /// 0 drained, 124 timed out, 4 no queue gauges, 130/143 stopped by SIGINT/SIGTERM (1 for any
+    /// other stop).
+    fn exit_code(&self) -> i32 {
+        match self.reason {
+            DrainReason::Drained => OK,
+            DrainReason::Timeout => DEADLINE,
+            DrainReason::NoQueueGauges => NO_QUEUE_GAUGES,
+            DrainReason::Cancelled => match self.stopped_by {
+                Some(StopReason::Interrupted) => SIGINT,
+                Some(StopReason::Terminated) => SIGTERM,
+                _ => FAILED,
+            },
+        }
+    }
+}
+
+impl ExitStatus for DrainError {
+    /// 2 for settings that can never work, 1 otherwise (the client, the outcome file).
+    fn exit_code(&self) -> i32 {
+        if self.is_usage() {
+            USAGE
+        } else {
+            FAILED
         }
     }
 }

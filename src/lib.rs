@@ -62,13 +62,13 @@ mod timefmt;
 mod yaml;
 
 pub use cli::{
-    AgentxArgs, Cli, Command, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs,
-    MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs, ReplayArgs, Scenario,
-    ScrapeArgs, SimArgs, Ui,
+    AgentxArgs, Cli, Command, DrainArgs, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs,
+    LoadArgs, MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs, ReplayArgs,
+    Scenario, ScrapeArgs, SimArgs, Ui,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
-pub use config::{sim_config, ConfigError, RunConfig};
+pub use config::{drain_config, sim_config, ConfigError, DrainConfig, RunConfig};
 pub use dataset::{DatasetError, DatasetKind, Sample};
 pub use engine::{render_requests, replay, EngineError, RunOutcome};
 pub use exit::{exit_code, ExitStatus};

@@ -31,6 +31,7 @@ fn main() -> ExitCode {
             Command::GateSummary(args) => gate_summary(&args),
             Command::Merge(args) => merge(&args),
             Command::Plot(args) => plot(&args),
+            Command::Drain(args) => drain(&args).await,
         }
     });
     // Everything that matters is written by now. Tasks still running (requests cancelled by a
@@ -322,6 +323,37 @@ async fn draw_bar(rx: watch::Receiver<Progress>) {
         let mut err = std::io::stderr().lock();
         let _ = write!(err, "\r\x1b[2K{line}");
         let _ = err.flush();
+    }
+}
+
+/// `specperf drain`: one progress line per poll and a final line on stderr; the outcome file
+/// (`--output`) is written whatever the reason the wait ended.
+async fn drain(args: &specperf::DrainArgs) -> i32 {
+    let cfg = match specperf::drain_config(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return exit::USAGE;
+        }
+    };
+    let stop = Stopper::new();
+    spawn_signal_handlers(&stop);
+    let outcome = specperf::scrape::wait_for_drain(&cfg.settings, &stop, |p| eprintln!("{p}"));
+    match outcome.await {
+        Ok(o) => {
+            eprintln!("{}", o.summary_line());
+            if let Some(path) = &cfg.output {
+                if let Err(e) = o.write_json(path) {
+                    eprintln!("error: {e}");
+                    return e.exit_code();
+                }
+            }
+            o.exit_code()
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! Checks run in one fixed order, so with several bad flags the same one is always reported.
 
 mod agentx;
+mod drain;
 mod hub;
 mod input;
 mod load;
@@ -29,6 +30,7 @@ use crate::metrics::Slo;
 use crate::render::{EndpointType, RenderOptions};
 
 pub(crate) use agentx::{AgentxSettings, Provenance, SessionRouting};
+pub use drain::{drain_config, DrainConfig};
 pub(crate) use input::parse_extra_inputs;
 pub(crate) use input::{DatasetSource, EncoderSpec};
 pub(crate) use load::LoadConfig;

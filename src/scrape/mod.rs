@@ -9,6 +9,7 @@
 
 pub mod acceptance;
 pub(crate) mod collect;
+mod drain;
 mod error;
 pub mod prom;
 
@@ -29,6 +30,10 @@ use acceptance::{
     Snapshot, SpecEngine,
 };
 use collect::Collected;
+pub use drain::{
+    wait_for_drain, DrainError, DrainOutcome, DrainPoll, DrainReason, DrainSettings,
+    EndpointReading, QueueGauge, POLL_TIMEOUT,
+};
 pub use error::{ScrapeError, ScrapeStatus};
 use prom::Format;
 

@@ -8,6 +8,7 @@ mod agentx_cli;
 mod common;
 mod conformance;
 mod crash;
+mod drain;
 mod engine;
 mod fault_matrix;
 mod faults;
