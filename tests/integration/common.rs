@@ -378,3 +378,29 @@ impl Drop for Exclusive {
         freed.notify_one();
     }
 }
+
+/// Opens a streaming chat request (`body`) that the simulator at `url` stalls halfway
+/// (`stall-mid-stream`) and reads until its first token: it holds its running slot until the
+/// returned socket is dropped.
+pub(crate) fn held_stream(url: &str, body: &Value) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let addr = url.strip_prefix("http://").unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(scaled(Duration::from_secs(30))))
+        .unwrap();
+    let body = body.to_string();
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         x-specperf-fault: stall-mid-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("data: ") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before the first token");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    s
+}

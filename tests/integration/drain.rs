@@ -57,22 +57,22 @@ fn request(addr: &str, body: &Value, extra: &str) -> String {
 /// A streamed request that stalls after its first tokens and stays running until the returned
 /// socket is dropped.
 fn held(url: &str) -> TcpStream {
-    let addr = url.strip_prefix("http://").unwrap();
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(scaled(Duration::from_secs(30))))
-        .unwrap();
     let body = json!({"model": "specperf-sim", "stream": true, "max_tokens": 64,
                       "messages": [{"role": "user", "content": "hold"}]});
-    s.write_all(request(addr, &body, "x-specperf-fault: stall-mid-stream\r\n").as_bytes())
+    crate::common::held_stream(url, &body)
+}
+
+/// Waits for the command to exit (bounded) and returns its status and what it wrote on stderr.
+fn exit_and_stderr(child: &mut std::process::Child) -> (std::process::ExitStatus, String) {
+    let st = wait_exit(child, scaled(Duration::from_secs(15)));
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
         .unwrap();
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&seen).contains("data: ") {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "closed before the first token");
-        seen.extend_from_slice(&buf[..n]);
-    }
-    s
+    (st, err)
 }
 
 /// `n` short requests on threads of their own (they queue behind a held one); each returns its
@@ -179,14 +179,7 @@ fn the_command_exits_124_when_the_backlog_outlasts_max_wait() {
         .arg(&out)
         .spawn()
         .unwrap();
-    let st = wait_exit(&mut child, scaled(Duration::from_secs(15)));
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let (st, err) = exit_and_stderr(&mut child);
     assert_eq!(st.code(), Some(124), "{err}");
     assert!(err.contains("not drained within 0.3 s"), "{err}");
     let o = read_json(&out);
@@ -215,17 +208,7 @@ async fn a_page_without_queue_gauges_exits_4_instead_of_counting_as_idle() {
         .arg(&out)
         .spawn()
         .unwrap();
-    let st = tokio::task::spawn_blocking(move || {
-        let st = wait_exit(&mut child, scaled(Duration::from_secs(15)));
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        (st, err)
-    });
+    let st = tokio::task::spawn_blocking(move || exit_and_stderr(&mut child));
     let (st, err) = st.await.unwrap();
     assert_eq!(st.code(), Some(4), "{err}");
     assert!(

@@ -145,29 +145,6 @@ fn prefix_cache_hits_are_exact_for_shared_diverging_and_evicted_prefixes() {
     assert_eq!(p["vllm:kv_cache_usage_perc"], 0.0);
 }
 
-/// Opens a streaming request that the simulator stalls halfway (`stall-mid-stream`) and reads
-/// until its first token: it holds its slot and blocks until the socket is dropped.
-fn held(url: &str, body: &Value) -> TcpStream {
-    let addr = url.strip_prefix("http://").unwrap();
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let body = body.to_string();
-    let req = format!(
-        "POST /v1/chat/completions HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         x-specperf-fault: stall-mid-stream\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&seen).contains("data: ") {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "closed before the first token");
-        seen.extend_from_slice(&buf[..n]);
-    }
-    s
-}
-
 #[test]
 fn running_requests_hold_kv_blocks_and_the_rest_wait_then_drain_to_zero() {
     let s = Arc::new(sim(SimConfig {
@@ -180,7 +157,7 @@ fn running_requests_hold_kv_blocks_and_the_rest_wait_then_drain_to_zero() {
     // 54 prompt tokens, 32 output, stalled after 16: 70 tokens fill 5 blocks of 100.
     let mut body = ask(&text(1, 200), 32);
     body["stream"] = json!(true);
-    let hold = held(&url, &body);
+    let hold = crate::common::held_stream(&url, &body);
     // Its stall comes after 16 to 19 output tokens: 70 to 73 tokens, 5 blocks.
     wait_page(&url, "one running, 5 blocks", |p| {
         p["vllm:num_requests_running"] == 1.0 && p["vllm:kv_cache_usage_perc"] == 5.0 / 100.0
