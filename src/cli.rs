@@ -243,6 +243,32 @@ const NOT_FOR_RENDER: &[&str] = &[
     "use_dynamo_conv_aware_routing",
     "dynamo_session_timeout_seconds",
     "unsafe_override",
+    "sweep_type",
+    "num_profile_runs",
+    "confidence_level",
+    "convergence_metric",
+    "convergence_stat",
+    "convergence_mode",
+    "convergence_threshold",
+    "profile_run_cooldown_seconds",
+    "parameter_sweep_cooldown_seconds",
+    "no_drain",
+    "drain_poll_interval_seconds",
+    "drain_idle_polls",
+    "drain_max_wait_seconds",
+    "search_recipe",
+    "search_parameter",
+    "search_min",
+    "search_max",
+    "search_tolerance",
+    "ttft_sla_ms",
+    "itl_sla_ms",
+    "tpot_sla_ms",
+    "e2e_sla_ms",
+    "error_rate_sla",
+    "slo_attainment_fraction",
+    "gpus",
+    "resume",
 ];
 
 /// Every value may look like a negative number: `--sim-itl-ms -1` is that flag's bad value (an
@@ -394,8 +420,9 @@ pub struct ReplayArgs {
 
     /// Requests kept in flight (closed loop; default 64). With --request-rate: a cap on requests
     /// in flight (arrivals wait for a free slot, which shows as schedule lag).
+    /// A comma list (`8,16,32`) is a sweep: one run per value, see "Sweeps" below.
     #[arg(long, visible_alias = "max-concurrency", allow_negative_numbers = true)]
-    pub concurrency: Option<usize>,
+    pub concurrency: Option<List<usize>>,
 
     /// Load shape: open loop, duration, warmup, ramp-up, shards.
     #[command(flatten)]
@@ -403,8 +430,9 @@ pub struct ReplayArgs {
 
     /// Requests to send. Default: each sample of the collection once. More than the collection
     /// cycles through it again (reported as dataset reuse).
+    /// A comma list is a sweep.
     #[arg(long, visible_aliases = ["num-requests", "num-prompts"], allow_negative_numbers = true)]
-    pub request_count: Option<u64>,
+    pub request_count: Option<List<u64>>,
 
     /// Prompt collection file. Default: the bundled SPEED-Bench-format collection.
     #[arg(long)]
@@ -427,13 +455,14 @@ pub struct ReplayArgs {
     pub no_shuffle: bool,
 
     /// Output tokens per request (`max_completion_tokens` for chat, `max_tokens` for completions).
-    /// Default: unset (server decides), except against the embedded simulator (256).
+    /// Default: unset (server decides), except against the embedded simulator (256). A comma list
+    /// is a sweep.
     #[arg(
         long,
         visible_alias = "output-tokens-mean",
         allow_negative_numbers = true
     )]
-    pub osl: Option<u32>,
+    pub osl: Option<List<u32>>,
 
     /// Client-side renderer for `/v1/completions` prompts: `dsv4`, `dsv41` (DeepSeek-V4/V4.1
     /// serving wrappers, byte-exact with vLLM's), `template:PATH` (a Hugging Face chat template:
@@ -466,13 +495,13 @@ pub struct ReplayArgs {
     #[arg(long, conflicts_with = "input_file")]
     pub synthetic: bool,
 
-    /// Synthetic: mean input length, tokens.
+    /// Synthetic: mean input length, tokens. A comma list is a sweep.
     #[arg(
         long,
         visible_alias = "synthetic-input-tokens-mean",
-        default_value_t = 550
+        default_value_t = List(vec![550])
     )]
-    pub isl: u32,
+    pub isl: List<u32>,
 
     /// Synthetic: standard deviation of the input length, tokens.
     #[arg(
@@ -651,6 +680,10 @@ pub struct ReplayArgs {
     /// The AgentX replay (`--scenario agentx`).
     #[command(flatten)]
     pub agentx: AgentxArgs,
+
+    /// Sweeps, repeated runs and SLA search.
+    #[command(flatten)]
+    pub sweep: SweepArgs,
 }
 
 /// `--scenario`: which replay the traces drive.
@@ -799,9 +832,10 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
 
-    /// Session trees replayed at once (one per lane; subagents add requests in flight).
+    /// Session trees replayed at once (one per lane; subagents add requests in flight). A comma
+    /// list is a sweep (one AgentX run per value).
     #[arg(long, allow_negative_numbers = true)]
-    pub concurrency: Option<usize>,
+    pub concurrency: Option<List<usize>>,
 
     /// Profiling length, seconds (scenario: at least 900, default 1800).
     #[arg(long, allow_negative_numbers = true)]
@@ -880,6 +914,10 @@ pub struct ProfileArgs {
     /// The AgentX flags.
     #[command(flatten)]
     pub agentx: AgentxArgs,
+
+    /// Sweeps, repeated runs and SLA search.
+    #[command(flatten)]
+    pub sweep: SweepArgs,
 }
 
 /// The live display (`--ui`).
@@ -897,9 +935,9 @@ pub enum Ui {
 pub struct LoadArgs {
     /// Open loop: requests per second, released at precomputed arrival times whatever the server
     /// does (latency is also reported from the intended time). `inf`: every request at once
-    /// (vLLM's default), capped by --concurrency when given.
+    /// (vLLM's default), capped by --concurrency when given. A comma list is a sweep.
     #[arg(long, allow_negative_numbers = true)]
-    pub request_rate: Option<f64>,
+    pub request_rate: Option<List<f64>>,
 
     /// Open loop: inter-arrival distribution.
     #[arg(long, visible_alias = "request-rate-mode", value_enum, default_value_t = ArrivalPattern::Poisson)]
@@ -1336,4 +1374,244 @@ fn parse_fault_rate(s: &str) -> Result<(Fault, f64), FaultArgError> {
         .parse()
         .map_err(|_| FaultArgError::BadRate(rate.to_owned()))?;
     Ok((fault, rate))
+}
+
+/// A flag value that may be a comma list (`8,16,32`): one value is a plain run, more are a sweep.
+#[derive(Clone, Debug, PartialEq)]
+pub struct List<T>(pub Vec<T>);
+
+impl<T: Copy> List<T> {
+    /// A one-value list.
+    pub fn one(v: T) -> Self {
+        List(vec![v])
+    }
+
+    /// The first value (the only one once a sweep has split its points).
+    pub fn first(&self) -> T {
+        self.0[0]
+    }
+}
+
+impl<T: std::str::FromStr> std::str::FromStr for List<T>
+where
+    T::Err: std::fmt::Display,
+{
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut out = Vec::new();
+        for part in s.split(',') {
+            let part = part.trim();
+            if part.is_empty() {
+                return Err(format!(
+                    "{s:?}: an empty entry; write one value or a comma list such as 8,16,32"
+                ));
+            }
+            out.push(part.parse().map_err(|e| format!("{part:?}: {e}"))?);
+        }
+        Ok(List(out))
+    }
+}
+
+impl<T: std::fmt::Display> std::fmt::Display for List<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, v) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{v}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ReplayArgs {
+    /// `--concurrency`'s value once a sweep has split its points (the first of a list).
+    pub(crate) fn concurrency(&self) -> Option<usize> {
+        self.concurrency.as_ref().map(List::first)
+    }
+
+    /// `--request-count`'s value (the first of a list).
+    pub(crate) fn request_count(&self) -> Option<u64> {
+        self.request_count.as_ref().map(List::first)
+    }
+
+    /// `--osl`'s value (the first of a list).
+    pub(crate) fn osl(&self) -> Option<u32> {
+        self.osl.as_ref().map(List::first)
+    }
+
+    /// `--isl`'s value (the first of a list).
+    pub(crate) fn isl(&self) -> u32 {
+        self.isl.first()
+    }
+}
+
+impl LoadArgs {
+    /// `--request-rate`'s value (the first of a list).
+    pub(crate) fn request_rate(&self) -> Option<f64> {
+        self.request_rate.as_ref().map(List::first)
+    }
+}
+
+/// `--sweep-type`: how several comma lists combine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SweepType {
+    /// Every combination (the Cartesian product; parameters in alphabetical order, the last one
+    /// changing fastest), as AIPerf.
+    Grid,
+    /// The i-th value of every list together (the lists must be equally long).
+    Zip,
+}
+
+/// `--convergence-mode`: when repeated runs have measured enough.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConvergenceMode {
+    /// The confidence interval of the run means, as a fraction of their mean, is at most the
+    /// threshold (default 0.10).
+    CiWidth,
+    /// The coefficient of variation of the run values (sample std / mean) is at most the
+    /// threshold (default 0.05).
+    Cv,
+    /// The newest run's per-request values are drawn from the same distribution as the earlier
+    /// runs' (two-sample Kolmogorov-Smirnov p-value above the threshold, default 0.05).
+    Distribution,
+}
+
+/// `--search-recipe`: what an SLA search looks for (AIPerf's recipe names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SearchRecipe {
+    /// The largest load whose run meets every `--*-sla-*` objective (percentiles of the run).
+    MaxConcurrencyUnderSla,
+    /// The load with the most goodput: the largest one at which at least
+    /// --slo-attainment-fraction of the requests meet every objective (per request).
+    MaxGoodputUnderSlo,
+}
+
+/// `--search-parameter`: the load an SLA search moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SearchParameter {
+    /// Closed-loop concurrency (integers; bisection down to a step of 1).
+    Concurrency,
+    /// Open-loop request rate (bisection down to --search-tolerance of the rate).
+    RequestRate,
+}
+
+
+/// Sweeps over load and lengths, repeated runs with confidence intervals, SLA search, the drain
+/// wait between points and the sweep report.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Sweeps, repeated runs and SLA search")]
+pub struct SweepArgs {
+    /// How several comma lists combine.
+    #[arg(long, value_enum, default_value_t = SweepType::Grid)]
+    pub sweep_type: SweepType,
+
+    /// Runs per point (the maximum with --convergence-mode); with 2 or more, every metric is
+    /// reported as the mean of the runs with a Student-t confidence interval.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub num_profile_runs: u32,
+
+    /// Confidence level of the intervals over repeated runs.
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
+    pub confidence_level: f64,
+
+    /// Stop repeating a point once this metric has converged: an AIPerf tag (`time_to_first_token`,
+    /// `inter_token_latency`, `request_latency`, `request_throughput`,
+    /// `output_token_throughput`, ...), judged by --convergence-mode. Needs --num-profile-runs 3
+    /// or more (at least 2 runs are always made).
+    #[arg(long, value_name = "TAG")]
+    pub convergence_metric: Option<String>,
+
+    /// Statistic of --convergence-metric compared across runs (`avg`, `p50`, `p90`, `p99`, ...;
+    /// ignored for throughputs, which have one value per run).
+    #[arg(long, default_value = "avg")]
+    pub convergence_stat: String,
+
+    /// How convergence is judged.
+    #[arg(long, value_enum, default_value_t = ConvergenceMode::CiWidth)]
+    pub convergence_mode: ConvergenceMode,
+
+    /// Convergence threshold (default: 0.10 for ci-width, 0.05 for cv, a p-value of 0.05 for
+    /// distribution).
+    #[arg(long, allow_negative_numbers = true)]
+    pub convergence_threshold: Option<f64>,
+
+    /// Pause between repeated runs of a point, seconds.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub profile_run_cooldown_seconds: f64,
+
+    /// Pause between sweep points, seconds (after the drain wait).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub parameter_sweep_cooldown_seconds: f64,
+
+    /// Between points, do not wait for the servers' queues to drain.
+    #[arg(long)]
+    pub no_drain: bool,
+
+    /// Drain wait: seconds between polls of the queue gauges (InferenceX: 10).
+    #[arg(long, env = "AIPERF_DRAIN_POLL_SECONDS", default_value_t = 10.0, allow_negative_numbers = true)]
+    pub drain_poll_interval_seconds: f64,
+
+    /// Drain wait: consecutive idle polls that count as drained.
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
+    pub drain_idle_polls: u32,
+
+    /// Drain wait: longest wait, seconds; the next point then starts on a busy server and says so.
+    #[arg(long, env = "AIPERF_DRAIN_TIMEOUT_SECONDS", default_value_t = 1800.0, allow_negative_numbers = true)]
+    pub drain_max_wait_seconds: f64,
+
+    /// Search for the best load under the SLA objectives instead of sweeping fixed values:
+    /// doubling from --search-min until a point fails, then bisection.
+    #[arg(long, value_enum)]
+    pub search_recipe: Option<SearchRecipe>,
+
+    /// The load the search moves.
+    #[arg(long, value_enum, default_value_t = SearchParameter::Concurrency)]
+    pub search_parameter: SearchParameter,
+
+    /// Smallest load the search tries (default 1).
+    #[arg(long, visible_aliases = ["concurrency-min", "request-rate-min"], allow_negative_numbers = true)]
+    pub search_min: Option<f64>,
+
+    /// Largest load the search tries (default 1000).
+    #[arg(long, visible_aliases = ["concurrency-max", "request-rate-max"], allow_negative_numbers = true)]
+    pub search_max: Option<f64>,
+
+    /// Request-rate search: stop bisecting when the bracket is within this fraction of its top.
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
+    pub search_tolerance: f64,
+
+    /// SLA: p95 time to first token at most this many ms.
+    #[arg(long, allow_negative_numbers = true)]
+    pub ttft_sla_ms: Option<f64>,
+
+    /// SLA: p95 inter-token latency at most this many ms.
+    #[arg(long, allow_negative_numbers = true)]
+    pub itl_sla_ms: Option<f64>,
+
+    /// SLA: p95 time per output token at most this many ms.
+    #[arg(long, allow_negative_numbers = true)]
+    pub tpot_sla_ms: Option<f64>,
+
+    /// SLA: p99 end-to-end request latency at most this many ms.
+    #[arg(long, allow_negative_numbers = true)]
+    pub e2e_sla_ms: Option<f64>,
+
+    /// SLA: failed fraction of the requests at most this (0..1).
+    #[arg(long, allow_negative_numbers = true)]
+    pub error_rate_sla: Option<f64>,
+
+    /// max-goodput-under-slo: fraction of requests that must meet every objective.
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
+    pub slo_attainment_fraction: f64,
+
+    /// GPUs serving the model (TP x PP x DP of the deployment): the sweep report's throughput
+    /// per GPU, InferenceX's y axis.
+    #[arg(long, allow_negative_numbers = true)]
+    pub gpus: Option<u32>,
+
+    /// Continue the sweep in --artifact-dir: points whose runs finished are kept, not rerun.
+    #[arg(long)]
+    pub resume: bool,
 }

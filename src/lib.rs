@@ -56,6 +56,7 @@ mod render;
 mod report;
 mod schedule;
 pub mod scrape;
+pub mod sweep;
 pub mod sim;
 mod stop;
 mod timefmt;

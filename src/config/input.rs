@@ -104,7 +104,7 @@ impl DatasetSource {
             );
         }
         let entries = a.num_dataset_entries.unwrap_or(100);
-        if a.isl == 0 || entries == 0 {
+        if a.isl() == 0 || entries == 0 {
             return err("--isl and --num-dataset-entries must be at least 1");
         }
         for (flag, v) in [("isl-stddev", a.isl_stddev), ("osl-stddev", a.osl_stddev)] {
@@ -113,9 +113,9 @@ impl DatasetSource {
             }
         }
         Ok(DatasetSource::Synthetic(SyntheticSpec {
-            isl: a.isl,
+            isl: a.isl(),
             isl_stddev: a.isl_stddev,
-            osl: a.osl,
+            osl: a.osl(),
             osl_stddev: a.osl_stddev,
             entries,
             seed: a.load.random_seed,

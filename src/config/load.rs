@@ -108,14 +108,14 @@ impl LoadConfig {
         let rate = rate(l)?;
         check_schedule_flags(l, rate.is_some())?;
         let grace = grace(l)?;
-        let warmup = warmup(l, a.concurrency)?;
+        let warmup = warmup(l, a.concurrency())?;
         let shard = resolve_shard(l.shard.as_deref(), l.shard_count, env)?;
-        check_shard_split(l, a.concurrency, shard, rate.is_some())?;
+        check_shard_split(l, a.concurrency(), shard, rate.is_some())?;
         let tol = l.schedule_lag_tolerance_ms;
         Ok(LoadConfig {
             rate,
             // Open loops and traces: --concurrency is a cap on requests in flight.
-            cap: a.concurrency,
+            cap: a.concurrency(),
             seed: l.random_seed,
             duration: opt_secs("benchmark-duration", l.benchmark_duration)?,
             grace,
@@ -142,7 +142,7 @@ fn opt_secs(flag: &str, v: Option<f64>) -> Result<Option<Duration>, ConfigError>
 
 /// `--request-rate` with its arrival pattern; a smoothness other than 1 turns Poisson into gamma.
 fn rate(l: &LoadArgs) -> Result<Option<Rate>, ConfigError> {
-    match l.request_rate {
+    match l.request_rate() {
         None => Ok(None),
         // `inf` (vLLM's default): every request at once, capped by --concurrency when given.
         Some(r) if r == f64::INFINITY && l.benchmark_duration.is_some() => err(

@@ -203,9 +203,9 @@ impl RunConfig {
             endpoint_type: a.endpoint_type,
             endpoint_path,
             streaming: a.streaming,
-            concurrency: a.concurrency.unwrap_or(64),
+            concurrency: a.concurrency().unwrap_or(64),
             load,
-            request_count: a.request_count,
+            request_count: a.request_count(),
             dataset,
             select: SpeedBenchSelect {
                 category: a.category.clone(),
@@ -278,13 +278,13 @@ fn agentx_unused_flags(a: &ReplayArgs) -> Vec<&'static str> {
 
 /// Counts and limits that must be at least 1 (or within range) whatever the rest says.
 fn check_counts(a: &ReplayArgs) -> Result<(), ConfigError> {
-    if a.concurrency == Some(0) {
+    if a.concurrency.as_ref().is_some_and(|l| l.0.contains(&0)) {
         return err("--concurrency must be at least 1");
     }
-    if a.request_count == Some(0) {
+    if a.request_count.as_ref().is_some_and(|l| l.0.contains(&0)) {
         return err("--request-count must be at least 1");
     }
-    if a.osl == Some(0) {
+    if a.osl.as_ref().is_some_and(|l| l.0.contains(&0)) {
         return err("--osl must be at least 1");
     }
     if !(0.0..=1.0).contains(&a.failed_request_threshold) {

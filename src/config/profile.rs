@@ -79,7 +79,7 @@ impl RunConfig {
         r.endpoint_type = p.endpoint_type;
         r.endpoint = p.endpoint.clone();
         r.streaming = p.streaming;
-        r.concurrency = p.concurrency;
+        r.concurrency = p.concurrency.clone();
         r.tokenizer = p.tokenizer.clone();
         r.input_file = p.input_file.clone();
         r.num_dataset_entries = p.num_dataset_entries;

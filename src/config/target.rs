@@ -45,7 +45,7 @@ pub(super) fn endpoint_path(a: &ReplayArgs) -> Result<String, ConfigError> {
 /// it has no end of its own.
 pub(super) fn target(a: &ReplayArgs) -> Result<(Target, Option<u32>), ConfigError> {
     if let Some(u) = &a.url {
-        return Ok((Target::Url(normalize_url(u)?), a.osl));
+        return Ok((Target::Url(normalize_url(u)?), a.osl()));
     }
     let s = &a.sim;
     let sim = SimConfig {
@@ -60,7 +60,7 @@ pub(super) fn target(a: &ReplayArgs) -> Result<(Target, Option<u32>), ConfigErro
     };
     let sim = super::sim::embedded_kv(s, sim)?;
     sim.validate().map_err(|e| ConfigError(e.to_string()))?;
-    Ok((Target::Embedded(Box::new(sim)), Some(a.osl.unwrap_or(256))))
+    Ok((Target::Embedded(Box::new(sim)), Some(a.osl().unwrap_or(256))))
 }
 
 /// Headers, key, timeouts and TLS settings, checked in that order.

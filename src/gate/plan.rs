@@ -236,8 +236,8 @@ impl Plan {
         r.seed = c.seed.unwrap_or(0);
         r.endpoint_type = endpoint;
         r.encoder = encoder;
-        r.osl = Some(c.output_len);
-        r.concurrency = Some(s.concurrency as usize);
+        r.osl = Some(crate::cli::List::one(c.output_len));
+        r.concurrency = Some(crate::cli::List::one(s.concurrency as usize));
         r.scrape.spec_engine = s.engine;
         r.scrape.num_spec_tokens = Some(s.k);
         // Every request must succeed and the gate prints its own line, not the replay's.
