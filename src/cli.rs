@@ -332,10 +332,13 @@ lacks a readable records.jsonl or specperf summary.json, or a file could not be 
 #[command(after_help = PLOT_EXIT_CODES)]
 pub struct PlotArgs {
     /// Artifact directory of a replay (reads records.jsonl, summary.json and, for the chunk times
-    /// of the throughput chart, profile_export.jsonl when present).
-    pub dir: PathBuf,
+    /// of the throughput chart, profile_export.jsonl when present); or one or more sweep
+    /// directories (with sweep.json): their Pareto frontiers on one chart, `sweeps.html`.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
 
-    /// Where to write the charts and report.html (default: `<DIR>/plots`).
+    /// Where to write the charts and report.html (default: `<DIR>/plots`; for sweeps compared,
+    /// `<first DIR>/compare`).
     #[arg(long)]
     pub output: Option<PathBuf>,
 
@@ -805,7 +808,7 @@ AIPERF_DATASET_WEKA_LIVE_ASSISTANT_RESPONSES=1 is not supported. Exit codes as f
 
 /// `specperf profile`: AIPerf's flags for the AgentX benchmark (spec: InferenceX
 /// `build_replay_cmd`). Each maps onto the `replay` setting of the same meaning.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct ProfileArgs {
     /// Server base URL.
     #[arg(short = 'u', long)]
@@ -1497,7 +1500,6 @@ pub enum SearchParameter {
     RequestRate,
 }
 
-
 /// Sweeps over load and lengths, repeated runs with confidence intervals, SLA search, the drain
 /// wait between points and the sweep report.
 #[derive(Debug, Args, Clone)]
@@ -1550,7 +1552,12 @@ pub struct SweepArgs {
     pub no_drain: bool,
 
     /// Drain wait: seconds between polls of the queue gauges (InferenceX: 10).
-    #[arg(long, env = "AIPERF_DRAIN_POLL_SECONDS", default_value_t = 10.0, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "AIPERF_DRAIN_POLL_SECONDS",
+        default_value_t = 10.0,
+        allow_negative_numbers = true
+    )]
     pub drain_poll_interval_seconds: f64,
 
     /// Drain wait: consecutive idle polls that count as drained.
@@ -1558,7 +1565,12 @@ pub struct SweepArgs {
     pub drain_idle_polls: u32,
 
     /// Drain wait: longest wait, seconds; the next point then starts on a busy server and says so.
-    #[arg(long, env = "AIPERF_DRAIN_TIMEOUT_SECONDS", default_value_t = 1800.0, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "AIPERF_DRAIN_TIMEOUT_SECONDS",
+        default_value_t = 1800.0,
+        allow_negative_numbers = true
+    )]
     pub drain_max_wait_seconds: f64,
 
     /// Search for the best load under the SLA objectives instead of sweeping fixed values:

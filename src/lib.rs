@@ -56,9 +56,9 @@ mod render;
 mod report;
 mod schedule;
 pub mod scrape;
-pub mod sweep;
 pub mod sim;
 mod stop;
+pub mod sweep;
 mod timefmt;
 mod yaml;
 

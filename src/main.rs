@@ -22,8 +22,22 @@ fn main() -> ExitCode {
     };
     let code = rt.block_on(async {
         match cli.command {
-            Command::Replay(args) => replay(specperf::RunConfig::from_args(&args)).await,
-            Command::Profile(args) => replay(specperf::RunConfig::from_profile(&args)).await,
+            Command::Replay(args) if specperf::sweep::wanted(&args) => {
+                sweep(specperf::sweep::SweepConfig::from_replay(&args)).await
+            }
+            Command::Replay(args) => {
+                let cfg = specperf::sweep::check_single(&args.sweep)
+                    .and_then(|()| specperf::RunConfig::from_args(&args));
+                replay(cfg).await
+            }
+            Command::Profile(args) if specperf::sweep::wanted_profile(&args) => {
+                sweep(specperf::sweep::SweepConfig::from_profile(&args)).await
+            }
+            Command::Profile(args) => {
+                let cfg = specperf::sweep::check_single(&args.sweep)
+                    .and_then(|()| specperf::RunConfig::from_profile(&args));
+                replay(cfg).await
+            }
             Command::Sim(args) => sim(&args).await,
             Command::Inject(args) => inject(&args),
             Command::Render(args) => render(&args),
@@ -95,6 +109,106 @@ async fn replay(cfg: Result<specperf::RunConfig, specperf::ConfigError>) -> i32 
                 eprint!("{why}");
             }
             specperf::exit_code(&outcome, threshold)
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            e.exit_code()
+        }
+    }
+}
+
+/// A sweep (comma lists, repeated runs or an SLA search): each run's table as it ends, drain
+/// waits and search verdicts on stderr, then the sweep table.
+async fn sweep(cfg: Result<specperf::sweep::SweepConfig, specperf::ConfigError>) -> i32 {
+    let mut cfg = match cfg {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return exit::USAGE;
+        }
+    };
+    cfg.set_cli_command(command_line());
+    for w in &cfg.warnings {
+        eprintln!("WARNING: {w}");
+    }
+    let stop = Stopper::new();
+    spawn_signal_handlers(&stop);
+    let (ptx, prx) = watch::channel(Progress::default());
+    let terminal = std::io::stderr().is_terminal();
+    let printer = match (cfg.ui, terminal, cfg.progress_interval) {
+        (Ui::None, _, _) => None,
+        (Ui::Simple, true, _) => Some(tokio::spawn(draw_bar(prx))),
+        (Ui::Simple, false, Some(every)) => Some(tokio::spawn(print_progress(prx, every))),
+        (Ui::Simple, false, None) => None,
+    };
+    let clear = move || {
+        if terminal {
+            eprint!("\r\x1b[2K");
+        }
+    };
+    use specperf::sweep::Event;
+    let result = specperf::sweep::run_sweep(cfg, stop, ptx, |ev| {
+        clear();
+        match ev {
+            Event::RunStart {
+                point,
+                index,
+                total,
+                run,
+                runs,
+            } => {
+                let of = total.map_or(String::new(), |t| format!("/{t}"));
+                let name = if point.is_empty() { "run" } else { point };
+                let run = if runs > 1 {
+                    format!(", run {run}/{runs}")
+                } else {
+                    String::new()
+                };
+                eprintln!("=== point {index}{of}: {name}{run} ===");
+            }
+            Event::Skipped { point } => {
+                eprintln!("point {point}: finished in the earlier sweep, kept (--resume)")
+            }
+            Event::DrainPoll(p) => eprintln!("{p}"),
+            Event::Drained(o) => eprintln!("{}", o.summary_line()),
+            Event::RunDone { outcome, .. } => {
+                for w in &outcome.run_warnings {
+                    eprintln!("WARNING: {w}");
+                }
+                print!("{}", specperf::console_table(&outcome.summary));
+                println!("Artifacts: {}", outcome.artifact_dir.display());
+                if let Some(e) = &outcome.artifact_error {
+                    eprintln!("error: artifacts incomplete: {e}");
+                }
+                if let Some(why) = specperf::failure_report(&outcome.summary) {
+                    eprint!("{why}");
+                }
+            }
+            Event::RunFailed { point, error } => {
+                eprintln!("error: point {point}: {error:#}; the sweep goes on")
+            }
+            Event::Convergence { point, explain, .. } => eprintln!("point {point}: {explain}"),
+            Event::Probe { point, pass } => eprintln!(
+                "point {point}: {}",
+                if pass {
+                    "meets the objectives"
+                } else {
+                    "misses the objectives"
+                }
+            ),
+            Event::Warning(w) => eprintln!("WARNING: {w}"),
+        }
+    })
+    .await;
+    if let Some(p) = printer {
+        p.abort();
+        clear();
+    }
+    match result {
+        Ok(o) => {
+            print!("{}", specperf::sweep::console(&o.index));
+            println!("Sweep: {}", o.dir.display());
+            o.exit_code
         }
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -365,18 +479,36 @@ fn plot(args: &specperf::PlotArgs) -> i32 {
             return exit::USAGE;
         }
     }
-    if !args.dir.join("records.jsonl").is_file() {
+    let sweeps = args.dirs.len() > 1 || args.dirs[0].join("sweep.json").is_file();
+    if sweeps {
+        let out = args
+            .output
+            .clone()
+            .unwrap_or_else(|| args.dirs[0].join("compare"));
+        return match specperf::sweep::overlay(&args.dirs, &out) {
+            Ok(page) => {
+                println!("Sweeps compared: {}", page.display());
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                match e {
+                    specperf::sweep::OverlayError::Index(_) => exit::USAGE,
+                    _ => exit::FAILED,
+                }
+            }
+        };
+    }
+    let dir = &args.dirs[0];
+    if !dir.join("records.jsonl").is_file() {
         eprintln!(
             "error: {} is not a replay's artifact directory (it has no records.jsonl): pass the \
              directory a replay wrote (its --artifact-dir, printed as `Artifacts:`)",
-            args.dir.display()
+            dir.display()
         );
         return exit::USAGE;
     }
-    let out = args
-        .output
-        .clone()
-        .unwrap_or_else(|| args.dir.join("plots"));
+    let out = args.output.clone().unwrap_or_else(|| dir.join("plots"));
     if out.exists() && !out.is_dir() {
         eprintln!(
             "error: --output {} exists and is not a directory: pass a directory for the charts \
@@ -385,7 +517,7 @@ fn plot(args: &specperf::PlotArgs) -> i32 {
         );
         return exit::USAGE;
     }
-    match specperf::plot(&args.dir, &out, args.golden_al, args.png) {
+    match specperf::plot(dir, &out, args.golden_al, args.png) {
         Ok(o) => {
             for f in &o.files {
                 println!("{}", f.display());

@@ -46,6 +46,8 @@ impl StopReason {
 pub struct Stopper {
     token: CancellationToken,
     reason: Arc<Mutex<Option<StopReason>>>,
+    /// The stopper this one was made from ([`Stopper::child`]): stopping it stops this one.
+    parent: Option<Arc<Stopper>>,
 }
 
 impl Stopper {
@@ -63,9 +65,20 @@ impl Stopper {
         self.token.cancel();
     }
 
-    /// Why the run was stopped, if it was.
+    /// Why the run was stopped, if it was (its own reason first, else its parent's).
     pub fn reason(&self) -> Option<StopReason> {
-        *self.reason.lock().unwrap_or_else(|e| e.into_inner())
+        let own = *self.reason.lock().unwrap_or_else(|e| e.into_inner());
+        own.or_else(|| self.parent.as_ref().and_then(|p| p.reason()))
+    }
+
+    /// A stopper for one part of the work (one run of a sweep): stopped with this one (a signal),
+    /// while stopping it (that run's deadline) leaves this one running.
+    pub fn child(&self) -> Stopper {
+        Stopper {
+            token: self.token.child_token(),
+            reason: Arc::default(),
+            parent: Some(Arc::new(self.clone())),
+        }
     }
 
     pub(crate) fn token(&self) -> &CancellationToken {
@@ -76,5 +89,28 @@ impl Stopper {
 impl std::fmt::Display for StopReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_stops_with_its_parent_but_not_the_other_way() {
+        let parent = Stopper::new();
+        let child = parent.child();
+        child.stop(StopReason::Deadline);
+        assert!(child.token().is_cancelled() && !parent.token().is_cancelled());
+        assert_eq!(parent.reason(), None);
+        let second = parent.child();
+        parent.stop(StopReason::Terminated);
+        assert!(second.token().is_cancelled());
+        assert_eq!(second.reason(), Some(StopReason::Terminated));
+        assert_eq!(
+            child.reason(),
+            Some(StopReason::Deadline),
+            "the first reason stays"
+        );
     }
 }

@@ -46,6 +46,14 @@ pub(crate) use target::Target;
 #[error("{0}")]
 pub struct ConfigError(String);
 
+impl ConfigError {
+    /// An error with this message (for the commands above `config` that validate their own
+    /// flags, as the sweep does).
+    pub(crate) fn msg(m: impl Into<String>) -> ConfigError {
+        ConfigError(m.into())
+    }
+}
+
 fn err<T>(m: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError(m.into()))
 }

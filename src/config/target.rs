@@ -60,7 +60,10 @@ pub(super) fn target(a: &ReplayArgs) -> Result<(Target, Option<u32>), ConfigErro
     };
     let sim = super::sim::embedded_kv(s, sim)?;
     sim.validate().map_err(|e| ConfigError(e.to_string()))?;
-    Ok((Target::Embedded(Box::new(sim)), Some(a.osl().unwrap_or(256))))
+    Ok((
+        Target::Embedded(Box::new(sim)),
+        Some(a.osl().unwrap_or(256)),
+    ))
 }
 
 /// Headers, key, timeouts and TLS settings, checked in that order.

@@ -11,6 +11,7 @@ mod diagnose;
 pub(crate) mod inferencex;
 mod json;
 mod page;
+pub(crate) mod pareto;
 pub(crate) mod plot;
 mod server_metrics;
 mod svg;

@@ -9,14 +9,25 @@ pub(crate) const WIDTH: u32 = 800;
 /// Chart height in pixels.
 pub(crate) const HEIGHT: u32 = 450;
 
-const LEFT: f64 = 78.0;
-const RIGHT: f64 = 24.0;
-const TOP: f64 = 44.0;
-const BOTTOM: f64 = 58.0;
-const FONT: &str = "DejaVu Sans, Verdana, Arial, sans-serif";
+/// Margin left of the plot area (y tick labels and the y axis title).
+pub(crate) const LEFT: f64 = 78.0;
+/// Margin right of the plot area.
+pub(crate) const RIGHT: f64 = 24.0;
+/// Margin above the plot area (the chart title).
+pub(crate) const TOP: f64 = 44.0;
+/// Margin below the plot area (x tick labels and the x axis title).
+pub(crate) const BOTTOM: f64 = 58.0;
+/// Font families of every text, first available wins.
+pub(crate) const FONT: &str = "DejaVu Sans, Verdana, Arial, sans-serif";
 
 /// Colours of successive series (colour-blind-safe Okabe-Ito).
 pub(crate) const COLORS: [&str; 4] = ["#0072B2", "#D55E00", "#009E73", "#CC79A7"];
+
+/// [`COLORS`] and then the rest of Okabe-Ito that reads on white (orange, sky blue, black; not
+/// the yellow), for charts with more than four series.
+pub(crate) const PALETTE: [&str; 7] = [
+    COLORS[0], COLORS[1], COLORS[2], COLORS[3], "#E69F00", "#56B4E9", "#000000",
+];
 
 /// One line of a chart.
 pub(crate) struct Series {
@@ -121,7 +132,8 @@ pub(crate) fn label(v: f64) -> String {
     s.to_owned()
 }
 
-fn extent(vals: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+/// The smallest and largest finite value, or `None` when there is none.
+pub(crate) fn extent(vals: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     vals.filter(|v| v.is_finite())
         .fold(None, |acc, v| match acc {
             None => Some((v, v)),
@@ -130,7 +142,7 @@ fn extent(vals: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
 }
 
 /// Widens a degenerate range so a flat line still has an axis.
-fn widen((lo, hi): (f64, f64)) -> (f64, f64) {
+pub(crate) fn widen((lo, hi): (f64, f64)) -> (f64, f64) {
     if hi > lo {
         (lo, hi)
     } else if lo == 0.0 {

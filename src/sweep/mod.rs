@@ -11,4 +11,20 @@
 //! it. One [`Stopper`](crate::Stopper) for the whole sweep (signals), a child of it for each run
 //! (a run's deadline or stall ends that run only).
 
+mod config;
+mod index;
+mod plan;
+mod report;
+mod run;
+mod search;
 mod stats;
+mod values;
+
+pub use config::{check_single, wanted, wanted_profile, SweepConfig};
+pub use index::{IndexError, PointEntry, PointStatus, RunEntry, SweepIndex, SWEEP_SCHEMA};
+pub use plan::{Param, Point};
+pub use report::{console, overlay, OverlayError};
+pub use run::{run_sweep, Event, SweepError, SweepOutcome};
+pub use search::{Probe, Search};
+pub use stats::{Check as ConvergenceCheck, Interval};
+pub use values::{Check, Objective, Values, Verdict};

@@ -404,3 +404,53 @@ pub(crate) fn held_stream(url: &str, body: &Value) -> std::net::TcpStream {
     }
     s
 }
+
+/// The DOM of the local page `page` as headless Chromium builds it (`--dump-dom`, bounded by
+/// 60 s), or `None`, after a SKIPPED line on stderr, where no `/usr/bin/chromium` (or
+/// `chromium-browser`) is installed.
+pub(crate) fn browser_dom(page: &Path) -> Option<String> {
+    use std::process::Stdio;
+    let Some(chromium) = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        eprintln!(
+            "SKIPPED: headless Chromium check of {}: no /usr/bin/chromium \
+             (apt-get install -y chromium to run it)",
+            page.file_name()
+                .unwrap_or(page.as_os_str())
+                .to_string_lossy()
+        );
+        return None;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--virtual-time-budget=2000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!(
+            "file://{}",
+            std::path::absolute(page).unwrap().display()
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            panic!("chromium did not finish within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dom = child.wait_with_output().unwrap().stdout;
+    Some(String::from_utf8_lossy(&dom).into_owned())
+}

@@ -27,4 +27,5 @@ mod server_metrics;
 mod shards;
 mod sim_cache;
 mod spec_per_request;
+mod sweep;
 mod transport;

@@ -5,11 +5,10 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::common::{config, fast, read_json, records, replay_at, run, sim};
+use crate::common::{browser_dom, config, fast, read_json, records, replay_at, run, sim};
 use specperf::sim::SimConfig;
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
@@ -305,43 +304,9 @@ async fn plot_renders_a_real_run_as_svg_png_and_one_html_page() {
     );
 
     // Open the page in a real browser where one is installed.
-    let Some(chromium) = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
-        eprintln!(
-            "SKIPPED: headless Chromium check of report.html: no /usr/bin/chromium \
-             (apt-get install -y chromium to run it)"
-        );
+    let Some(dom) = browser_dom(&plots.join("report.html")) else {
         return;
     };
-    let profile = tempfile::tempdir().unwrap();
-    let mut child = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            "--virtual-time-budget=2000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(format!("file://{}", plots.join("report.html").display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = std::time::Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > until {
-            let _ = child.kill();
-            panic!("chromium did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let dom = child.wait_with_output().unwrap().stdout;
-    let dom = String::from_utf8_lossy(&dom);
     assert_eq!(
         dom.matches("<svg ").count(),
         8,

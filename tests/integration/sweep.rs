@@ -1,0 +1,486 @@
+//! Sweeps, repeated runs and the SLA search against the simulator: point directories and raw
+//! JSON per point, the drain wait between points held up by a backlog the test makes, the
+//! table and the Pareto page in a browser, an overlay of two sweeps, confidence intervals over
+//! three runs, a search that finds a known saturation, and SIGTERM then `--resume`.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use clap::Parser;
+use serde_json::{json, Value};
+use specperf::sim::{SimConfig, SimHandle};
+use specperf::sweep::{run_sweep, Event, PointStatus, SweepConfig, SweepIndex, SweepOutcome};
+use specperf::{Cli, Command as Cmd, Progress, Stopper};
+
+use crate::common::{browser_dom, fast, held_stream, read_json, scaled, sim, terminate, wait_exit};
+
+const BIN: &str = env!("CARGO_BIN_EXE_specperf");
+
+/// Flags every sweep here shares: quiet runs, no settle wait, quick drain polls.
+const QUIET: [&str; 8] = [
+    "--progress-interval",
+    "0",
+    "--metrics-settle-seconds",
+    "0",
+    "--drain-poll-interval-seconds",
+    "0.05",
+    "--drain-idle-polls",
+    "3",
+];
+
+fn sweep_config(args: &[&str]) -> SweepConfig {
+    let mut argv = vec!["specperf", "replay"];
+    argv.extend_from_slice(&QUIET);
+    argv.extend_from_slice(args);
+    let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("flags parse: {e}"));
+    let Cmd::Replay(a) = cli.command else {
+        panic!("not replay")
+    };
+    assert!(specperf::sweep::wanted(&a), "a sweep");
+    SweepConfig::from_replay(&a).unwrap_or_else(|e| panic!("sweep valid: {e}"))
+}
+
+/// Runs a sweep in this process (bounded), handing every event to `on_event`.
+async fn sweep_with(cfg: SweepConfig, on_event: impl FnMut(Event<'_>)) -> SweepOutcome {
+    let (tx, _rx) = tokio::sync::watch::channel(Progress::default());
+    tokio::time::timeout(
+        scaled(Duration::from_secs(120)),
+        run_sweep(cfg, Stopper::new(), tx, on_event),
+    )
+    .await
+    .expect("the sweep ends in time")
+    .expect("the sweep starts")
+}
+
+/// A request that stays running on the simulator until the socket is dropped.
+fn held(s: &SimHandle) -> std::net::TcpStream {
+    let body = json!({"model": "specperf-sim", "stream": true, "max_tokens": 64,
+                      "messages": [{"role": "user", "content": "left over"}]});
+    held_stream(&s.url(), &body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_sweep_waits_for_the_backlog_and_writes_points_table_and_pareto_page() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("before");
+    let cfg = sweep_config(&[
+        "--url",
+        &s.url(),
+        "--concurrency",
+        "1,2,4,8",
+        "--request-count",
+        "16",
+        "--osl",
+        "16",
+        "--gpus",
+        "8",
+        "--result-filename",
+        "dsv4_tp8",
+        "--artifact-dir",
+        out.to_str().unwrap(),
+    ]);
+    // After the first point, a request of "another client" keeps the server busy: the wait
+    // before the second point must poll it busy, and end once the test lets it go.
+    let mut backlog: Option<std::net::TcpStream> = None;
+    let mut busy_polls = 0;
+    let mut points_done = 0;
+    let o = sweep_with(cfg, |ev| match ev {
+        Event::RunDone { .. } => {
+            points_done += 1;
+            if points_done == 1 {
+                backlog = Some(held(&s));
+            }
+        }
+        Event::DrainPoll(p) => {
+            let running: u64 = p.endpoints.iter().filter_map(|e| e.running).sum();
+            if running > 0 {
+                busy_polls += 1;
+                if busy_polls == 3 {
+                    backlog = None;
+                }
+            }
+        }
+        _ => {}
+    })
+    .await;
+    assert_eq!(o.exit_code, 0);
+    assert_eq!(
+        busy_polls, 3,
+        "the wait saw the backlog three times, then it was dropped"
+    );
+    let idx = SweepIndex::read(&out).unwrap();
+    assert_eq!(idx, o.index, "sweep.json is what the run returned");
+    assert_eq!(idx.status, "complete");
+    let names: Vec<&str> = idx.points.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "concurrency_1",
+            "concurrency_2",
+            "concurrency_4",
+            "concurrency_8"
+        ]
+    );
+    for (p, c) in idx.points.iter().zip([1, 2, 4, 8]) {
+        assert_eq!(p.status, PointStatus::Done);
+        let run_dir = out.join(&p.name);
+        assert!(run_dir.join("summary.json").is_file(), "{}", p.name);
+        let raw = run_dir.join(format!("dsv4_tp8_conc{c}.json"));
+        assert_eq!(p.runs[0].result_file.as_deref(), Some(raw.as_path()));
+        assert_eq!(read_json(&raw)["max_concurrency"], json!(c));
+        assert_eq!(p.mean("request_count"), Some(16.0));
+        let tput = p.mean("total_token_throughput").unwrap();
+        let per_gpu = p.mean("total_token_throughput_per_gpu").unwrap();
+        assert!((per_gpu * 8.0 - tput).abs() < 1e-6 * tput);
+        assert!(p.mean("interactivity").unwrap() > 0.0);
+    }
+    assert!(
+        idx.points[0].drain_before.is_none(),
+        "no wait before the first point"
+    );
+    let second = idx.points[1]
+        .drain_before
+        .as_ref()
+        .expect("a wait before point 2");
+    assert!(
+        second.drained && second.max_queue >= 1 && second.polls >= 6,
+        "{second:?}"
+    );
+    assert!(!idx.points[1].started_undrained);
+    for p in &idx.points[2..] {
+        let d = p.drain_before.as_ref().unwrap();
+        assert!(d.drained && d.max_queue == 0 && d.polls == 3, "{d:?}");
+    }
+    assert!(!idx.pareto_optimal.is_empty());
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert!(csv
+        .lines()
+        .next()
+        .unwrap()
+        .contains("total_token_throughput_per_gpu"));
+    let table = specperf::sweep::console(&idx);
+    assert!(
+        table.contains("tok/s/GPU") && table.contains("concurrency_8"),
+        "{table}"
+    );
+    assert!(table.lines().any(|l| l.starts_with("* ")), "{table}");
+
+    let page = out.join("sweep.html");
+    if let Some(dom) = browser_dom(&page) {
+        assert_eq!(
+            dom.matches("<svg").count(),
+            1,
+            "the Pareto chart: {dom:.300}"
+        );
+        assert!(dom.contains("id=\"sweep\"") && dom.contains("concurrency_8"));
+        assert!(dom.contains("class=\"frontier\""));
+    }
+
+    // A second sweep (another "configuration") overlays on the first.
+    let after = dir.path().join("after");
+    let cfg = sweep_config(&[
+        "--url",
+        &s.url(),
+        "--concurrency",
+        "2,6",
+        "--request-count",
+        "12",
+        "--osl",
+        "16",
+        "--gpus",
+        "8",
+        "--no-drain",
+        "--artifact-dir",
+        after.to_str().unwrap(),
+    ]);
+    let o = sweep_with(cfg, |_| {}).await;
+    assert_eq!((o.exit_code, o.index.points.len()), (0, 2));
+    assert!(o.index.points[1].drain_before.is_none(), "--no-drain");
+    let cmp = dir.path().join("compare");
+    let st = Command::new(BIN)
+        .args(["plot", out.to_str().unwrap(), after.to_str().unwrap()])
+        .args(["--output", cmp.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let svg = std::fs::read_to_string(cmp.join("pareto.svg")).unwrap();
+    assert!(
+        svg.contains("before") && svg.contains("after"),
+        "both series named"
+    );
+    if let Some(dom) = browser_dom(&cmp.join("sweeps.html")) {
+        assert_eq!(dom.matches("<svg").count(), 1);
+        assert!(dom.contains("concurrency_6") && dom.contains("concurrency_1"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_runs_report_t_intervals_and_convergence_stops_early() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("repeat");
+    let cfg = sweep_config(&[
+        "--url",
+        &s.url(),
+        "--concurrency",
+        "2",
+        "--request-count",
+        "8",
+        "--osl",
+        "16",
+        "--num-profile-runs",
+        "3",
+        "--artifact-dir",
+        out.to_str().unwrap(),
+    ]);
+    let o = sweep_with(cfg, |_| {}).await;
+    assert_eq!(o.exit_code, 0);
+    let p = &o.index.points[0];
+    assert_eq!(p.runs.len(), 3);
+    for r in 1..=3 {
+        let d = out.join(format!("profile_runs/trial_000{r}"));
+        assert!(d.join("summary.json").is_file(), "{}", d.display());
+    }
+    let i = &p.aggregate["request_throughput"];
+    assert_eq!(i.n, 3);
+    assert!((i.t_critical - 4.302_652_7).abs() < 1e-6, "t(0.975, 2)");
+    let runs: Vec<f64> = p
+        .runs
+        .iter()
+        .map(|r| r.values["request_throughput"])
+        .collect();
+    let mean = runs.iter().sum::<f64>() / 3.0;
+    assert!((i.mean - mean).abs() < 1e-9 * mean);
+    let sd = (runs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+    assert!((i.half_width() - i.t_critical * sd / 3f64.sqrt()).abs() < 1e-9 * mean);
+    assert!(i.ci_low <= i.mean && i.mean <= i.ci_high);
+    let table = specperf::sweep::console(&o.index);
+    assert!(
+        table.contains('±') && table.contains("up to 3 runs"),
+        "{table}"
+    );
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert!(csv.contains("request_throughput_ci_low"), "{csv}");
+
+    // A loose CV target is met after the two runs every check needs.
+    let out = dir.path().join("converge");
+    let cfg = sweep_config(&[
+        "--url",
+        &s.url(),
+        "--concurrency",
+        "2",
+        "--request-count",
+        "8",
+        "--osl",
+        "16",
+        "--num-profile-runs",
+        "5",
+        "--convergence-metric",
+        "request_throughput",
+        "--convergence-mode",
+        "cv",
+        "--convergence-threshold",
+        "10",
+        "--artifact-dir",
+        out.to_str().unwrap(),
+    ]);
+    let mut said = Vec::new();
+    let o = sweep_with(cfg, |ev| {
+        if let Event::Convergence { explain, .. } = ev {
+            said.push(explain.to_string());
+        }
+    })
+    .await;
+    let p = &o.index.points[0];
+    assert_eq!(p.runs.len(), 2, "{said:?}");
+    assert!(p.convergence.as_ref().unwrap().converged);
+    assert!(said.last().unwrap().contains("converged"), "{said:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sla_search_finds_the_concurrency_where_requests_start_to_queue() {
+    // Six requests run at once; a seventh waits for one to finish (about 200 ms), so the p95
+    // TTFT jumps from a few ms to tens of ms past concurrency 6.
+    let s = sim(SimConfig {
+        max_running: Some(6),
+        ttft: Duration::from_millis(2),
+        itl: Duration::from_millis(5),
+        ..SimConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("search");
+    let cfg = sweep_config(&[
+        "--url",
+        &s.url(),
+        "--request-count",
+        "24",
+        "--osl",
+        "40",
+        "--search-recipe",
+        "max-concurrency-under-sla",
+        "--ttft-sla-ms",
+        "25",
+        "--search-max",
+        "64",
+        "--artifact-dir",
+        out.to_str().unwrap(),
+    ]);
+    let o = sweep_with(cfg, |_| {}).await;
+    let search = o.index.search.as_ref().expect("the search is on record");
+    let probes: Vec<(f64, bool)> = search
+        .state
+        .history
+        .iter()
+        .map(|p| (p.value, p.pass))
+        .collect();
+    let best = search.best.expect("a load met the SLA");
+    assert!(
+        (best - 6.0).abs() <= 1.0,
+        "within one bisection step of 6: {probes:?}"
+    );
+    assert_eq!(search.first_failure, Some(best + 1.0), "{probes:?}");
+    assert_eq!(
+        probes.iter().map(|p| p.0).take(4).collect::<Vec<_>>(),
+        [1.0, 2.0, 4.0, 8.0],
+        "doubling first"
+    );
+    assert_eq!(o.index.points.len(), probes.len(), "every probe is a point");
+    let hist: Value = read_json(&out.join("search_history.json"));
+    assert_eq!(hist["recipe"], "max-concurrency-under-sla");
+    assert_eq!(hist["best"], json!(best));
+    let table = specperf::sweep::console(&o.index);
+    assert!(table.contains(&format!("best {best}")), "{table}");
+}
+
+fn count_done(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("sweep.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| {
+            v["points"]
+                .as_array()
+                .map(|a| a.iter().filter(|p| p["status"] == "done").count())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn sigterm_stops_the_sweep_with_finished_points_kept_and_resume_runs_the_rest() {
+    let s = sim(SimConfig {
+        itl: Duration::from_millis(4),
+        ..fast()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let args = |resume: bool| {
+        let mut c = Command::new(BIN);
+        c.arg("replay")
+            .args(QUIET)
+            .args([
+                "--url",
+                &s.url(),
+                "--concurrency",
+                "1,2,3",
+                "--request-count",
+                "12",
+            ])
+            .args(["--osl", "40", "--ui", "none", "--artifact-dir"])
+            .arg(&out);
+        if resume {
+            c.arg("--resume");
+        }
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        c
+    };
+    let mut child = args(false).spawn().unwrap();
+    let until = std::time::Instant::now() + scaled(Duration::from_secs(60));
+    while count_done(&out) < 1 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the first point never finished"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = terminate(&mut child, scaled(Duration::from_secs(20)));
+    assert_eq!(st.code(), Some(143));
+    let idx = SweepIndex::read(&out).unwrap();
+    assert_eq!(idx.status, "stopped");
+    assert_eq!(idx.points[0].status, PointStatus::Done);
+    let done_before = count_done(&out);
+    assert!(done_before < 3, "stopped before the end");
+    let first = std::fs::metadata(out.join("concurrency_1/summary.json"))
+        .unwrap()
+        .modified()
+        .unwrap();
+
+    let mut child = args(true).spawn().unwrap();
+    let st = wait_exit(&mut child, scaled(Duration::from_secs(60)));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(st.code(), Some(0), "{err}");
+    assert!(
+        err.contains("concurrency_1: finished in the earlier sweep"),
+        "{err}"
+    );
+    let idx = SweepIndex::read(&out).unwrap();
+    assert_eq!(idx.status, "complete");
+    let names: Vec<&str> = idx.points.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["concurrency_1", "concurrency_2", "concurrency_3"]);
+    assert!(idx.points.iter().all(|p| p.status == PointStatus::Done));
+    let again = std::fs::metadata(out.join("concurrency_1/summary.json"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(first, again, "the finished point was not run again");
+}
+
+#[test]
+fn bad_sweep_flags_are_usage_errors_naming_the_flag() {
+    for (args, says) in [
+        (&["--concurrency", "2,4,2"][..], "lists 2 twice"),
+        (
+            &["--isl", "10,20", "--osl", "1,2,3", "--sweep-type", "zip"][..],
+            "zip",
+        ),
+        (&["--ttft-sla-ms", "100"][..], "--search-recipe"),
+        (
+            &["--search-recipe", "max-concurrency-under-sla"][..],
+            "at least one objective",
+        ),
+        (
+            &[
+                "--concurrency",
+                "4",
+                "--search-recipe",
+                "max-concurrency-under-sla",
+                "--ttft-sla-ms",
+                "5",
+            ][..],
+            "drop --concurrency",
+        ),
+        (
+            &["--convergence-metric", "request_throughput"][..],
+            "--num-profile-runs",
+        ),
+        (
+            &["--num-profile-runs", "3", "--convergence-metric", "nope"][..],
+            "not a metric",
+        ),
+        (&["--resume"][..], "--artifact-dir"),
+        (&["--concurrency", "1,0"][..], "at least 1"),
+    ] {
+        let out = Command::new(BIN)
+            .arg("replay")
+            .args(args)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
