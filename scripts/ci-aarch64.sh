@@ -90,12 +90,14 @@ if [ "$binfmt" = 0 ]; then
   # the kernel can only execute through a binfmt_misc registration.
   echo "ci-aarch64: note: qemu could not be registered for aarch64 executables (binfmt_misc);"
   echo "  skipping the tests that spawn the binary: agentx, agentx_cli, crash, gate, inject, process,"
-  echo "  render, reports, security and shards::*"
+  echo "  render, reports, security and shards::*, and the sweep and AgentX tests that do"
   for m in agentx_cli crash gate inject process render reports security shards; do
     SKIP+=(--skip "$m::")
   done
   # By test name: `--skip agentx::` would also match the library's agentx::tests.
   SKIP+=(--skip agentx::profile_replays --skip agentx::the_replay_matches)
+  SKIP+=(--skip agentx::an_agentx_concurrency_sweep --skip sweep::sigterm_stops)
+  SKIP+=(--skip sweep::bad_sweep_flags --skip sweep::a_concurrency_sweep_waits)
 fi
 say "running the tests under qemu-aarch64"
 cargo test --locked --workspace --target "$TARGET" "${PROFILE[@]}" --lib --bins --tests \

@@ -60,7 +60,8 @@ pub enum Command {
     /// process would have written.
     #[command(mut_args(negative_ok))]
     Merge(Box<MergeArgs>),
-    /// Draw charts (SVG, PNG) and one self-contained HTML page from a replay's artifact directory.
+    /// Draw charts (SVG, PNG) and one self-contained HTML page from a replay's artifact directory,
+    /// or compare sweeps: their Pareto frontiers on one chart.
     #[command(mut_args(negative_ok))]
     Plot(Box<PlotArgs>),
     /// Wait until the servers are drained: poll the frontend's and every worker's /metrics until

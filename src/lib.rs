@@ -30,7 +30,9 @@
 //! Commands beside the pipeline, each above what it uses: `gate` (golden curve + engine + scrape ->
 //! verdict), `inject` (golden curve + yaml -> recipe rewrite), `merge` (shard directories ->
 //! metrics -> report), `sim` (the built-in server with speculative-decoding counters; it needs
-//! only `stop`, `fdlimit` and the exposition writer in `scrape::prom`). `golden` holds the golden
+//! only `stop`, `fdlimit` and the exposition writer in `scrape::prom`), `sweep` (points, repeated
+//! runs or an SLA search -> one `engine::replay` each, the drain wait between -> `sweep.json`, the
+//! table and the Pareto page). `golden` holds the golden
 //! AL curves, curve selection and the framework table that gate and inject share.
 
 pub mod agentx;

@@ -503,3 +503,30 @@ fn the_replay_matches_aiperf_0_13_on_the_same_traces_and_server() {
         String::from_utf8_lossy(&cmp.stderr)
     );
 }
+
+#[test]
+fn an_agentx_concurrency_sweep_runs_each_point_as_its_own_replay() {
+    let (s, _) = counting_sim();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("agentx-sweep");
+    let mut args = argv(&s.url(), &out, 4);
+    let c = args.iter().position(|a| a == "--concurrency").unwrap();
+    args[c + 1] = "1,2".into();
+    args.extend(["--drain-poll-interval-seconds", "0.05"].map(String::from));
+    profile(&args, scaled(Duration::from_secs(200)));
+    let idx = specperf::sweep::SweepIndex::read(&out).unwrap();
+    assert_eq!(idx.status, "complete");
+    let names: Vec<&str> = idx.points.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["concurrency_1", "concurrency_2"]);
+    for (p, lanes) in idx.points.iter().zip([1, 2]) {
+        let s_json = read_json(&out.join(&p.name).join("summary.json"));
+        assert_eq!(
+            s_json.pointer("/meta/concurrency"),
+            Some(&serde_json::json!(lanes)),
+            "{}",
+            p.name
+        );
+        assert!(p.mean("request_count").unwrap() > 0.0);
+    }
+    assert!(idx.points[1].drain_before.as_ref().unwrap().drained);
+}

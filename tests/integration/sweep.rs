@@ -354,6 +354,80 @@ async fn the_sla_search_finds_the_concurrency_where_requests_start_to_queue() {
     assert_eq!(hist["best"], json!(best));
     let table = specperf::sweep::console(&o.index);
     assert!(table.contains(&format!("best {best}")), "{table}");
+
+    // max-goodput-under-slo judges each request (the run's goodput) against the same TTFT:
+    // past 6, most requests wait, so fewer than 95% are good.
+    let out = dir.path().join("goodput");
+    let cfg = sweep_config(&[
+        "--url",
+        &s.url(),
+        "--request-count",
+        "24",
+        "--osl",
+        "40",
+        "--search-recipe",
+        "max-goodput-under-slo",
+        "--ttft-sla-ms",
+        "25",
+        "--search-min",
+        "4",
+        "--search-max",
+        "16",
+        "--artifact-dir",
+        out.to_str().unwrap(),
+    ]);
+    let o = sweep_with(cfg, |_| {}).await;
+    let search = o.index.search.as_ref().unwrap();
+    let best = search.best.expect("a load met the SLO");
+    assert!((best - 6.0).abs() <= 1.0, "{:?}", search.state.history);
+    let at_best = o
+        .index
+        .points
+        .iter()
+        .find(|p| p.params.values().any(|v| *v == best));
+    let good = at_best.unwrap().mean("good_request_fraction").unwrap();
+    assert!(good >= 0.95, "{good}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_point_that_starts_on_a_busy_server_says_so() {
+    let s = sim(fast());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("busy");
+    let cfg = sweep_config(&[
+        "--url",
+        &s.url(),
+        "--concurrency",
+        "1,2",
+        "--request-count",
+        "4",
+        "--osl",
+        "8",
+        "--drain-max-wait-seconds",
+        "0.3",
+        "--artifact-dir",
+        out.to_str().unwrap(),
+    ]);
+    let mut backlog = None;
+    let o = sweep_with(cfg, |ev| {
+        if let Event::RunDone { .. } = ev {
+            backlog.get_or_insert_with(|| held(&s));
+        }
+    })
+    .await;
+    drop(backlog);
+    let p = &o.index.points[1];
+    assert!(p.started_undrained, "{:?}", p.drain_before);
+    let d = p.drain_before.as_ref().unwrap();
+    assert!(!d.drained && d.max_queue >= 1, "{d:?}");
+    let summary = read_json(&out.join("concurrency_2/summary.json"));
+    let warned = summary["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("had not drained"));
+    assert!(warned, "{}", summary["warnings"]);
+    assert!(specperf::sweep::console(&o.index).contains("UNDRAINED"));
 }
 
 fn count_done(dir: &Path) -> usize {
