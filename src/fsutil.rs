@@ -55,6 +55,21 @@ pub(crate) fn write_atomic(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// `s` as one path component: at most 100 characters, every character but ASCII letters,
+/// digits and `-_.` written as `_` (a model name in a default artifact directory).
+pub(crate) fn safe_name(s: &str) -> String {
+    s.chars()
+        .take(100)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -76,12 +76,7 @@ async fn replay(cfg: Result<specperf::RunConfig, specperf::ConfigError>) -> i32 
         .stats_interval()
         .map(|every| tokio::spawn(print_stats(prx.clone(), every)));
     let terminal = std::io::stderr().is_terminal();
-    let printer = match (cfg.ui, terminal, cfg.progress_interval) {
-        (Ui::None, _, _) => None,
-        (Ui::Simple, true, _) => Some(tokio::spawn(draw_bar(prx))),
-        (Ui::Simple, false, Some(every)) => Some(tokio::spawn(print_progress(prx, every))),
-        (Ui::Simple, false, None) => None,
-    };
+    let printer = start_printer(cfg.ui, terminal, cfg.progress_interval, prx);
     let threshold = cfg.failed_request_threshold;
     let ui = cfg.ui;
     let result = specperf::replay(cfg, stop, ptx).await;
@@ -117,6 +112,21 @@ async fn replay(cfg: Result<specperf::RunConfig, specperf::ConfigError>) -> i32 
     }
 }
 
+/// The live display: a bar on a terminal, plain lines every `every` otherwise, or nothing.
+fn start_printer(
+    ui: Ui,
+    terminal: bool,
+    every: Option<Duration>,
+    rx: watch::Receiver<Progress>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    match (ui, terminal, every) {
+        (Ui::None, _, _) => None,
+        (Ui::Simple, true, _) => Some(tokio::spawn(draw_bar(rx))),
+        (Ui::Simple, false, Some(every)) => Some(tokio::spawn(print_progress(rx, every))),
+        (Ui::Simple, false, None) => None,
+    }
+}
+
 /// A sweep (comma lists, repeated runs or an SLA search): each run's table as it ends, drain
 /// waits and search verdicts on stderr, then the sweep table.
 async fn sweep(cfg: Result<specperf::sweep::SweepConfig, specperf::ConfigError>) -> i32 {
@@ -135,12 +145,7 @@ async fn sweep(cfg: Result<specperf::sweep::SweepConfig, specperf::ConfigError>)
     spawn_signal_handlers(&stop);
     let (ptx, prx) = watch::channel(Progress::default());
     let terminal = std::io::stderr().is_terminal();
-    let printer = match (cfg.ui, terminal, cfg.progress_interval) {
-        (Ui::None, _, _) => None,
-        (Ui::Simple, true, _) => Some(tokio::spawn(draw_bar(prx))),
-        (Ui::Simple, false, Some(every)) => Some(tokio::spawn(print_progress(prx, every))),
-        (Ui::Simple, false, None) => None,
-    };
+    let printer = start_printer(cfg.ui, terminal, cfg.progress_interval, prx);
     let clear = move || {
         if terminal {
             eprint!("\r\x1b[2K");

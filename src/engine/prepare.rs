@@ -531,17 +531,7 @@ pub(crate) fn render_bodies(
 /// outside `[A-Za-z0-9._-]` become `_`, and it is cut to 100 characters (file names stop at
 /// 255 bytes). The suffix keeps it from ever being `.` or `..`.
 pub(super) fn default_artifact_dir(model: &str, cfg: &RunConfig) -> PathBuf {
-    let safe: String = model
-        .chars()
-        .take(100)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let safe = crate::fsutil::safe_name(model);
     let kind = match cfg.endpoint_type {
         render::EndpointType::Chat => "chat",
         render::EndpointType::Completions => "completions",

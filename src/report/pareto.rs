@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use std::fmt::Write as _;
 
 use super::svg::{
-    esc, extent, label, ticks, widen, BOTTOM, FONT, HEIGHT, LEFT, PALETTE, RIGHT, TOP, WIDTH,
+    esc, extent, grid, label, ticks, widen, BOTTOM, FONT, HEIGHT, LEFT, PALETTE, RIGHT, TOP, WIDTH,
 };
 
 /// One measured point of a sweep.
@@ -208,31 +208,15 @@ pub(crate) fn pareto_svg(
     let py = |y: f64| TOP + ph - (y - y0) / (y1 - y0) * ph;
 
     // Grid, ticks, frame and axis titles, as svg::render draws them.
-    for t in ticks(y0, y1, 6) {
-        let y = py(t);
-        let _ = writeln!(
-            o,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#444">{}</text>"##,
-            LEFT + pw,
-            LEFT - 6.0,
-            y + 4.0,
-            label(t)
-        );
-    }
-    for t in ticks(x0, x1, 8) {
-        let x = px(t);
-        let _ = writeln!(
-            o,
-            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#f0f0f0"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
-            TOP + ph,
-            TOP + ph + 18.0,
-            label(t)
-        );
-    }
-    let _ = writeln!(
-        o,
-        r##"<rect x="{LEFT}" y="{TOP}" width="{pw:.1}" height="{ph:.1}" fill="none" stroke="#888"/>"##
-    );
+    let y_ticks: Vec<(f64, String)> = ticks(y0, y1, 6)
+        .into_iter()
+        .map(|t| (py(t), label(t)))
+        .collect();
+    let x_ticks: Vec<(f64, String)> = ticks(x0, x1, 8)
+        .into_iter()
+        .map(|t| (px(t), label(t)))
+        .collect();
+    grid(&mut o, &y_ticks, &x_ticks, pw, ph);
     let _ = writeln!(
         o,
         r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#222">{}</text>"##,

@@ -87,6 +87,39 @@ pub(crate) struct Chart {
     pub(crate) empty_note: String,
 }
 
+/// The plot area's grid lines with their tick labels (`(pixel, text)` per tick) and its frame.
+pub(crate) fn grid(
+    o: &mut String,
+    y_ticks: &[(f64, String)],
+    x_ticks: &[(f64, String)],
+    pw: f64,
+    ph: f64,
+) {
+    for (y, text) in y_ticks {
+        let _ = writeln!(
+            o,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#444">{}</text>"##,
+            LEFT + pw,
+            LEFT - 6.0,
+            y + 4.0,
+            esc(text)
+        );
+    }
+    for (x, text) in x_ticks {
+        let _ = writeln!(
+            o,
+            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#f0f0f0"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
+            TOP + ph,
+            TOP + ph + 18.0,
+            esc(text)
+        );
+    }
+    let _ = writeln!(
+        o,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{pw:.1}" height="{ph:.1}" fill="none" stroke="#888"/>"##
+    );
+}
+
 /// XML-escapes text content and attribute values.
 pub(crate) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -223,43 +256,23 @@ pub(crate) fn render(c: &Chart) -> String {
     let py = |y: f64| TOP + ph - (y - y0) / (y1 - y0) * ph;
 
     // Grid and ticks.
-    for t in ticks(y0, y1, 6) {
-        let y = py(t);
-        let _ = writeln!(
-            o,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#444">{}</text>"##,
-            LEFT + pw,
-            LEFT - 6.0,
-            y + 4.0,
-            label(t)
-        );
-    }
+    let y_ticks: Vec<(f64, String)> = ticks(y0, y1, 6)
+        .into_iter()
+        .map(|t| (py(t), label(t)))
+        .collect();
     let x_ticks: Vec<(f64, String)> = if c.x_categories.is_empty() {
         ticks(x0, x1, 8)
             .into_iter()
-            .map(|t| (t, label(t)))
+            .map(|t| (px(t), label(t)))
             .collect()
     } else {
         c.x_categories
             .iter()
             .enumerate()
-            .map(|(i, name)| (i as f64, name.clone()))
+            .map(|(i, name)| (px(i as f64), name.clone()))
             .collect()
     };
-    for (t, text) in x_ticks {
-        let x = px(t);
-        let _ = writeln!(
-            o,
-            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#f0f0f0"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
-            TOP + ph,
-            TOP + ph + 18.0,
-            esc(&text)
-        );
-    }
-    let _ = writeln!(
-        o,
-        r##"<rect x="{LEFT}" y="{TOP}" width="{pw:.1}" height="{ph:.1}" fill="none" stroke="#888"/>"##
-    );
+    grid(&mut o, &y_ticks, &x_ticks, pw, ph);
     let _ = writeln!(
         o,
         r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#222">{}</text>"##,

@@ -130,31 +130,20 @@ impl SweepConfig {
             .as_deref()
             .filter(|n| !n.is_empty())
             .map(|n| n.strip_suffix(".json").unwrap_or(n).to_string());
-        let dir = a
-            .artifact_dir
-            .clone()
-            .unwrap_or_else(|| default_dir(a.model.as_deref(), &points));
-        let drain = drain(s, a.url.as_deref(), &a.scrape.server_metrics)?;
-        let cfg = SweepConfig {
-            source: Source::Replay(Box::new(a.clone())),
-            sweep_type: s.sweep_type,
-            runs: 1,
-            confidence: 0.95,
-            convergence: None,
-            run_cooldown: Duration::ZERO,
-            point_cooldown: Duration::ZERO,
-            drain,
-            gpus: s.gpus,
-            dir,
-            resume: s.resume,
-            result_stem,
-            command: String::new(),
-            warnings: Vec::new(),
-            ui: a.ui,
-            progress_interval: None,
+        assemble(
+            Source::Replay(Box::new(a.clone())),
             points,
-        };
-        cfg.finish(s, a.artifact_dir.is_some())
+            s,
+            Where {
+                artifact_dir: a.artifact_dir.as_deref(),
+                model: a.model.as_deref(),
+                url: a.url.as_deref(),
+                server_metrics: &a.scrape.server_metrics,
+                result_stem,
+                sweep_type: s.sweep_type,
+                ui: a.ui,
+            },
+        )
     }
 
     /// Validates a `profile` sweep (the AgentX replay: `--concurrency` lists and searches over
@@ -182,31 +171,20 @@ impl SweepConfig {
                 _ => vec![Point(Default::default())],
             }),
         };
-        let dir = p
-            .output_artifact_dir
-            .clone()
-            .unwrap_or_else(|| default_dir(p.model.as_deref(), &points));
-        let drain = drain(s, p.url.as_deref(), &p.server_metrics)?;
-        let cfg = SweepConfig {
-            source: Source::Profile(Box::new(p.clone())),
-            sweep_type: SweepType::Grid,
-            runs: 1,
-            confidence: 0.95,
-            convergence: None,
-            run_cooldown: Duration::ZERO,
-            point_cooldown: Duration::ZERO,
-            drain,
-            gpus: s.gpus,
-            dir,
-            resume: s.resume,
-            result_stem: None,
-            command: String::new(),
-            warnings: Vec::new(),
-            ui: crate::cli::Ui::Simple,
-            progress_interval: None,
+        assemble(
+            Source::Profile(Box::new(p.clone())),
             points,
-        };
-        cfg.finish(s, p.output_artifact_dir.is_some())
+            s,
+            Where {
+                artifact_dir: p.output_artifact_dir.as_deref(),
+                model: p.model.as_deref(),
+                url: p.url.as_deref(),
+                server_metrics: &p.server_metrics,
+                result_stem: None,
+                sweep_type: SweepType::Grid,
+                ui: crate::cli::Ui::Simple,
+            },
+        )
     }
 
     /// The checks common to both sources, then every fixed point's run configuration.
@@ -337,6 +315,50 @@ impl SweepConfig {
     }
 }
 
+/// Where a sweep's runs go and whom its drain wait polls.
+struct Where<'a> {
+    artifact_dir: Option<&'a Path>,
+    model: Option<&'a str>,
+    url: Option<&'a str>,
+    server_metrics: &'a [String],
+    result_stem: Option<String>,
+    sweep_type: SweepType,
+    ui: crate::cli::Ui,
+}
+
+/// The sweep of `points` from `source`, validated.
+fn assemble(
+    source: Source,
+    points: Points,
+    s: &SweepArgs,
+    w: Where<'_>,
+) -> Result<SweepConfig, ConfigError> {
+    let dir = w
+        .artifact_dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| default_dir(w.model, &points));
+    let cfg = SweepConfig {
+        source,
+        sweep_type: w.sweep_type,
+        runs: 1,
+        confidence: 0.95,
+        convergence: None,
+        run_cooldown: Duration::ZERO,
+        point_cooldown: Duration::ZERO,
+        drain: drain(s, w.url, w.server_metrics)?,
+        gpus: s.gpus,
+        dir,
+        resume: s.resume,
+        result_stem: w.result_stem,
+        command: String::new(),
+        warnings: Vec::new(),
+        ui: w.ui,
+        progress_interval: None,
+        points,
+    };
+    cfg.finish(s, w.artifact_dir.is_some())
+}
+
 /// A point for messages: its name, or "the run" when nothing varies.
 pub(crate) fn display(p: &Point) -> String {
     let n = p.name();
@@ -356,18 +378,7 @@ fn default_dir(model: Option<&str>, points: &Points) -> PathBuf {
             .unwrap_or_default(),
         Points::Search(s) => vec![s.param.name(), "search"],
     };
-    let model: String = model
-        .unwrap_or("specperf")
-        .chars()
-        .take(100)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let model = crate::fsutil::safe_name(model.unwrap_or("specperf"));
     let mut name = format!("{model}-sweep");
     for p in params {
         name.push('-');

@@ -155,7 +155,8 @@ pub async fn run_sweep(
         progress: &progress,
         index,
         exit_code: exit::OK,
-        ran_any: false,
+        // A resumed sweep may follow one stopped mid-point: wait for that backlog too.
+        ran_any: cfg.resume,
     };
     match &cfg.points {
         Points::Fixed(points) => {
@@ -213,24 +214,10 @@ pub async fn run_sweep(
                     pass,
                 });
                 search.record(value, pass, step);
-                sweep.index.search = Some(SearchEntry {
-                    recipe: recipe_name(spec.recipe).into(),
-                    parameter: spec.param,
-                    objectives: spec.objectives.clone(),
-                    best: search.best(),
-                    first_failure: search.first_failure(),
-                    state: search.clone(),
-                });
+                sweep.index.search = Some(search_entry(spec, &search));
                 sweep.save(&mut on_event);
             }
-            sweep.index.search = Some(SearchEntry {
-                recipe: recipe_name(spec.recipe).into(),
-                parameter: spec.param,
-                objectives: spec.objectives.clone(),
-                best: search.best(),
-                first_failure: search.first_failure(),
-                state: search,
-            });
+            sweep.index.search = Some(search_entry(spec, &search));
         }
     }
     let stopped = stop.reason();
@@ -259,6 +246,18 @@ pub async fn run_sweep(
         dir,
         exit_code: code,
     })
+}
+
+/// The search as `sweep.json` records it.
+fn search_entry(spec: &super::config::SearchSpec, search: &Search) -> SearchEntry {
+    SearchEntry {
+        recipe: recipe_name(spec.recipe).into(),
+        parameter: spec.param,
+        objectives: spec.objectives.clone(),
+        best: search.best(),
+        first_failure: search.first_failure(),
+        state: search.clone(),
+    }
 }
 
 /// AIPerf's name of a recipe.
