@@ -92,23 +92,29 @@ async fn replay(cfg: Result<specperf::RunConfig, specperf::ConfigError>) -> i32 
     }
     match result {
         Ok(outcome) => {
-            for w in &outcome.run_warnings {
-                eprintln!("WARNING: {w}");
-            }
-            print!("{}", specperf::console_table(&outcome.summary));
-            println!("Artifacts: {}", outcome.artifact_dir.display());
-            if let Some(e) = &outcome.artifact_error {
-                eprintln!("error: artifacts incomplete: {e}");
-            }
-            if let Some(why) = specperf::failure_report(&outcome.summary) {
-                eprint!("{why}");
-            }
+            print_run(&outcome);
             specperf::exit_code(&outcome, threshold)
         }
         Err(e) => {
             eprintln!("error: {e:#}");
             e.exit_code()
         }
+    }
+}
+
+/// A finished run: its warnings, the console table, where its artifacts are, and why requests
+/// failed.
+fn print_run(outcome: &specperf::RunOutcome) {
+    for w in &outcome.run_warnings {
+        eprintln!("WARNING: {w}");
+    }
+    print!("{}", specperf::console_table(&outcome.summary));
+    println!("Artifacts: {}", outcome.artifact_dir.display());
+    if let Some(e) = &outcome.artifact_error {
+        eprintln!("error: artifacts incomplete: {e}");
+    }
+    if let Some(why) = specperf::failure_report(&outcome.summary) {
+        eprint!("{why}");
     }
 }
 
@@ -176,19 +182,7 @@ async fn sweep(cfg: Result<specperf::sweep::SweepConfig, specperf::ConfigError>)
             }
             Event::DrainPoll(p) => eprintln!("{p}"),
             Event::Drained(o) => eprintln!("{}", o.summary_line()),
-            Event::RunDone { outcome, .. } => {
-                for w in &outcome.run_warnings {
-                    eprintln!("WARNING: {w}");
-                }
-                print!("{}", specperf::console_table(&outcome.summary));
-                println!("Artifacts: {}", outcome.artifact_dir.display());
-                if let Some(e) = &outcome.artifact_error {
-                    eprintln!("error: artifacts incomplete: {e}");
-                }
-                if let Some(why) = specperf::failure_report(&outcome.summary) {
-                    eprint!("{why}");
-                }
-            }
+            Event::RunDone { outcome, .. } => print_run(outcome),
             Event::RunFailed { point, error } => {
                 eprintln!("error: point {point}: {error:#}; the sweep goes on")
             }
