@@ -1,19 +1,25 @@
 //! Statistics over repeated runs of one point, as AIPerf 0.13 aggregates `--num-profile-runs`:
 //! every value is summarised over the runs by its mean, the sample standard deviation (ddof 1),
 //! the coefficient of variation, the standard error and a two-sided Student-t confidence
-//! interval `mean ± t(1 - (1 - c) / 2, n - 1) · se`.
+//! interval `mean ± t(1 - (1 - c) / 2, n - 1) · se`. One run gives a degenerate interval (the
+//! mean at both ends, t, std, se and CV all 0) rather than NaNs, so that it serialises to JSON.
 //!
 //! Convergence stops the runs early: the interval's half-width relative to the mean (`ci-width`),
 //! the coefficient of variation (`cv`), or a two-sample Kolmogorov-Smirnov test of the newest
-//! run's per-request values against the earlier runs' (`distribution`, asymptotic p-value as in
-//! Numerical Recipes' `probks`).
+//! run's per-request values against the earlier runs' pooled (`distribution`, asymptotic p-value
+//! as in Numerical Recipes' `probks`, with the `sqrt(ne) + 0.12 + 0.11 / sqrt(ne)` correction).
+//! None of them converges before two runs.
 //!
 //! The t quantile inverts the t CDF, written through the regularised incomplete beta function
-//! (continued fraction by Lentz's method, ln Γ by Lanczos), by bisection.
+//! (continued fraction by Lentz's method, ln Γ by Lanczos), by bisection to 1e-12 relative.
+//!
+//! Non-finite inputs are ignored; where nothing is left, the functions return `None` (or NaN for
+//! [`t_critical`] outside its domain) instead of panicking.
 
 use serde::{Deserialize, Serialize};
 
-/// Mean and confidence interval of one value over the runs.
+/// Mean and confidence interval of one value over the runs. Public (not `pub(crate)`): `sweep`
+/// re-exports it and `sweep.json` stores it per point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
     /// Runs with a value.
@@ -189,10 +195,16 @@ fn inc_beta(a: f64, b: f64, x: f64) -> f64 {
     }
 }
 
-/// P(T <= t) for Student's t with `df` degrees of freedom.
+/// P(T <= t) for Student's t with `df` degrees of freedom: the tail is
+/// `I_(df / (df + t²))(df / 2, 1/2) / 2`, written as `(1 - I_(t² / (df + t²))(1/2, df / 2)) / 2`
+/// for |t| < sqrt(df), where `df / (df + t²)` would round to 1 and flatten the CDF near 0.
 fn t_cdf(t: f64, df: f64) -> f64 {
-    let x = df / (df + t * t);
-    let tail = 0.5 * inc_beta(df / 2.0, 0.5, x);
+    let t2 = t * t;
+    let tail = if t2 < df {
+        0.5 * (1.0 - inc_beta(0.5, df / 2.0, t2 / (df + t2)))
+    } else {
+        0.5 * inc_beta(df / 2.0, 0.5, df / (df + t2))
+    };
     if t >= 0.0 {
         1.0 - tail
     } else {
@@ -201,9 +213,11 @@ fn t_cdf(t: f64, df: f64) -> f64 {
 }
 
 /// The two-sided Student-t critical value: the quantile at `1 - (1 - confidence) / 2` with `df`
-/// degrees of freedom (NaN outside df > 0, 0 < confidence < 1).
+/// degrees of freedom (NaN outside finite df > 0, 0 < confidence < 1; infinite when the quantile
+/// passes 1e12). Accurate to about 1e-9 relative up to df = 1e6 (tested); beyond that the
+/// rounding of ln Γ at df / 2 grows with df. Repeated runs use df = runs - 1.
 pub(crate) fn t_critical(df: f64, confidence: f64) -> f64 {
-    if !(df > 0.0 && confidence > 0.0 && confidence < 1.0) {
+    if !(df > 0.0 && df.is_finite() && confidence > 0.0 && confidence < 1.0) {
         return f64::NAN;
     }
     let p = 1.0 - (1.0 - confidence) / 2.0;
@@ -221,7 +235,7 @@ pub(crate) fn t_critical(df: f64, confidence: f64) -> f64 {
         } else {
             hi = mid;
         }
-        if hi - lo < 1e-12 * hi.max(1.0) {
+        if hi - lo <= 1e-12 * hi {
             break;
         }
     }
@@ -270,7 +284,8 @@ pub(crate) fn ks_two_sample(a: &[f64], b: &[f64]) -> Option<KsTest> {
     })
 }
 
-/// Q_KS(λ) = 2 Σ (-1)^(j-1) exp(-2 j² λ²), in [0, 1].
+/// Q_KS(λ) = 2 Σ (-1)^(j-1) exp(-2 j² λ²), clamped to [0, 1]; 1 for tiny λ, where the series
+/// does not converge in 100 terms (and the true value is 1 to many digits).
 fn q_ks(lambda: f64) -> f64 {
     if lambda < 1e-3 {
         return 1.0;
@@ -318,7 +333,8 @@ pub(crate) fn default_threshold(mode: Mode) -> f64 {
     }
 }
 
-/// A convergence verdict.
+/// A convergence verdict. Public (not `pub(crate)`): `sweep` re-exports it as
+/// `ConvergenceCheck` and `sweep.json` stores it per point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Check {
     /// Enough runs: stop repeating.
@@ -365,13 +381,19 @@ pub(crate) fn check(
         }
         Mode::Cv => {
             let i = interval(run_values, confidence)?;
-            let ok = i.n >= 2 && i.cv <= threshold;
+            // Unlike `Interval::cv` (0 for display), spread around a zero mean never converges.
+            let cv = if i.mean == 0.0 && i.std > 0.0 {
+                f64::INFINITY
+            } else {
+                i.cv
+            };
+            let ok = i.n >= 2 && cv <= threshold;
             (
-                i.cv,
+                cv,
                 ok,
                 format!(
                     "coefficient of variation {:.1}% after {runs} runs (threshold {:.1}%){}",
-                    i.cv * 100.0,
+                    cv * 100.0,
                     threshold * 100.0,
                     if ok { ": converged" } else { "" }
                 ),
@@ -411,68 +433,454 @@ mod tests {
     }
 
     #[test]
+    fn ln_gamma_matches_known_values() {
+        assert!(ln_gamma(1.0).abs() < 1e-14 && ln_gamma(2.0).abs() < 1e-14);
+        assert!(close(ln_gamma(5.0), 24f64.ln(), 1e-13));
+        assert!(close(
+            ln_gamma(0.5),
+            std::f64::consts::PI.sqrt().ln(),
+            1e-13
+        ));
+        // The reflection branch (x < 0.5) and large arguments (mpmath values).
+        assert!(close(ln_gamma(0.3), 1.095_797_994_818_075_5, 1e-13));
+        assert!(close(ln_gamma(10.0), 12.801_827_480_081_469, 1e-13));
+        assert!(close(ln_gamma(100.5), 361.435_540_467_777_6, 1e-13));
+    }
+
+    #[test]
+    fn the_incomplete_beta_matches_closed_forms() {
+        for x in [0.01, 0.2, 0.5, 0.77, 0.999] {
+            // I_x(1, 1) = x, I_x(a, 1) = x^a, I_x(1, b) = 1 - (1 - x)^b.
+            assert!(close(inc_beta(1.0, 1.0, x), x, 1e-12), "{x}");
+            assert!(close(inc_beta(3.5, 1.0, x), x.powf(3.5), 1e-11), "{x}");
+            assert!(
+                close(inc_beta(1.0, 2.5, x), 1.0 - (1.0 - x).powf(2.5), 1e-11),
+                "{x}"
+            );
+            // Symmetry: I_x(a, b) = 1 - I_(1-x)(b, a).
+            let (a, b) = (2.3, 7.1);
+            assert!((inc_beta(a, b, x) + inc_beta(b, a, 1.0 - x) - 1.0).abs() < 1e-12);
+        }
+        assert!(close(inc_beta(2.0, 3.0, 0.4), 0.5248, 1e-12));
+        assert_eq!(
+            (inc_beta(2.0, 3.0, 0.0), inc_beta(2.0, 3.0, 1.0)),
+            (0.0, 1.0)
+        );
+        assert_eq!(
+            (inc_beta(2.0, 3.0, -1.0), inc_beta(2.0, 3.0, 2.0)),
+            (0.0, 1.0)
+        );
+    }
+
+    #[test]
+    fn the_t_cdf_matches_closed_forms_and_tables() {
+        for t in [-30.0, -2.5, -1.0, -0.1, 0.0, 0.3, 1.0, 4.0, 100.0] {
+            // df = 1 is Cauchy: 1/2 + atan(t)/π; df = 2: 1/2 + t / (2 sqrt(2 + t²)).
+            let cauchy = 0.5 + f64::atan(t) / std::f64::consts::PI;
+            assert!((t_cdf(t, 1.0) - cauchy).abs() < 1e-12, "{t}");
+            let two = 0.5 + t / (2.0 * (2.0 + t * t).sqrt());
+            assert!((t_cdf(t, 2.0) - two).abs() < 1e-12, "{t}");
+            // Symmetric about 0.
+            assert!((t_cdf(t, 7.0) + t_cdf(-t, 7.0) - 1.0).abs() < 1e-12, "{t}");
+        }
+        assert_eq!(t_cdf(0.0, 5.0), 0.5);
+        assert!(close(t_cdf(2.0, 5.0), 0.949_030_260_585_070_8, 1e-12));
+        assert!(close(t_cdf(-1.5, 3.0), 0.115_291_932_622_411_53, 1e-11));
+    }
+
+    #[test]
     fn t_critical_matches_the_tables() {
+        // (confidence, df, t) with t = the quantile at 1 - (1 - confidence) / 2.
         for (c, df, want) in [
-            (0.95, 1.0, 12.706204736),
-            (0.95, 2.0, 4.302652730),
-            (0.95, 4.0, 2.776445105),
-            (0.95, 9.0, 2.262157163),
-            (0.95, 30.0, 2.042272456),
-            (0.90, 4.0, 2.131846786),
-            (0.99, 2.0, 9.924843200),
-            (0.95, 1e6, 1.959966),
+            (0.95, 1.0, 12.706_204_736),
+            (0.95, 2.0, 4.302_652_730),
+            (0.95, 3.0, 3.182_446_305),
+            (0.95, 4.0, 2.776_445_105),
+            (0.95, 9.0, 2.262_157_163),
+            (0.95, 30.0, 2.042_272_456),
+            (0.95, 100.0, 1.983_971_519),
+            (0.90, 4.0, 2.131_846_786),
+            (0.99, 2.0, 9.924_843_200),
+            (0.95, 0.5, 164.557_673_480),
+            // mpmath: 1.959966357, the normal quantile (1.959963985) plus (z³ + z) / (4 df).
+            (0.95, 1e6, 1.959_966_357),
         ] {
             let t = t_critical(df, c);
-            assert!(close(t, want, 1e-6), "t({c}, {df}) = {t}, want {want}");
+            assert!(close(t, want, 1e-9), "t({c}, {df}) = {t}, want {want}");
         }
-        assert!(t_critical(0.0, 0.95).is_nan() && t_critical(3.0, 1.0).is_nan());
+        assert!((t_critical(1e6, 0.95) - 1.959_964).abs() < 3e-6);
+    }
+
+    #[test]
+    fn t_critical_is_monotone() {
+        let dfs = [1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 50.0, 1000.0];
+        for w in dfs.windows(2) {
+            assert!(t_critical(w[0], 0.95) > t_critical(w[1], 0.95), "{w:?}");
+        }
+        let cs = [0.01, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999];
+        for w in cs.windows(2) {
+            assert!(t_critical(4.0, w[0]) < t_critical(4.0, w[1]), "{w:?}");
+        }
+        // Confidence near 0: the quantile near the median, p - 1/2 over the density at 0
+        // (Γ(5/2) / (sqrt(4π) Γ(2)) = 3/8 for df = 4).
+        let tiny = t_critical(4.0, 1e-9);
+        assert!(close(tiny, 0.5e-9 / 0.375, 1e-4), "{tiny}");
+    }
+
+    #[test]
+    fn t_critical_outside_its_domain_is_nan_not_a_panic() {
+        for (df, c) in [
+            (0.0, 0.95),
+            (-1.0, 0.95),
+            (f64::NAN, 0.95),
+            (f64::INFINITY, 0.95),
+            (3.0, 0.0),
+            (3.0, 1.0),
+            (3.0, -0.5),
+            (3.0, 1.5),
+            (3.0, f64::NAN),
+        ] {
+            assert!(t_critical(df, c).is_nan(), "t({c}, {df})");
+        }
+        // A tiny df: the quantile is past 1e12.
+        assert_eq!(t_critical(1e-3, 0.95), f64::INFINITY);
     }
 
     #[test]
     fn the_interval_is_the_t_interval_over_run_means() {
         let i = interval(&[10.0, 12.0, 14.0], 0.95).unwrap();
-        assert_eq!((i.n, i.mean, i.std), (3, 12.0, 2.0));
+        assert_eq!(
+            (i.n, i.mean, i.std, i.min, i.max),
+            (3, 12.0, 2.0, 10.0, 14.0)
+        );
         assert!(close(i.se, 1.154_700_5, 1e-7));
         assert!(close(i.t_critical, 4.302_652_7, 1e-7));
         assert!(close(i.half_width(), 4.968_275, 1e-6), "{}", i.half_width());
+        assert!(close(i.ci_low, 12.0 - 4.968_275, 1e-6));
+        assert!(close(i.ci_high, 12.0 + 4.968_275, 1e-6));
         assert!(close(i.cv, 1.0 / 6.0, 1e-12));
-        let one = interval(&[5.0, f64::NAN], 0.95).unwrap();
-        assert_eq!(
-            (one.n, one.ci_low, one.ci_high, one.t_critical),
-            (1, 5.0, 5.0, 0.0)
-        );
-        assert!(serde_json::to_string(&one).is_ok());
-        assert!(interval(&[], 0.95).is_none() && interval(&[f64::NAN], 0.95).is_none());
+        assert!(close(i.relative_half_width(), 4.968_275 / 12.0, 1e-6));
+        assert_eq!(i.confidence, 0.95);
+        // Order does not matter.
+        assert_eq!(interval(&[14.0, 10.0, 12.0], 0.95), Some(i));
     }
 
     #[test]
-    fn ks_sees_equal_disjoint_and_shifted_samples() {
+    fn the_interval_at_another_confidence_uses_its_own_quantile() {
+        // [1..5] at 90%: mean 3, std sqrt(2.5), se sqrt(0.5), t(0.95, 4) = 2.131846786.
+        let i = interval(&[5.0, 1.0, 4.0, 2.0, 3.0], 0.90).unwrap();
+        assert_eq!((i.n, i.mean, i.min, i.max), (5, 3.0, 1.0, 5.0));
+        assert!(close(i.std, 2.5f64.sqrt(), 1e-12));
+        assert!(close(i.se, 0.5f64.sqrt(), 1e-12));
+        assert!(close(i.t_critical, 2.131_846_786, 1e-9));
+        assert!(close(i.half_width(), 2.131_846_786 * 0.5f64.sqrt(), 1e-9));
+        assert!(close(i.cv, 2.5f64.sqrt() / 3.0, 1e-12));
+    }
+
+    #[test]
+    fn one_run_gives_a_degenerate_interval_that_serialises() {
+        let one = interval(&[5.0, f64::NAN, f64::INFINITY], 0.95).unwrap();
+        let want = Interval {
+            n: 1,
+            mean: 5.0,
+            std: 0.0,
+            min: 5.0,
+            max: 5.0,
+            cv: 0.0,
+            se: 0.0,
+            t_critical: 0.0,
+            ci_low: 5.0,
+            ci_high: 5.0,
+            confidence: 0.95,
+        };
+        assert_eq!(one, want);
+        assert_eq!((one.half_width(), one.relative_half_width()), (0.0, 0.0));
+        let json = serde_json::to_string(&one).unwrap();
+        assert!(!json.contains("null"), "{json}");
+        assert_eq!(serde_json::from_str::<Interval>(&json).unwrap(), one);
+    }
+
+    #[test]
+    fn the_interval_round_trips_through_json() {
+        let i = interval(&[1.5, 2.25, 3.125, 9.0], 0.99).unwrap();
+        let json = serde_json::to_string(&i).unwrap();
+        for key in [
+            "\"n\":4",
+            "\"t_critical\"",
+            "\"ci_low\"",
+            "\"confidence\":0.99",
+        ] {
+            assert!(json.contains(key), "{key} in {json}");
+        }
+        assert_eq!(serde_json::from_str::<Interval>(&json).unwrap(), i);
+    }
+
+    #[test]
+    fn the_interval_ignores_non_finite_values_and_is_none_without_any() {
+        let clean = interval(&[10.0, 12.0, 14.0], 0.95).unwrap();
+        let dirty = interval(
+            &[f64::NAN, 10.0, f64::INFINITY, 12.0, f64::NEG_INFINITY, 14.0],
+            0.95,
+        );
+        assert_eq!(dirty, Some(clean));
+        assert!(interval(&[], 0.95).is_none());
+        assert!(interval(&[f64::NAN], 0.95).is_none());
+        assert!(interval(&[f64::INFINITY, f64::NEG_INFINITY], 0.95).is_none());
+    }
+
+    #[test]
+    fn the_interval_handles_zero_negative_and_constant_means() {
+        // Constant runs: no spread, no width.
+        let flat = interval(&[7.0, 7.0, 7.0, 7.0], 0.95).unwrap();
+        assert_eq!(
+            (flat.std, flat.se, flat.cv, flat.half_width()),
+            (0.0, 0.0, 0.0, 0.0)
+        );
+        assert_eq!((flat.ci_low, flat.ci_high), (7.0, 7.0));
+        assert_eq!(flat.relative_half_width(), 0.0);
+        // A zero mean with spread: CV 0 by convention, relative width infinite.
+        let zero = interval(&[-1.0, 1.0], 0.95).unwrap();
+        assert_eq!((zero.mean, zero.cv), (0.0, 0.0));
+        assert!(zero.half_width() > 0.0);
+        assert_eq!(zero.relative_half_width(), f64::INFINITY);
+        // All zero: 0, not NaN.
+        let nil = interval(&[0.0, 0.0], 0.95).unwrap();
+        assert_eq!((nil.cv, nil.relative_half_width()), (0.0, 0.0));
+        // A negative mean: CV and relative width over |mean|, positive.
+        let neg = interval(&[-10.0, -12.0, -14.0], 0.95).unwrap();
+        assert_eq!(neg.mean, -12.0);
+        assert!(close(neg.cv, 1.0 / 6.0, 1e-12));
+        assert!(close(neg.relative_half_width(), 4.968_275 / 12.0, 1e-6));
+        assert!(neg.ci_low < -12.0 && neg.ci_high > -12.0);
+    }
+
+    #[test]
+    fn q_ks_matches_the_series() {
+        // mpmath values of 2 Σ (-1)^(j-1) exp(-2 j² λ²).
+        for (lambda, want) in [
+            (0.5, 0.963_945_243_664_875_1),
+            (1.0, 0.269_999_671_677_354_5),
+            (1.36, 0.049_485_876_755_377_88),
+            (2.0, 6.709_252_557_796_953e-4),
+        ] {
+            let q = q_ks(lambda);
+            assert!(close(q, want, 1e-9), "Q({lambda}) = {q}, want {want}");
+        }
+        assert_eq!((q_ks(0.0), q_ks(1e-4), q_ks(0.01)), (1.0, 1.0, 1.0));
+        assert_eq!(q_ks(50.0), 0.0);
+        let mut last = 1.0;
+        for k in 1..400 {
+            let q = q_ks(f64::from(k) * 0.01);
+            assert!((0.0..=1.0).contains(&q) && q <= last + 1e-12, "λ {k}: {q}");
+            last = q;
+        }
+    }
+
+    #[test]
+    fn ks_of_identical_samples_is_zero_with_p_one() {
         let a: Vec<f64> = (0..50).map(f64::from).collect();
         let same = ks_two_sample(&a, &a).unwrap();
         assert_eq!((same.d, same.p_value), (0.0, 1.0));
+        // Shuffled, it is the same sample.
+        let mut r = a.clone();
+        r.reverse();
+        assert_eq!(ks_two_sample(&a, &r), Some(same));
+        // All equal values (ties across both samples) step together.
+        assert_eq!(ks_two_sample(&[3.0; 5], &[3.0; 8]).unwrap().d, 0.0);
+    }
+
+    #[test]
+    fn ks_of_disjoint_samples_is_one_with_a_tiny_p() {
+        let a: Vec<f64> = (0..50).map(f64::from).collect();
         let b: Vec<f64> = (100..150).map(f64::from).collect();
         let apart = ks_two_sample(&a, &b).unwrap();
         assert_eq!(apart.d, 1.0);
         assert!(apart.p_value < 1e-10, "{}", apart.p_value);
-        // Shift by 10 of 50: the CDFs differ by 10/50 at most.
-        let c: Vec<f64> = (10..60).map(f64::from).collect();
-        let s = ks_two_sample(&a, &c).unwrap();
-        assert!(close(s.d, 0.2, 1e-12), "{}", s.d);
-        assert_eq!(ks_two_sample(&c, &a), Some(s));
-        assert!(ks_two_sample(&a, &[]).is_none());
+        // Interleaved-free but touching: the last of a equals the first of b.
+        let c: Vec<f64> = (49..99).map(f64::from).collect();
+        assert!(close(ks_two_sample(&a, &c).unwrap().d, 49.0 / 50.0, 1e-12));
     }
 
     #[test]
-    fn convergence_needs_two_runs_and_a_value_under_the_threshold() {
-        let one = check(Mode::CiWidth, 0.1, 0.95, &[10.0], &[], &[]).unwrap();
-        assert!(!one.converged);
+    fn ks_of_a_shifted_copy_matches_the_hand_value() {
+        // 0..50 against 10..60: at x = 9, F_a = 10/50 and F_b = 0; it never differs by more.
+        let a: Vec<f64> = (0..50).map(f64::from).collect();
+        let c: Vec<f64> = (10..60).map(f64::from).collect();
+        let s = ks_two_sample(&a, &c).unwrap();
+        assert!(close(s.d, 0.2, 1e-12), "{}", s.d);
+        // ne = 25, λ = (5 + 0.12 + 0.022) · 0.2 = 1.0284, Q_KS(1.0284) from mpmath.
+        assert!(
+            close(s.p_value, 0.240_791_993_418_918_15, 1e-9),
+            "{}",
+            s.p_value
+        );
+    }
+
+    #[test]
+    fn ks_steps_ties_together() {
+        // At x = 1: F_a = 2/3, F_b = 1/3; at x = 2 both reach 1. Stepping one sample at a time
+        // past the tie would see 2/3 - 0 on the way.
+        let k = ks_two_sample(&[1.0, 1.0, 2.0], &[1.0, 2.0, 2.0]).unwrap();
+        assert!(close(k.d, 1.0 / 3.0, 1e-12), "{}", k.d);
+        // Unequal sizes: a = [1, 2, 3, 4], b = [2.5, 5]; the largest gap is 1/2 (at 2 and at 4).
+        let u = ks_two_sample(&[4.0, 1.0, 3.0, 2.0], &[5.0, 2.5]).unwrap();
+        assert!(close(u.d, 0.5, 1e-12), "{}", u.d);
+        // Ties inside one sample only.
+        let w = ks_two_sample(&[1.0, 1.0, 1.0, 2.0], &[1.0, 2.0, 2.0, 2.0]).unwrap();
+        assert!(close(w.d, 0.5, 1e-12), "{}", w.d);
+    }
+
+    #[test]
+    fn ks_does_not_depend_on_the_order_of_its_inputs() {
+        let a = [0.3, 1.7, 2.2, 2.2, 5.0, 8.1, 9.9];
+        let b = [1.0, 2.2, 3.3, 4.4, 4.4, 6.0, 7.5, 8.0, 12.0, 0.1, -3.0];
+        let ab = ks_two_sample(&a, &b).unwrap();
+        assert_eq!(ks_two_sample(&b, &a), Some(ab));
+        let mut ra = a;
+        ra.reverse();
+        assert_eq!(ks_two_sample(&b, &ra), Some(ab));
+        assert!(ab.d > 0.0 && ab.d < 1.0 && (0.0..=1.0).contains(&ab.p_value));
+    }
+
+    #[test]
+    fn ks_ignores_non_finite_values_and_is_none_without_any() {
+        let a: Vec<f64> = (0..20).map(f64::from).collect();
+        let mut dirty = a.clone();
+        dirty.extend([f64::NAN, f64::INFINITY, f64::NEG_INFINITY]);
+        assert_eq!(ks_two_sample(&a, &dirty).unwrap().d, 0.0);
+        assert!(ks_two_sample(&a, &[]).is_none());
+        assert!(ks_two_sample(&[], &a).is_none());
+        assert!(ks_two_sample(&[f64::NAN], &a).is_none());
+        assert!(ks_two_sample(&a, &[f64::INFINITY]).is_none());
+        // One value each.
+        let one = ks_two_sample(&[1.0], &[2.0]).unwrap();
+        assert_eq!(one.d, 1.0);
+        assert!((0.0..=1.0).contains(&one.p_value));
+    }
+
+    #[test]
+    fn ks_results_round_trip_through_json() {
+        let k = ks_two_sample(&[1.0, 2.0, 3.0], &[2.0, 3.0, 4.0, 5.0]).unwrap();
+        let json = serde_json::to_string(&k).unwrap();
+        assert_eq!(serde_json::from_str::<KsTest>(&json).unwrap(), k);
+    }
+
+    #[test]
+    fn modes_mirror_the_cli_and_have_their_defaults() {
+        use crate::cli::ConvergenceMode as C;
+        assert_eq!(Mode::from(C::CiWidth), Mode::CiWidth);
+        assert_eq!(Mode::from(C::Cv), Mode::Cv);
+        assert_eq!(Mode::from(C::Distribution), Mode::Distribution);
+        assert_eq!(default_threshold(Mode::CiWidth), 0.10);
+        assert_eq!(default_threshold(Mode::Cv), 0.05);
+        assert_eq!(default_threshold(Mode::Distribution), 0.05);
+    }
+
+    #[test]
+    fn ci_width_compares_the_relative_half_width() {
+        let runs = [10.0, 12.0, 14.0];
+        let c = check(Mode::CiWidth, 0.10, 0.95, &runs, &[], &[]).unwrap();
+        let want = interval(&runs, 0.95).unwrap().relative_half_width();
+        assert_eq!((c.value, c.threshold, c.runs), (want, 0.10, 3));
+        assert!(!c.converged, "{}", c.explain);
+        assert!(
+            c.explain
+                .starts_with("95% CI half-width is 41.4% of the mean"),
+            "{}",
+            c.explain
+        );
+        assert!(c.explain.contains("threshold 10.0%"), "{}", c.explain);
+        let wide = check(Mode::CiWidth, 0.5, 0.95, &runs, &[], &[]).unwrap();
+        assert!(wide.converged && wide.explain.ends_with(": converged"));
+        // At the threshold exactly: converged (<=).
+        let at = check(Mode::CiWidth, want, 0.95, &runs, &[], &[]).unwrap();
+        assert!(at.converged);
         let tight = check(Mode::CiWidth, 0.1, 0.95, &[10.0, 10.1, 9.9], &[], &[]).unwrap();
         assert!(tight.converged, "{}", tight.explain);
+    }
+
+    #[test]
+    fn cv_compares_the_coefficient_of_variation() {
         let loose = check(Mode::Cv, 0.05, 0.95, &[10.0, 20.0], &[], &[]).unwrap();
         assert!(!loose.converged && loose.explain.contains("coefficient of variation"));
+        // std of [10, 20] is sqrt(50), mean 15.
+        assert!(close(loose.value, 50f64.sqrt() / 15.0, 1e-12));
+        let steady = check(Mode::Cv, 0.05, 0.95, &[100.0, 101.0, 99.0], &[], &[]).unwrap();
+        assert!(
+            steady.converged && close(steady.value, 0.01, 1e-12),
+            "{steady:?}"
+        );
+        // Spread around a zero mean never converges; no spread at all does.
+        let zero = check(Mode::Cv, 0.05, 0.95, &[-1.0, 1.0], &[], &[]).unwrap();
+        assert!(!zero.converged && zero.value == f64::INFINITY);
+        let nil = check(Mode::Cv, 0.05, 0.95, &[0.0, 0.0], &[], &[]).unwrap();
+        assert!(nil.converged && nil.value == 0.0);
+    }
+
+    #[test]
+    fn no_mode_converges_before_two_runs() {
+        for mode in [Mode::CiWidth, Mode::Cv] {
+            let one = check(mode, 1e9, 0.95, &[10.0], &[], &[]).unwrap();
+            assert!(!one.converged && one.runs == 1, "{mode:?}");
+            // Two runs but one finite value: still one run's worth.
+            let half = check(mode, 1e9, 0.95, &[10.0, f64::NAN], &[], &[]).unwrap();
+            assert!(!half.converged && half.runs == 2, "{mode:?}");
+        }
+        let a: Vec<f64> = (0..40).map(f64::from).collect();
+        let one = check(Mode::Distribution, 0.05, 0.95, &[1.0], &a, &a).unwrap();
+        assert!(!one.converged && one.value == 1.0);
+        let none = check(Mode::Distribution, 0.05, 0.95, &[], &a, &a).unwrap();
+        assert!(!none.converged && none.runs == 0);
+    }
+
+    #[test]
+    fn distribution_compares_the_ks_p_value() {
         let a: Vec<f64> = (0..40).map(f64::from).collect();
         let same = check(Mode::Distribution, 0.05, 0.95, &[1.0, 1.0], &a, &a).unwrap();
-        assert!(same.converged);
-        assert!(check(Mode::Distribution, 0.05, 0.95, &[1.0, 1.0], &[], &a).is_none());
+        assert!(same.converged && same.value == 1.0, "{}", same.explain);
+        assert!(
+            same.explain.contains("KS test of run 2"),
+            "{}",
+            same.explain
+        );
+        let b: Vec<f64> = (100..140).map(f64::from).collect();
+        let apart = check(Mode::Distribution, 0.05, 0.95, &[1.0, 9.0], &b, &a).unwrap();
+        assert!(!apart.converged && apart.value < 1e-10, "{}", apart.explain);
+        // The value is the KS p-value of newest against earlier.
+        let c: Vec<f64> = (10..50).map(f64::from).collect();
+        let shifted = check(Mode::Distribution, 0.05, 0.95, &[1.0, 2.0, 3.0], &c, &a).unwrap();
+        assert_eq!(shifted.value, ks_two_sample(&c, &a).unwrap().p_value);
+        assert_eq!(shifted.converged, shifted.value >= 0.05);
+    }
+
+    #[test]
+    fn check_is_none_without_the_values_it_needs() {
+        let a: Vec<f64> = (0..10).map(f64::from).collect();
+        assert!(check(Mode::CiWidth, 0.1, 0.95, &[], &a, &a).is_none());
+        assert!(check(Mode::Cv, 0.05, 0.95, &[f64::NAN, f64::NAN], &a, &a).is_none());
+        assert!(check(Mode::Distribution, 0.05, 0.95, &[1.0, 2.0], &[], &a).is_none());
+        assert!(check(Mode::Distribution, 0.05, 0.95, &[1.0, 2.0], &a, &[]).is_none());
+        // The run values do not matter to the distribution mode beyond their count.
+        assert!(check(Mode::Distribution, 0.05, 0.95, &[f64::NAN; 2], &a, &a).is_some());
+    }
+
+    #[test]
+    fn nan_thresholds_never_converge_and_do_not_panic() {
+        let runs = [10.0, 10.0, 10.0];
+        for mode in [Mode::CiWidth, Mode::Cv] {
+            let c = check(mode, f64::NAN, 0.95, &runs, &[], &[]).unwrap();
+            assert!(!c.converged, "{mode:?}");
+        }
+        let a = [1.0, 2.0];
+        let d = check(Mode::Distribution, f64::NAN, 0.95, &runs, &a, &a).unwrap();
+        assert!(!d.converged);
+    }
+
+    #[test]
+    fn checks_round_trip_through_json() {
+        let c = check(Mode::CiWidth, 0.10, 0.95, &[10.0, 11.0, 12.0], &[], &[]).unwrap();
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains("\"converged\"") && json.contains("\"explain\""));
+        assert_eq!(serde_json::from_str::<Check>(&json).unwrap(), c);
     }
 }

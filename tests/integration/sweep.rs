@@ -13,7 +13,9 @@ use specperf::sim::{SimConfig, SimHandle};
 use specperf::sweep::{run_sweep, Event, PointStatus, SweepConfig, SweepIndex, SweepOutcome};
 use specperf::{Cli, Command as Cmd, Progress, Stopper};
 
-use crate::common::{browser_dom, fast, held_stream, read_json, scaled, sim, terminate, wait_exit};
+use crate::common::{
+    browser_dom, fast, held_stream, read_json, scaled, schema_errors, sim, terminate, wait_exit,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
 
@@ -112,6 +114,8 @@ async fn a_concurrency_sweep_waits_for_the_backlog_and_writes_points_table_and_p
     );
     let idx = SweepIndex::read(&out).unwrap();
     assert_eq!(idx, o.index, "sweep.json is what the run returned");
+    let errors = schema_errors("sweep.v1.json", &read_json(&out.join("sweep.json")));
+    assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(idx.status, "complete");
     let names: Vec<&str> = idx.points.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
@@ -265,6 +269,8 @@ async fn three_runs_report_t_intervals_and_convergence_stops_early() {
     );
     let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
     assert!(csv.contains("request_throughput_ci_low"), "{csv}");
+    let errors = schema_errors("sweep.v1.json", &read_json(&out.join("sweep.json")));
+    assert!(errors.is_empty(), "{errors:?}");
 
     // A loose CV target is met after the two runs every check needs.
     let out = dir.path().join("converge");
@@ -303,12 +309,13 @@ async fn three_runs_report_t_intervals_and_convergence_stops_early() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sla_search_finds_the_concurrency_where_requests_start_to_queue() {
-    // Six requests run at once; a seventh waits for one to finish (about 200 ms), so the p95
-    // TTFT jumps from a few ms to tens of ms past concurrency 6.
+    // Six requests run at once; a seventh waits for one to finish (a request lasts about 160 ms),
+    // so the p95 TTFT jumps from a few ms to about 100 ms past concurrency 6. The SLA (40 ms)
+    // leaves tens of ms of margin on both sides for a loaded machine.
     let s = sim(SimConfig {
         max_running: Some(6),
         ttft: Duration::from_millis(2),
-        itl: Duration::from_millis(5),
+        itl: Duration::from_millis(10),
         ..SimConfig::default()
     });
     let dir = tempfile::tempdir().unwrap();
@@ -320,10 +327,12 @@ async fn the_sla_search_finds_the_concurrency_where_requests_start_to_queue() {
         "24",
         "--osl",
         "40",
+        "--warmup-request-count",
+        "2",
         "--search-recipe",
         "max-concurrency-under-sla",
         "--ttft-sla-ms",
-        "25",
+        "40",
         "--search-max",
         "64",
         "--artifact-dir",
@@ -349,6 +358,8 @@ async fn the_sla_search_finds_the_concurrency_where_requests_start_to_queue() {
         "doubling first"
     );
     assert_eq!(o.index.points.len(), probes.len(), "every probe is a point");
+    let errors = schema_errors("sweep.v1.json", &read_json(&out.join("sweep.json")));
+    assert!(errors.is_empty(), "{errors:?}");
     let hist: Value = read_json(&out.join("search_history.json"));
     assert_eq!(hist["recipe"], "max-concurrency-under-sla");
     assert_eq!(hist["best"], json!(best));
@@ -365,10 +376,12 @@ async fn the_sla_search_finds_the_concurrency_where_requests_start_to_queue() {
         "24",
         "--osl",
         "40",
+        "--warmup-request-count",
+        "2",
         "--search-recipe",
         "max-goodput-under-slo",
         "--ttft-sla-ms",
-        "25",
+        "40",
         "--search-min",
         "4",
         "--search-max",
