@@ -262,10 +262,13 @@ impl SweepConfig {
     }
 
     /// The directory of run `run` of point `p`, relative to the sweep's: the point's name for a
-    /// single run, AIPerf's `profile_runs/trial_NNNN/<point>` for repeated runs.
+    /// single run (`run` when nothing varies), AIPerf's `profile_runs/trial_NNNN/<point>` for
+    /// repeated runs.
     pub(crate) fn run_dir(&self, p: &Point, run: u32) -> PathBuf {
         if self.runs == 1 {
-            PathBuf::from(p.name())
+            // Never the sweep directory itself (it holds sweep.json).
+            let name = p.name();
+            PathBuf::from(if name.is_empty() { "run".into() } else { name })
         } else {
             Path::new("profile_runs")
                 .join(format!("trial_{run:04}"))
