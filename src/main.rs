@@ -26,16 +26,22 @@ fn main() -> ExitCode {
                 sweep(specperf::sweep::SweepConfig::from_replay(&args)).await
             }
             Command::Replay(args) => {
-                let cfg = specperf::sweep::check_single(&args.sweep)
-                    .and_then(|()| specperf::RunConfig::from_args(&args));
+                let cfg = specperf::sweep::check_single(&args.sweep).and_then(|w| {
+                    let mut c = specperf::RunConfig::from_args(&args)?;
+                    c.warnings.extend(w);
+                    Ok(c)
+                });
                 replay(cfg).await
             }
             Command::Profile(args) if specperf::sweep::wanted_profile(&args) => {
                 sweep(specperf::sweep::SweepConfig::from_profile(&args)).await
             }
             Command::Profile(args) => {
-                let cfg = specperf::sweep::check_single(&args.sweep)
-                    .and_then(|()| specperf::RunConfig::from_profile(&args));
+                let cfg = specperf::sweep::check_single(&args.sweep).and_then(|w| {
+                    let mut c = specperf::RunConfig::from_profile(&args)?;
+                    c.warnings.extend(w);
+                    Ok(c)
+                });
                 replay(cfg).await
             }
             Command::Sim(args) => sim(&args).await,

@@ -84,11 +84,28 @@ pub struct SweepConfig {
 }
 
 /// The sweep flags of a single run: objectives without a search, or convergence without
-/// repeated runs, are refused rather than ignored.
-pub fn check_single(s: &SweepArgs) -> Result<(), ConfigError> {
+/// repeated runs, are refused rather than ignored; flags that only shape a sweep are named in a
+/// warning (returned).
+pub fn check_single(s: &SweepArgs) -> Result<Vec<String>, ConfigError> {
     search(s, None, None)?;
     convergence(s)?;
-    Ok(())
+    let unused: Vec<&str> = [
+        ("--gpus", s.gpus.is_some()),
+        ("--no-drain", s.no_drain),
+        ("--sweep-type zip", s.sweep_type == SweepType::Zip),
+    ]
+    .into_iter()
+    .filter_map(|(f, given)| given.then_some(f))
+    .collect();
+    Ok(if unused.is_empty() {
+        Vec::new()
+    } else {
+        vec![format!(
+            "ignored: {} only apply to a sweep (comma lists, --num-profile-runs or \
+             --search-recipe), and this is a single run",
+            unused.join(", ")
+        )]
+    })
 }
 
 fn err<T>(m: impl Into<String>) -> Result<T, ConfigError> {

@@ -570,4 +570,26 @@ fn bad_sweep_flags_are_usage_errors_naming_the_flag() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // Sweep-only flags on a single run are named, not silently dropped.
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "replay",
+            "--request-count",
+            "2",
+            "--gpus",
+            "8",
+            "--ui",
+            "none",
+        ])
+        .arg("--artifact-dir")
+        .arg(dir.path().join("one"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("ignored: --gpus only apply to a sweep"),
+        "{err}"
+    );
 }
