@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks specperf's AIPerf-named artifacts with AIPerf 0.13's own readers.
 
-    aiperf_conformance.py DIR... [--speed-bench DIR=CATEGORY]...
+    aiperf_conformance.py DIR... [--speed-bench DIR=CATEGORY]... [--sweep DIR]...
 
 Run it with the Python of the venv that scripts/aiperf-conformance.sh installs (aiperf==0.13.0).
 For every artifact directory:
@@ -22,6 +22,14 @@ For every artifact directory:
 * `aiperf plot`, with AIPerf's default plot config switched to every single-run plot it defines,
   must draw each of them except the GPU ones (PNG where kaleido finds a Chrome, else the same
   figures as HTML: the figures are AIPerf's either way, only the image writer differs).
+
+A `--sweep DIR` directory (a specperf sweep: `sweep.json` at its top) is checked as AIPerf reads a
+sweep: AIPerf's `ModeDetector` must find exactly the runs `sweep.json` names, in AIPerf's layout,
+plus each repeated point's `aggregate/` (and nothing else); every `profile_export_aiperf_aggregate.json`
+must validate with `JsonExportData`, load with `aiperf plot`'s `DataLoader`, and carry the same
+mean request throughput as `sweep.json`; each run directory is checked as above, without the
+single-run plots; then `aiperf plot` over the whole sweep (multi-run mode) must draw its
+figures, leaving out only those that need GPU telemetry (`output_token_throughput_per_gpu`).
 
 A `--speed-bench DIR=CATEGORY` directory is checked like the others and then given to
 `aiperf speed-bench-report`, which must print CATEGORY and an acceptance length equal to the one in
@@ -371,6 +379,102 @@ def check_plot(d: Path, fails: Failures) -> None:
         print(f"  aiperf plot: {len(drawn)} {kind} plots ({', '.join(drawn)})")
 
 
+def check_sweep(d: Path, fails: Failures) -> None:
+    from aiperf.common.models.export_models import JsonExportData
+    from aiperf.plot.core.data_loader import DataLoader
+    from aiperf.plot.core.mode_detector import ModeDetector
+
+    index = load_json(d / "sweep.json", fails)
+    if index is None:
+        return
+    repeated = index["num_profile_runs"] > 1
+    runs = {(d / r["dir"]).resolve() for p in index["points"] for r in p["runs"]}
+    found = {r.resolve() for r in ModeDetector().find_run_directories([d])}
+    if repeated:
+        # AIPerf's own reading of a repeated sweep: one cell per point, its aggregate/ (the
+        # trials under profile_runs/ are found when that directory itself is given).
+        want = {(d / p["name"] / "aggregate").resolve() for p in index["points"]}
+        for p in index["points"]:
+            trials = d / p["name"] / "profile_runs"
+            got = {r.resolve() for r in ModeDetector().find_run_directories([trials])}
+            mine = {(d / r["dir"]).resolve() for r in p["runs"]}
+            if got != mine:
+                fails.add(trials, "ModeDetector", f"finds {len(got)} runs, sweep.json names {len(mine)}")
+    else:
+        want = runs
+    for m in sorted(want - found):
+        fails.add(m, "ModeDetector", "not found by AIPerf")
+    for m in sorted(found - want):
+        fails.add(m, "ModeDetector", "found by AIPerf, but sweep.json names no such run")
+    aggregates = found & want if repeated else set()
+    by_point = {}
+    for p in index["points"]:
+        agg = d / p["name"] / "aggregate" if p["name"] else d / "aggregate"
+        by_point[agg.resolve()] = p
+    for a in sorted(aggregates):
+        p = by_point.get(a)
+        path = a / "profile_export_aiperf_aggregate.json"
+        doc = load_json(path, fails)
+        if doc is None or p is None:
+            if p is None:
+                fails.add(a, "aggregate", "belongs to no point of sweep.json")
+            continue
+        try:
+            JsonExportData.model_validate(doc)
+        except Exception as e:  # pydantic's ValidationError, or a validator's own error
+            fails.pydantic(path, e)
+        try:
+            loaded = DataLoader().load_run(a)
+        except Exception as e:
+            fails.add(path, "DataLoader.load_run", f"{type(e).__name__}: {e}")
+            continue
+        got = (doc.get("metrics") or {}).get("request_throughput_avg", {}).get("mean")
+        want = (p.get("aggregate") or {}).get("request_throughput", {}).get("mean")
+        if got is None or want is None or not math.isclose(got, want, rel_tol=1e-9):
+            fails.add(path, "metrics.request_throughput_avg.mean", f"{got!r}, sweep.json {want!r}")
+        meta = doc.get("metadata") or {}
+        n = sum(1 for r in p["runs"] if r.get("stopped_by") not in ("interrupted", "terminated"))
+        if meta.get("num_successful_runs") != n:
+            fails.add(path, "metadata.num_successful_runs", f"{meta.get('num_successful_runs')!r}, expected {n}")
+        print(f"  {a.relative_to(d.resolve())}: {len(doc.get('metrics') or {})} aggregated values, "
+              f"read by DataLoader ({type(loaded).__name__})")
+    for r in sorted(runs):
+        check_profile(r, fails)
+        check_records(r, fails)
+        check_server_metrics(r, fails)
+        check_inputs(r, fails)
+    print(f"  ModeDetector: {len(found)} cells ({len(runs)} runs, {len(aggregates)} aggregates)")
+
+    if len(found) < 2:
+        # One cell (a repeated single run): AIPerf plots nothing multi-run of its own such output.
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "plots"
+        env = dict(os.environ, HOME=tmp, COLUMNS="250")
+        args = [str(d), "--output", str(out)]
+        if has_chrome():
+            p = run([*aiperf_cli(), "plot", *args], env=env)
+            kind = "png"
+        else:
+            p = run([sys.executable, "-c", PLOT_AS_HTML, *args], env=env)
+            kind = "html"
+        drawn = sorted(f.name for f in out.rglob(f"*.{kind}")) if out.exists() else []
+        text = (p.stdout + p.stderr).strip()
+        if p.returncode != 0 or not drawn:
+            tail = "\n    ".join(text.splitlines()[-15:])
+            fails.add(d, "aiperf plot", f"exit {p.returncode}, {len(drawn)} {kind} plots\n    {tail}")
+            return
+        if "multi_run" not in text.lower() and "multi-run" not in text.lower():
+            fails.add(d, "aiperf plot", "did not read the sweep as several runs")
+        for line in text.splitlines():
+            low = line.lower()
+            if "skipping plot" in low and "output_token_throughput_per_gpu" in low:
+                print("  aiperf plot: " + line.split("WARNING", 1)[-1].strip())
+            elif "skipping plot" in low or "warning" in low or "error" in low:
+                fails.add(d, "aiperf plot", line.strip())
+        print(f"  aiperf plot (multi-run): {len(drawn)} {kind} plots ({', '.join(drawn)})")
+
+
 def specperf_al(d: Path, fails: Failures) -> float | None:
     summary = load_json(d / "summary.json", fails)
     if summary is None:
@@ -427,6 +531,14 @@ def main() -> int:
         metavar="DIR=CATEGORY",
         help="a SPEED-Bench run's directory and its category",
     )
+    ap.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="a specperf sweep directory (sweep.json at its top)",
+    )
     args = ap.parse_args()
     speed = []
     for s in args.speed_bench:
@@ -435,9 +547,9 @@ def main() -> int:
         d, c = s.rsplit("=", 1)
         speed.append((Path(d), c))
     dirs = list(args.dirs) + [d for d, _ in speed]
-    if not dirs:
+    if not dirs and not args.sweep:
         ap.error("no artifact directory given")
-    for d in dirs:
+    for d in dirs + args.sweep:
         if not d.is_dir():
             ap.error(f"{d} is not a directory (give specperf's --artifact-dir)")
 
@@ -454,6 +566,11 @@ def main() -> int:
             if sd == d:
                 check_speed_bench(d, cat, fails)
         print(f"  {n} records; {len(fails.lines) - before} failures")
+    for d in args.sweep:
+        before = len(fails.lines)
+        print(f"{d} (sweep):")
+        check_sweep(d, fails)
+        print(f"  {len(fails.lines) - before} failures")
     if fails.lines:
         print(f"\nAIPerf 0.13 conformance: {len(fails.lines)} failures", file=sys.stderr)
         for line in fails.lines:

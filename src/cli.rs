@@ -246,6 +246,7 @@ const NOT_FOR_RENDER: &[&str] = &[
     "unsafe_override",
     "sweep_type",
     "num_profile_runs",
+    "parameter_sweep_mode",
     "confidence_level",
     "convergence_metric",
     "convergence_stat",
@@ -1468,6 +1469,16 @@ pub enum SweepType {
     Zip,
 }
 
+/// `--parameter-sweep-mode`: the order of a sweep's repeated runs (AIPerf's flag).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ParameterSweepMode {
+    /// Every run of a point, then the next point (the layout `<point>/profile_runs/trial_NNNN`).
+    Independent,
+    /// Trials outside, points inside (AIPerf's default). Refused: the drain wait, convergence
+    /// and the search judge a point on its runs together.
+    Repeated,
+}
+
 /// `--convergence-mode`: when repeated runs have measured enough.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ConvergenceMode {
@@ -1514,6 +1525,12 @@ pub struct SweepArgs {
     /// reported as the mean of the runs with a Student-t confidence interval.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub num_profile_runs: u32,
+
+    /// Order of repeated runs in a sweep: all runs of a point before the next (`independent`,
+    /// the only order specperf runs; AIPerf's default `repeated` is refused, not silently
+    /// changed).
+    #[arg(long, value_enum, default_value_t = ParameterSweepMode::Independent)]
+    pub parameter_sweep_mode: ParameterSweepMode,
 
     /// Confidence level of the intervals over repeated runs.
     #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]

@@ -10,7 +10,8 @@ use super::plan::{self, num, Param, Point};
 use super::stats::{default_threshold, Mode};
 use super::values::{self, Objective};
 use crate::cli::{
-    DrainArgs, List, ProfileArgs, ReplayArgs, SearchParameter, SearchRecipe, SweepArgs, SweepType,
+    DrainArgs, List, ParameterSweepMode, ProfileArgs, ReplayArgs, SearchParameter, SearchRecipe,
+    SweepArgs, SweepType,
 };
 use crate::config::{drain_config, ConfigError, RunConfig};
 use crate::scrape::DrainSettings;
@@ -93,6 +94,10 @@ pub fn check_single(s: &SweepArgs) -> Result<Vec<String>, ConfigError> {
         ("--gpus", s.gpus.is_some()),
         ("--no-drain", s.no_drain),
         ("--sweep-type zip", s.sweep_type == SweepType::Zip),
+        (
+            "--parameter-sweep-mode repeated",
+            s.parameter_sweep_mode == ParameterSweepMode::Repeated,
+        ),
     ]
     .into_iter()
     .filter_map(|(f, given)| given.then_some(f))
@@ -215,6 +220,14 @@ impl SweepConfig {
                 s.confidence_level
             ));
         }
+        if s.parameter_sweep_mode == ParameterSweepMode::Repeated {
+            return err(
+                "--parameter-sweep-mode repeated (trials outside, points inside) is not run by \
+                 specperf: the drain wait, convergence stopping and the search judge each point on \
+                 its runs together. Use --parameter-sweep-mode independent (the default here; \
+                 the same runs, AIPerf's layout <point>/profile_runs/trial_NNNN)",
+            );
+        }
         self.runs = s.num_profile_runs;
         self.confidence = s.confidence_level;
         self.convergence = convergence(s)?;
@@ -273,23 +286,46 @@ impl SweepConfig {
         Ok(self)
     }
 
+    /// The `--model` the runs name, when given.
+    pub(crate) fn model(&self) -> Option<&str> {
+        match &self.source {
+            Source::Replay(a) => a.model.as_deref(),
+            Source::Profile(p) => p.model.as_deref(),
+        }
+    }
+
     /// Records the command line (in `sweep.json` and every run's summary).
     pub fn set_cli_command(&mut self, command: String) {
         self.command = command;
     }
 
-    /// The directory of run `run` of point `p`, relative to the sweep's: the point's name for a
-    /// single run (`run` when nothing varies), AIPerf's `profile_runs/trial_NNNN/<point>` for
-    /// repeated runs.
+    /// The directory of run `run` of point `p`, relative to the sweep's, as AIPerf 0.13 lays them
+    /// out (its `aiperf plot` and dashboards find runs by these names): the point's name for a
+    /// single run (`run` when nothing varies); for repeated runs `profile_runs/run_NNNN` when
+    /// nothing varies, else `<point>/profile_runs/trial_NNNN`, AIPerf's layout for a sweep whose
+    /// trials of one point run together (`--parameter-sweep-mode independent`), which is how
+    /// this sweep runs them: the drain wait and convergence are per point.
     pub(crate) fn run_dir(&self, p: &Point, run: u32) -> PathBuf {
-        if self.runs == 1 {
+        let name = p.name();
+        match (self.runs, name.is_empty()) {
             // Never the sweep directory itself (it holds sweep.json).
-            let name = p.name();
-            PathBuf::from(if name.is_empty() { "run".into() } else { name })
+            (1, true) => PathBuf::from("run"),
+            (1, false) => PathBuf::from(name),
+            (_, true) => Path::new("profile_runs").join(format!("run_{run:04}")),
+            (_, false) => Path::new(&name)
+                .join("profile_runs")
+                .join(format!("trial_{run:04}")),
+        }
+    }
+
+    /// Where a point's confidence aggregate over its repeated runs goes, relative to the sweep's
+    /// directory (AIPerf's `aggregate/`, or `<point>/aggregate/` in a sweep).
+    pub(crate) fn aggregate_dir(&self, p: &Point) -> PathBuf {
+        let name = p.name();
+        if name.is_empty() {
+            PathBuf::from("aggregate")
         } else {
-            Path::new("profile_runs")
-                .join(format!("trial_{run:04}"))
-                .join(p.name())
+            Path::new(&name).join("aggregate")
         }
     }
 

@@ -4,6 +4,7 @@
 //!  flags ──> plan (points: grid or zip of the comma lists, or a search) ──> for each point:
 //!     drain wait (scrape::drain) ──> N runs (engine::replay, a child Stopper each) ──> run values
 //!     ──> aggregate (stats: t-interval, convergence) ──> index (sweep.json, after every point)
+//!     ──> AIPerf's confidence aggregate of the runs (aiperf: profile_export_aiperf_aggregate.json)
 //!  index ──> table (console, sweep.json, sweep.csv) and the Pareto page (report::pareto)
 //! ```
 //!
@@ -11,6 +12,7 @@
 //! it. One [`Stopper`](crate::Stopper) for the whole sweep (signals), a child of it for each run
 //! (a run's deadline or stall ends that run only).
 
+mod aiperf;
 mod config;
 mod index;
 mod plan;

@@ -290,7 +290,7 @@ fn csv(idx: &SweepIndex) -> String {
     out
 }
 
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

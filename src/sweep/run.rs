@@ -531,6 +531,9 @@ impl Sweeper<'_> {
             };
         }
         entry.aggregate = aggregate(&entry.runs, cfg.confidence);
+        if cfg.runs > 1 && !entry.runs.is_empty() {
+            self.write_aiperf_aggregate(p, &entry, on_event);
+        }
         if let Points::Search(spec) = &cfg.points {
             if entry.status == PointStatus::Done {
                 let means: Values = entry
@@ -547,16 +550,70 @@ impl Sweeper<'_> {
     }
 }
 
+impl Sweeper<'_> {
+    /// AIPerf's confidence aggregate of the point's runs, in its `aggregate/` directory; a
+    /// failure is a warning (the runs and `sweep.json` hold the same numbers).
+    fn write_aiperf_aggregate(
+        &self,
+        p: &Point,
+        entry: &PointEntry,
+        on_event: &mut impl FnMut(Event<'_>),
+    ) {
+        let cfg = self.cfg;
+        let (kept, cut): (Vec<&RunEntry>, Vec<&RunEntry>) =
+            entry.runs.iter().partition(|r| !signalled(r));
+        let meta = super::aiperf::PointMeta {
+            label: p.name(),
+            values: p
+                .0
+                .iter()
+                .map(|(k, &v)| {
+                    let v = if v.fract() == 0.0 && v.abs() < 1e15 {
+                        serde_json::json!(v as i64)
+                    } else {
+                        serde_json::json!(v)
+                    };
+                    (k.name().to_string(), v)
+                })
+                .collect(),
+            runs: entry.runs.len(),
+            run_dirs: kept.iter().map(|r| r.dir.clone()).collect(),
+            failed: cut
+                .iter()
+                .map(|r| {
+                    let label = r
+                        .dir
+                        .file_name()
+                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+                    (label, "stopped by a signal before it ended".to_string())
+                })
+                .collect(),
+            confidence: cfg.confidence,
+            cooldown_s: cfg.run_cooldown.as_secs_f64(),
+            model: cfg.model(),
+        };
+        if let Err(e) = super::aiperf::write(&cfg.dir, &cfg.aggregate_dir(p), &meta) {
+            on_event(Event::Warning(format!(
+                "AIPerf's aggregate of {} was not written: {e}",
+                super::config::display(p)
+            )));
+        }
+    }
+}
+
+/// A run cut by SIGINT or SIGTERM: kept on record, never averaged.
+fn signalled(r: &RunEntry) -> bool {
+    matches!(
+        r.stopped_by,
+        Some(StopReason::Interrupted | StopReason::Terminated)
+    )
+}
+
 /// Mean and interval of every value over the runs that ended on their own (a run cut by a
 /// signal is kept on record but not averaged).
 fn aggregate(runs: &[RunEntry], confidence: f64) -> BTreeMap<String, super::stats::Interval> {
     let mut by_key: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    for r in runs.iter().filter(|r| {
-        !matches!(
-            r.stopped_by,
-            Some(StopReason::Interrupted | StopReason::Terminated)
-        )
-    }) {
+    for r in runs.iter().filter(|r| !signalled(r)) {
         for (k, v) in &r.values {
             by_key.entry(k).or_default().push(*v);
         }

@@ -1,6 +1,6 @@
-//! Drop-in for AIPerf: the artifacts of a simulator replay and of a SPEED-Bench replay, read by
-//! AIPerf 0.13's own code (`scripts/aiperf_conformance.py`: its pydantic models, `aiperf plot`,
-//! `aiperf speed-bench-report`). Needs the venv `scripts/aiperf-conformance.sh --setup` installs;
+//! Drop-in for AIPerf: the artifacts of a simulator replay, of a SPEED-Bench replay and of sweeps
+//! (single and repeated runs), read by AIPerf 0.13's own code (`scripts/aiperf_conformance.py`:
+//! its pydantic models, `aiperf plot` and its run finder, `aiperf speed-bench-report`). Needs the venv `scripts/aiperf-conformance.sh --setup` installs;
 //! without it the test fails and says so (the README's test command runs the setup first).
 
 use std::path::{Path, PathBuf};
@@ -25,6 +25,91 @@ fn venv_python() -> PathBuf {
         python.display()
     );
     python
+}
+
+/// Runs `scripts/aiperf_conformance.py ARGS` with the venv's Python; panics with its output unless
+/// every artifact is accepted.
+fn conformance(python: &Path, tmp: &Path, args: &[std::ffi::OsString]) {
+    let log = tmp.join("conformance.log");
+    let err = tmp.join("conformance.err");
+    let mut child = Command::new(python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/aiperf_conformance.py"))
+        .args(args)
+        .env("COLUMNS", "250")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{} does not start: {e}", python.display()));
+    // About a minute on 2 loaded cores (AIPerf's imports and its plots dominate).
+    let status = wait_exit(&mut child, scaled(Duration::from_secs(600)));
+    let stdout = std::fs::read_to_string(&log).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(
+        status.success(),
+        "AIPerf 0.13 rejects specperf's artifacts ({status}):\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("every artifact accepted"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperf_0_13_reads_a_sweep_and_the_aggregates_of_repeated_runs() {
+    let _machine = crate::common::exclusive();
+    let python = venv_python();
+    let s = sim(fast());
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("sweep");
+    let repeated = tmp.path().join("sweep-repeated");
+    let single = tmp.path().join("repeated-single-run");
+    let url = s.url();
+    let flags = |dir: &Path, extra: &[&str]| {
+        let mut a = vec![
+            "--url",
+            url.as_str(),
+            "--request-count",
+            "6",
+            "--osl",
+            "16",
+            "--no-drain",
+            "--artifact-dir",
+        ];
+        a.push(dir.to_str().unwrap());
+        a.extend_from_slice(extra);
+        crate::sweep::sweep_config(&a)
+    };
+    for (dir, extra) in [
+        (&plain, &["--concurrency", "1,2,4"][..]),
+        (
+            &repeated,
+            &["--concurrency", "1,3", "--num-profile-runs", "2"][..],
+        ),
+        (
+            &single,
+            &["--concurrency", "2", "--num-profile-runs", "3"][..],
+        ),
+    ] {
+        let o = crate::sweep::sweep_with(flags(dir, extra), |_| {}).await;
+        assert_eq!(o.exit_code, 0, "{}", dir.display());
+    }
+    // AIPerf's layout: a point's trials under it, a single point's runs as run_NNNN.
+    assert!(repeated
+        .join("concurrency_3/profile_runs/trial_0002/profile_export_aiperf.json")
+        .is_file());
+    assert!(repeated
+        .join("concurrency_3/aggregate/profile_export_aiperf_aggregate.json")
+        .is_file());
+    assert!(single
+        .join("profile_runs/run_0003/profile_export_aiperf.json")
+        .is_file());
+    assert!(single
+        .join("aggregate/profile_export_aiperf_aggregate.csv")
+        .is_file());
+    let mut args = Vec::new();
+    for d in [&plain, &repeated, &single] {
+        args.push("--sweep".into());
+        args.push(d.as_os_str().to_owned());
+    }
+    conformance(&python, tmp.path(), &args);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,25 +149,13 @@ async fn aiperf_0_13_reads_every_aiperf_named_artifact() {
         "the SPEED-Bench run succeeds"
     );
 
-    let log = tmp.path().join("conformance.log");
-    let mut child = Command::new(&python)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/aiperf_conformance.py"))
-        .arg(&plain)
-        .arg("--speed-bench")
-        .arg(format!("{}=coding", speed.display()))
-        .env("COLUMNS", "250")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(tmp.path().join("conformance.err")).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{} does not start: {e}", python.display()));
-    // About a minute on 2 loaded cores (AIPerf's imports and its plots dominate).
-    let status = wait_exit(&mut child, scaled(Duration::from_secs(600)));
-    let stdout = std::fs::read_to_string(&log).unwrap_or_default();
-    let stderr = std::fs::read_to_string(tmp.path().join("conformance.err")).unwrap_or_default();
-    assert!(
-        status.success(),
-        "AIPerf 0.13 rejects specperf's artifacts ({status}):\n{stdout}\n{stderr}"
+    conformance(
+        &python,
+        tmp.path(),
+        &[
+            plain.into_os_string(),
+            "--speed-bench".into(),
+            format!("{}=coding", speed.display()).into(),
+        ],
     );
-    assert!(stdout.contains("every artifact accepted"), "{stdout}");
 }

@@ -31,7 +31,7 @@ const QUIET: [&str; 8] = [
     "3",
 ];
 
-fn sweep_config(args: &[&str]) -> SweepConfig {
+pub(crate) fn sweep_config(args: &[&str]) -> SweepConfig {
     let mut argv = vec!["specperf", "replay"];
     argv.extend_from_slice(&QUIET);
     argv.extend_from_slice(args);
@@ -44,7 +44,7 @@ fn sweep_config(args: &[&str]) -> SweepConfig {
 }
 
 /// Runs a sweep in this process (bounded), handing every event to `on_event`.
-async fn sweep_with(cfg: SweepConfig, on_event: impl FnMut(Event<'_>)) -> SweepOutcome {
+pub(crate) async fn sweep_with(cfg: SweepConfig, on_event: impl FnMut(Event<'_>)) -> SweepOutcome {
     let (tx, _rx) = tokio::sync::watch::channel(Progress::default());
     tokio::time::timeout(
         scaled(Duration::from_secs(120)),
@@ -245,10 +245,17 @@ async fn three_runs_report_t_intervals_and_convergence_stops_early() {
     assert_eq!(o.exit_code, 0);
     let p = &o.index.points[0];
     assert_eq!(p.runs.len(), 3);
+    // AIPerf's layout for repeated runs of one point, and its confidence aggregate beside them.
     for r in 1..=3 {
-        let d = out.join(format!("profile_runs/trial_000{r}"));
+        let d = out.join(format!("profile_runs/run_000{r}"));
         assert!(d.join("summary.json").is_file(), "{}", d.display());
     }
+    let agg = read_json(&out.join("aggregate/profile_export_aiperf_aggregate.json"));
+    assert_eq!(agg["metadata"]["num_successful_runs"], json!(3));
+    assert_eq!(
+        agg["metadata"]["run_labels"],
+        json!(["run_0001", "run_0002", "run_0003"])
+    );
     let i = &p.aggregate["request_throughput"];
     assert_eq!(i.n, 3);
     assert!((i.t_critical - 4.302_652_7).abs() < 1e-6, "t(0.975, 2)");
@@ -261,6 +268,22 @@ async fn three_runs_report_t_intervals_and_convergence_stops_early() {
     assert!((i.mean - mean).abs() < 1e-9 * mean);
     let sd = (runs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
     assert!((i.half_width() - i.t_critical * sd / 3f64.sqrt()).abs() < 1e-9 * mean);
+    // The same interval in AIPerf's file, from the runs' own profile_export_aiperf.json.
+    let a = &agg["metrics"]["request_throughput_avg"];
+    assert_eq!(a["unit"], "requests/sec");
+    for (k, v) in [
+        ("mean", i.mean),
+        ("std", i.std),
+        ("ci_low", i.ci_low),
+        ("ci_high", i.ci_high),
+        ("t_critical", i.t_critical),
+    ] {
+        let got = a[k].as_f64().unwrap();
+        assert!(
+            (got - v).abs() <= 1e-9 * v.abs().max(1.0),
+            "{k}: {got} vs {v}"
+        );
+    }
     assert!(i.ci_low <= i.mean && i.mean <= i.ci_high);
     let table = specperf::sweep::console(&o.index);
     assert!(
@@ -558,6 +581,17 @@ fn bad_sweep_flags_are_usage_errors_naming_the_flag() {
             "not a metric",
         ),
         (&["--resume"][..], "--artifact-dir"),
+        (
+            &[
+                "--concurrency",
+                "1,2",
+                "--num-profile-runs",
+                "2",
+                "--parameter-sweep-mode",
+                "repeated",
+            ][..],
+            "--parameter-sweep-mode independent",
+        ),
         (&["--concurrency", "1,0"][..], "at least 1"),
     ] {
         let out = Command::new(BIN)
