@@ -260,6 +260,7 @@ const NOT_FOR_RENDER: &[&str] = &[
     "drain_max_wait_seconds",
     "search_recipe",
     "search_parameter",
+    "isl_osl_pairs",
     "search_min",
     "search_max",
     "search_tolerance",
@@ -1501,6 +1502,42 @@ pub enum SearchRecipe {
     /// The load with the most goodput: the largest one at which at least
     /// --slo-attainment-fraction of the requests meet every objective (per request).
     MaxGoodputUnderSlo,
+    /// No search: every --isl-osl-pairs shape at every --concurrency (default 1,4,16,64,256),
+    /// with the Pareto frontier of p95 TTFT against output token throughput written to
+    /// `sweep_aggregate/pareto_sweep.json`, as AIPerf's recipe of that name.
+    ParetoSweep,
+}
+
+/// `--isl-osl-pairs 128/128,1024/8192`: input/output lengths that go together (AIPerf's format).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IslOslPairs(pub Vec<(u32, u32)>);
+
+impl std::str::FromStr for IslOslPairs {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let bad = || {
+                format!("{part:?}: write <isl>/<osl> with two positive integers, e.g. 1024/8192")
+            };
+            let (i, o) = part.split_once('/').ok_or_else(bad)?;
+            let (i, o): (u32, u32) = match (i.trim().parse(), o.trim().parse()) {
+                (Ok(i), Ok(o)) if i > 0 && o > 0 => (i, o),
+                _ => return Err(bad()),
+            };
+            if out.contains(&(i, o)) {
+                return Err(format!(
+                    "{part:?} is given twice: each shape is one set of points"
+                ));
+            }
+            out.push((i, o));
+        }
+        if out.is_empty() {
+            return Err(format!("{s:?}: no pair; write e.g. 128/128,1024/1024"));
+        }
+        Ok(IslOslPairs(out))
+    }
 }
 
 /// `--search-parameter`: the load an SLA search moves.
@@ -1595,6 +1632,12 @@ pub struct SweepArgs {
     /// doubling from --search-min until a point fails, then bisection.
     #[arg(long, value_enum)]
     pub search_recipe: Option<SearchRecipe>,
+
+    /// --search-recipe pareto-sweep: the input/output length shapes, `<isl>/<osl>` pairs
+    /// (`128/128,1024/8192`), each run at every --concurrency (synthetic prompts: needs
+    /// --synthetic --tokenizer PATH).
+    #[arg(long, value_name = "PAIRS")]
+    pub isl_osl_pairs: Option<IslOslPairs>,
 
     /// The load the search moves.
     #[arg(long, value_enum, default_value_t = SearchParameter::Concurrency)]

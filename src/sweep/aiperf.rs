@@ -9,12 +9,17 @@
 //! `se = std / sqrt(n)` and the Student-t interval, as AIPerf's `ConfidenceAggregation` computes
 //! them. A value AIPerf cannot state (the t quantile of a single run, the cv of a zero mean) is
 //! `null`, as AIPerf writes it.
+//!
+//! And `--search-recipe pareto-sweep`'s frontier, `sweep_aggregate/pareto_sweep.json`, in the
+//! shape AIPerf's `pareto_sweep_export` step writes it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
+use super::index::{PointStatus, SweepIndex};
+use super::plan::Param;
 use super::report::quote;
 use super::stats::interval;
 
@@ -233,6 +238,72 @@ fn csv(metrics: &Value, metadata: &Map<String, Value>, runs: usize, ok: usize) -
     out
 }
 
+/// Where AIPerf's `pareto-sweep` recipe writes its frontier, relative to the sweep's directory.
+pub(crate) const PARETO_SWEEP_JSON: &str = "sweep_aggregate/pareto_sweep.json";
+
+/// AIPerf's `pareto_sweep.json`: every finished point as a cell (its shape, concurrency, p95 TTFT
+/// as x and output token throughput as y, means over its runs), each marked `pareto_optimal`
+/// when no other cell has x <= and y >= with one strictly better (AIPerf's dominance: equal cells
+/// are both optimal). A point without both values is listed with `null` and is never optimal.
+pub(crate) fn pareto_sweep(idx: &SweepIndex) -> Value {
+    // Each cell's fields, and its (x, y) when both are known.
+    type Cell = (Map<String, Value>, Option<(f64, f64)>);
+    let cells: Vec<Cell> = idx
+        .points
+        .iter()
+        .filter(|p| p.status == PointStatus::Done)
+        .filter_map(|p| {
+            let get = |k: Param| p.params.get(&k).map(|&v| v as u64);
+            let (isl, osl, conc) = (get(Param::Isl)?, get(Param::Osl)?, get(Param::Concurrency)?);
+            let xy = p
+                .mean("time_to_first_token_p95")
+                .zip(p.mean("output_token_throughput"))
+                .filter(|(x, y)| x.is_finite() && y.is_finite());
+            let mut c = Map::new();
+            c.insert("isl".into(), json!(isl));
+            c.insert("osl".into(), json!(osl));
+            c.insert("concurrency".into(), json!(conc));
+            c.insert("x".into(), xy.map_or(Value::Null, |v| json!(v.0)));
+            c.insert("y".into(), xy.map_or(Value::Null, |v| json!(v.1)));
+            Some((c, xy))
+        })
+        .collect();
+    let dominated = |a: (f64, f64)| {
+        cells
+            .iter()
+            .filter_map(|c| c.1)
+            .any(|b| b.0 <= a.0 && b.1 >= a.1 && (b.0 < a.0 || b.1 > a.1))
+    };
+    let out: Vec<Value> = cells
+        .iter()
+        .map(|(c, xy)| {
+            let mut c = c.clone();
+            let optimal = xy.is_some_and(|xy| !dominated(xy));
+            c.insert("pareto_optimal".into(), json!(optimal));
+            Value::Object(c)
+        })
+        .collect();
+    json!({
+        "x_metric": "time_to_first_token",
+        "x_stat": "p95",
+        "y_metric": "output_token_throughput",
+        "y_stat": "avg",
+        "cells": out,
+    })
+}
+
+/// Writes [`pareto_sweep`] under the sweep's directory.
+pub(crate) fn write_pareto_sweep(sweep_dir: &Path, idx: &SweepIndex) -> std::io::Result<()> {
+    let path = sweep_dir.join(PARETO_SWEEP_JSON);
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    let mut text =
+        serde_json::to_string_pretty(&pareto_sweep(idx)).map_err(std::io::Error::other)?;
+    text.push('\n');
+    crate::fsutil::write_atomic(&path, text.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,5 +351,46 @@ mod tests {
             (&t["t_critical"], t["ci_low"].as_f64()),
             (&Value::Null, Some(80.0))
         );
+    }
+
+    #[test]
+    fn equal_cells_are_both_on_aiperfs_frontier_and_dominated_ones_are_not() {
+        use super::super::index::PointEntry;
+        let point = |c: f64, x: f64, y: f64| {
+            let mut p: PointEntry = serde_json::from_value(json!({
+                "name": format!("c{c}"), "params": {"concurrency": c, "isl": 8.0, "osl": 8.0},
+                "status": "done", "runs": [], "aggregate": {}
+            }))
+            .unwrap();
+            for (k, v) in [
+                ("time_to_first_token_p95", x),
+                ("output_token_throughput", y),
+            ] {
+                p.aggregate
+                    .insert(k.into(), super::super::stats::interval(&[v], 0.95).unwrap());
+            }
+            p
+        };
+        let mut idx: SweepIndex = serde_json::from_value(json!({
+            "schema": "specperf.sweep.v1", "specperf_version": "0", "command": "", "sweep_type":
+            "pareto-sweep", "parameters": [], "num_profile_runs": 1, "confidence_level": 0.95,
+            "status": "complete", "points": [], "pareto_optimal": []
+        }))
+        .unwrap();
+        idx.points = vec![
+            point(1.0, 10.0, 100.0),
+            point(2.0, 10.0, 100.0), // equal to the first: neither dominates
+            point(3.0, 12.0, 100.0), // more TTFT, same throughput: dominated
+            point(4.0, 30.0, 400.0),
+        ];
+        let v = pareto_sweep(&idx);
+        let optimal: Vec<bool> = v["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["pareto_optimal"].as_bool().unwrap())
+            .collect();
+        assert_eq!(optimal, [true, true, false, true]);
+        assert_eq!(v["cells"][0]["concurrency"], json!(1));
     }
 }

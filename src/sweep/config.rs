@@ -70,6 +70,8 @@ pub struct SweepConfig {
     /// `None`: no wait between points (`--no-drain`, or the embedded simulator).
     pub(crate) drain: Option<DrainSettings>,
     pub(crate) gpus: Option<u32>,
+    /// `--search-recipe pareto-sweep`: AIPerf's `sweep_aggregate/pareto_sweep.json` is written.
+    pub(crate) pareto_export: bool,
     /// The sweep's directory (each point's below it).
     pub dir: PathBuf,
     pub(crate) resume: bool,
@@ -88,6 +90,7 @@ pub struct SweepConfig {
 /// repeated runs, are refused rather than ignored; flags that only shape a sweep are named in a
 /// warning (returned).
 pub fn check_single(s: &SweepArgs) -> Result<Vec<String>, ConfigError> {
+    check_pairs_unused(s)?;
     search(s, None, None)?;
     convergence(s)?;
     let unused: Vec<&str> = [
@@ -113,6 +116,17 @@ pub fn check_single(s: &SweepArgs) -> Result<Vec<String>, ConfigError> {
     })
 }
 
+/// `--isl-osl-pairs` without `--search-recipe pareto-sweep` is refused, not ignored.
+fn check_pairs_unused(s: &SweepArgs) -> Result<(), ConfigError> {
+    if s.isl_osl_pairs.is_some() {
+        return err(
+            "--isl-osl-pairs gives the shapes of --search-recipe pareto-sweep: add it (or pair \
+             --isl and --osl lists with --sweep-type zip)",
+        );
+    }
+    Ok(())
+}
+
 fn err<T>(m: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError::msg(m))
 }
@@ -136,6 +150,10 @@ impl SweepConfig {
     /// Validates a `replay` sweep.
     pub fn from_replay(a: &ReplayArgs) -> Result<SweepConfig, ConfigError> {
         let s = &a.sweep;
+        let pareto = s.search_recipe == Some(SearchRecipe::ParetoSweep);
+        if !pareto {
+            check_pairs_unused(s)?;
+        }
         let search = search(s, a.concurrency.as_ref(), a.load.request_rate.as_ref())?;
         if search.is_some() && plan::has_lists(a) {
             return err(
@@ -143,10 +161,41 @@ impl SweepConfig {
                  each: run one search per value",
             );
         }
-        let points = match search {
-            Some(spec) => Points::Search(spec),
-            None => Points::Fixed(plan::points(a, s.sweep_type).map_err(ConfigError::msg)?),
+        let points = match (search, &s.isl_osl_pairs) {
+            (Some(spec), _) => Points::Search(spec),
+            (None, Some(pairs)) if pareto => {
+                if !a.streaming {
+                    return err(
+                        "--search-recipe pareto-sweep charts TTFT, which a non-streaming run does \
+                         not measure: drop --streaming false",
+                    );
+                }
+                Points::Fixed(plan::pareto_points(a, &pairs.0).map_err(ConfigError::msg)?)
+            }
+            (None, None) if pareto => {
+                return err(
+                    "--search-recipe pareto-sweep needs the shapes: --isl-osl-pairs \
+                     128/128,1024/1024 (input/output tokens)",
+                )
+            }
+            (None, _) => Points::Fixed(plan::points(a, s.sweep_type).map_err(ConfigError::msg)?),
         };
+        if let Points::Fixed(p) = &points {
+            let isl = p.iter().find_map(|p| p.get(Param::Isl));
+            if let (Some(isl), false) = (isl, a.synthetic) {
+                return err(format!(
+                    "this sweep sets the input length (--isl {}{}), which only synthetic \
+                     prompts have: add --synthetic --tokenizer PATH (a collection's prompts keep \
+                     their own lengths)",
+                    num(isl),
+                    if pareto {
+                        ", from --isl-osl-pairs"
+                    } else {
+                        ", ..."
+                    }
+                ));
+            }
+        }
         let result_stem = a
             .result_filename
             .as_deref()
@@ -176,6 +225,12 @@ impl SweepConfig {
             return err(
                 "the AgentX replay's load is its --concurrency (lanes of session trees): use \
                  --search-parameter concurrency",
+            );
+        }
+        if s.search_recipe == Some(SearchRecipe::ParetoSweep) || s.isl_osl_pairs.is_some() {
+            return err(
+                "pareto-sweep varies input and output lengths, which the AgentX replay takes from \
+                 its traces: sweep --concurrency, or use --search-recipe max-concurrency-under-sla",
             );
         }
         if s.search_recipe == Some(SearchRecipe::MaxGoodputUnderSlo) {
@@ -403,6 +458,7 @@ fn assemble(
         point_cooldown: Duration::ZERO,
         drain: drain(s, w.url, w.server_metrics)?,
         gpus: s.gpus,
+        pareto_export: s.search_recipe == Some(SearchRecipe::ParetoSweep),
         dir,
         resume: s.resume,
         result_stem: w.result_stem,
@@ -547,7 +603,22 @@ fn search(
         ),
         ("--e2e-sla-ms", s.e2e_sla_ms, "request_latency_p99", "e2el"),
     ];
-    let Some(recipe) = s.search_recipe else {
+    let recipe = match s.search_recipe {
+        Some(SearchRecipe::ParetoSweep) => {
+            // Fixed points, no search: an objective would be judged by nothing.
+            let given = slas.iter().find(|x| x.1.is_some()).map(|x| x.0);
+            let given = given.or(s.error_rate_sla.map(|_| "--error-rate-sla"));
+            if let Some(flag) = given {
+                return err(format!(
+                    "{flag} is an objective of an SLA search, and pareto-sweep judges none: drop \
+                     it, or use --search-recipe max-concurrency-under-sla"
+                ));
+            }
+            return Ok(None);
+        }
+        r => r,
+    };
+    let Some(recipe) = recipe else {
         if let Some((flag, ..)) = slas.iter().find(|x| x.1.is_some()) {
             return err(format!(
                 "{flag} is an objective of the SLA search: add --search-recipe \

@@ -119,7 +119,7 @@ pub struct SweepIndex {
     pub specperf_version: String,
     /// The command line.
     pub command: String,
-    /// `grid`, `zip` or `search`.
+    /// `grid`, `zip`, `search` or `pareto-sweep`.
     pub sweep_type: String,
     /// The parameters varied.
     pub parameters: Vec<Param>,

@@ -175,6 +175,63 @@ fn no_repeats(p: Param, vals: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
+/// AIPerf's `pareto-sweep` concurrencies when `--concurrency` gives none.
+pub(crate) const PARETO_CONCURRENCY: [usize; 5] = [1, 4, 16, 64, 256];
+
+/// The points of `--search-recipe pareto-sweep`: each `(isl, osl)` shape at every concurrency,
+/// the shapes outside (AIPerf's order). The pairs stay paired (a grid of `--isl` and `--osl`
+/// would cross them).
+pub(crate) fn pareto_points(a: &ReplayArgs, pairs: &[(u32, u32)]) -> Result<Vec<Point>, String> {
+    for (p, n) in [
+        (Param::Isl, a.isl.0.len()),
+        (Param::Osl, a.osl.as_ref().map_or(0, |l| l.0.len())),
+        (
+            Param::RequestCount,
+            a.request_count.as_ref().map_or(0, |l| l.0.len()),
+        ),
+        (
+            Param::RequestRate,
+            a.load.request_rate.as_ref().map_or(0, |l| l.0.len()),
+        ),
+    ] {
+        if n > 1 {
+            return Err(format!(
+                "--search-recipe pareto-sweep varies the shapes of --isl-osl-pairs and \
+                 --concurrency only: give {} one value",
+                p.flag()
+            ));
+        }
+    }
+    let conc: Vec<f64> = match &a.concurrency {
+        Some(l) => l.0.iter().map(|&c| c as f64).collect(),
+        None => PARETO_CONCURRENCY.iter().map(|&c| c as f64).collect(),
+    };
+    no_repeats(Param::Concurrency, &conc)?;
+    if pairs.len() * conc.len() < 2 {
+        return Err(
+            "--search-recipe pareto-sweep of one shape at one concurrency is a single run: give \
+             two or more --isl-osl-pairs or --concurrency values"
+                .into(),
+        );
+    }
+    Ok(pairs
+        .iter()
+        .flat_map(|&(isl, osl)| {
+            conc.iter().map(move |&c| {
+                Point(
+                    [
+                        (Param::Concurrency, c),
+                        (Param::Isl, f64::from(isl)),
+                        (Param::Osl, f64::from(osl)),
+                    ]
+                    .into_iter()
+                    .collect(),
+                )
+            })
+        })
+        .collect())
+}
+
 /// The points of a sweep: only parameters with more than one value vary (and name the points).
 pub(crate) fn points(a: &ReplayArgs, how: SweepType) -> Result<Vec<Point>, String> {
     let varied: Vec<(Param, Vec<f64>)> =

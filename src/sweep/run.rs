@@ -265,6 +265,7 @@ pub(crate) fn recipe_name(r: crate::cli::SearchRecipe) -> &'static str {
     match r {
         crate::cli::SearchRecipe::MaxConcurrencyUnderSla => "max-concurrency-under-sla",
         crate::cli::SearchRecipe::MaxGoodputUnderSlo => "max-goodput-under-slo",
+        crate::cli::SearchRecipe::ParetoSweep => "pareto-sweep",
     }
 }
 
@@ -272,6 +273,7 @@ fn new_index(cfg: &SweepConfig) -> SweepIndex {
     let (sweep_type, parameters) = match &cfg.points {
         Points::Fixed(p) => (
             match cfg.sweep_type {
+                _ if cfg.pareto_export => "pareto-sweep",
                 crate::cli::SweepType::Grid => "grid",
                 crate::cli::SweepType::Zip => "zip",
             },
@@ -339,6 +341,17 @@ impl Sweeper<'_> {
                 "cannot write {}: {e}",
                 self.cfg.dir.join("sweep.json").display()
             )));
+        }
+        if self.cfg.pareto_export {
+            if let Err(e) = super::aiperf::write_pareto_sweep(&self.cfg.dir, &self.index) {
+                on_event(Event::Warning(format!(
+                    "cannot write {}: {e}",
+                    self.cfg
+                        .dir
+                        .join(super::aiperf::PARETO_SWEEP_JSON)
+                        .display()
+                )));
+            }
         }
         if let Err(e) = super::report::write(&self.cfg.dir, &self.index) {
             on_event(Event::Warning(format!(

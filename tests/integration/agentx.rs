@@ -12,7 +12,7 @@ use serde_json::Value;
 use specperf::agentx::{self, LoadOptions};
 use specperf::sim::SimHandle;
 
-use crate::common::{fast, read_json, scaled, sim, wait_exit};
+use crate::common::{fast, read_json, scaled, sim, tokenizer_path, wait_exit};
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
 
@@ -22,17 +22,6 @@ fn root() -> &'static Path {
 
 fn traces_dir() -> PathBuf {
     root().join("tests/fixtures/agentx/traces")
-}
-
-/// The DeepSeek-V4 tokenizer `scripts/fetch-tokenizer.sh` installs.
-fn tokenizer_path() -> PathBuf {
-    let p = root().join("target/fixtures/deepseek-v4/tokenizer.json");
-    assert!(
-        p.exists(),
-        "{} missing: run scripts/fetch-tokenizer.sh",
-        p.display()
-    );
-    p
 }
 
 /// A fast simulator that counts prompt tokens with the same tokenizer the prompts are cut with.

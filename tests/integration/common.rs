@@ -454,3 +454,20 @@ pub(crate) fn browser_dom(page: &Path) -> Option<String> {
     let dom = child.wait_with_output().unwrap().stdout;
     Some(String::from_utf8_lossy(&dom).into_owned())
 }
+
+/// The DeepSeek-V4 `tokenizer.json` `scripts/fetch-tokenizer.sh` installs (the README's test
+/// command runs it first), or `$SPECPERF_DSV4_TOKENIZER`.
+pub(crate) fn tokenizer_path() -> std::path::PathBuf {
+    let p = std::env::var("SPECPERF_DSV4_TOKENIZER")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("target/fixtures/deepseek-v4/tokenizer.json")
+        });
+    assert!(
+        p.is_file(),
+        "{} missing: run scripts/fetch-tokenizer.sh (the README's test command does)",
+        p.display()
+    );
+    p
+}

@@ -8,7 +8,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 use specperf::sim::SimConfig;
 
-use crate::common::{fast, records, replay_at, sim};
+use crate::common::{fast, records, replay_at, sim, tokenizer_path};
 
 fn manifest() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -204,18 +204,6 @@ async fn sharegpt_first_human_turn_is_the_prompt() {
         "conversations without a reply are skipped"
     );
     assert_eq!(s.requests()[0]["messages"][0]["content"], "hello");
-}
-
-fn tokenizer_path() -> PathBuf {
-    let p = std::env::var("SPECPERF_DSV4_TOKENIZER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| manifest().join("target/fixtures/deepseek-v4/tokenizer.json"));
-    assert!(
-        p.is_file(),
-        "{} missing: run scripts/fetch-tokenizer.sh (the README's test command does)",
-        p.display()
-    );
-    p
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

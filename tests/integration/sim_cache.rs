@@ -5,14 +5,13 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use specperf::sim::{SimConfig, SimHandle};
 
-use crate::common::{fast, sim};
+use crate::common::{fast, sim, tokenizer_path};
 
 /// A bare HTTP/1.0 exchange: status and body.
 fn http(url: &str, method: &str, path: &str, body: &str, extra: &str) -> (u16, String) {
@@ -195,21 +194,6 @@ fn running_requests_hold_kv_blocks_and_the_rest_wait_then_drain_to_zero() {
     assert_eq!(log.len(), 3);
     assert_eq!(log[0].waited, Duration::ZERO);
     assert!(log[1].waited > Duration::ZERO && log[2].waited > Duration::ZERO);
-}
-
-fn tokenizer_path() -> PathBuf {
-    let p = std::env::var("SPECPERF_DSV4_TOKENIZER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("target/fixtures/deepseek-v4/tokenizer.json")
-        });
-    assert!(
-        p.is_file(),
-        "{} missing: run scripts/fetch-tokenizer.sh (the README's test command does)",
-        p.display()
-    );
-    p
 }
 
 #[test]

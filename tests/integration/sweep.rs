@@ -14,7 +14,8 @@ use specperf::sweep::{run_sweep, Event, PointStatus, SweepConfig, SweepIndex, Sw
 use specperf::{Cli, Command as Cmd, Progress, Stopper};
 
 use crate::common::{
-    browser_dom, fast, held_stream, read_json, scaled, schema_errors, sim, terminate, wait_exit,
+    browser_dom, fast, held_stream, read_json, records, scaled, schema_errors, sim, terminate,
+    tokenizer_path, wait_exit,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
@@ -426,6 +427,108 @@ async fn the_sla_search_finds_the_concurrency_where_requests_start_to_queue() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pareto_sweep_runs_each_shape_at_each_concurrency_and_writes_aiperfs_frontier() {
+    // The simulator counts prompt tokens with the tokenizer the synthetic prompts are cut with,
+    // so each point's ISL is exactly its shape's.
+    let tok = tokenizer_path();
+    let s = sim(SimConfig {
+        tokenizer: Some(std::sync::Arc::new(
+            tokenizer_encoders::Tokenizer::from_path(&tok).unwrap(),
+        )),
+        ..fast()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pareto");
+    let cfg = sweep_config(&[
+        "--url",
+        &s.url(),
+        "--search-recipe",
+        "pareto-sweep",
+        "--isl-osl-pairs",
+        "96/24, 300/8",
+        "--concurrency",
+        "1,3",
+        "--synthetic",
+        "--tokenizer",
+        tok.to_str().unwrap(),
+        "--endpoint-type",
+        "completions",
+        "--request-count",
+        "6",
+        "--no-drain",
+        "--artifact-dir",
+        out.to_str().unwrap(),
+    ]);
+    let o = sweep_with(cfg, |_| {}).await;
+    assert_eq!(o.exit_code, 0);
+    let idx = &o.index;
+    assert_eq!(idx.sweep_type, "pareto-sweep");
+    let names: Vec<&str> = idx.points.iter().map(|p| p.name.as_str()).collect();
+    // The shapes outside, concurrency inside (AIPerf's order); the pairs stay paired.
+    assert_eq!(
+        names,
+        [
+            "concurrency_1__isl_96__osl_24",
+            "concurrency_3__isl_96__osl_24",
+            "concurrency_1__isl_300__osl_8",
+            "concurrency_3__isl_300__osl_8",
+        ]
+    );
+    for (p, (isl, osl)) in idx
+        .points
+        .iter()
+        .zip([(96, 24), (96, 24), (300, 8), (300, 8)])
+    {
+        let recs = records(&out.join(&p.name));
+        assert_eq!(recs.len(), 6, "{}", p.name);
+        for r in &recs {
+            assert_eq!(
+                (r["prompt_tokens"].as_u64(), r["completion_tokens"].as_u64()),
+                (Some(isl), Some(osl)),
+                "{}",
+                p.name
+            );
+        }
+    }
+    let errors = schema_errors("sweep.v1.json", &read_json(&out.join("sweep.json")));
+    assert!(errors.is_empty(), "{errors:?}");
+    // AIPerf's pareto_sweep.json: every cell, x = p95 TTFT, y = output token throughput, and
+    // the optimal ones are exactly those no other cell dominates.
+    let ps = read_json(&out.join("sweep_aggregate/pareto_sweep.json"));
+    assert_eq!(
+        (
+            &ps["x_metric"],
+            &ps["x_stat"],
+            &ps["y_metric"],
+            &ps["y_stat"]
+        ),
+        (
+            &json!("time_to_first_token"),
+            &json!("p95"),
+            &json!("output_token_throughput"),
+            &json!("avg")
+        )
+    );
+    let cells = ps["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    let xy: Vec<(f64, f64)> = cells
+        .iter()
+        .map(|c| (c["x"].as_f64().unwrap(), c["y"].as_f64().unwrap()))
+        .collect();
+    for (i, (c, p)) in cells.iter().zip(&idx.points).enumerate() {
+        let conc = *p.params.values().next().unwrap();
+        assert_eq!(c["concurrency"].as_f64(), Some(conc));
+        assert_eq!(c["x"].as_f64(), p.mean("time_to_first_token_p95"));
+        assert_eq!(c["y"].as_f64(), p.mean("output_token_throughput"));
+        let dominated = xy
+            .iter()
+            .any(|&(x, y)| x <= xy[i].0 && y >= xy[i].1 && (x < xy[i].0 || y > xy[i].1));
+        assert_eq!(c["pareto_optimal"], json!(!dominated), "{c}");
+    }
+    assert!(cells.iter().any(|c| c["pareto_optimal"] == json!(true)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_point_that_starts_on_a_busy_server_says_so() {
     let s = sim(fast());
     let dir = tempfile::tempdir().unwrap();
@@ -581,6 +684,62 @@ fn bad_sweep_flags_are_usage_errors_naming_the_flag() {
             "not a metric",
         ),
         (&["--resume"][..], "--artifact-dir"),
+        // A sweep over --isl without synthetic prompts would run one collection N times.
+        (&["--isl", "100,200"][..], "--synthetic --tokenizer"),
+        (
+            &["--search-recipe", "pareto-sweep", "--concurrency", "1,2"][..],
+            "--isl-osl-pairs 128/128",
+        ),
+        (
+            &[
+                "--search-recipe",
+                "pareto-sweep",
+                "--isl-osl-pairs",
+                "128/128",
+            ][..],
+            "--synthetic --tokenizer",
+        ),
+        (
+            &[
+                "--search-recipe",
+                "pareto-sweep",
+                "--isl-osl-pairs",
+                "128/128",
+                "--ttft-sla-ms",
+                "50",
+            ][..],
+            "judges none",
+        ),
+        (&["--isl-osl-pairs", "128/128,64/64"][..], "pareto-sweep"),
+        (
+            &[
+                "--search-recipe",
+                "pareto-sweep",
+                "--isl-osl-pairs",
+                "128/0",
+            ][..],
+            "two positive integers",
+        ),
+        (
+            &[
+                "--search-recipe",
+                "pareto-sweep",
+                "--isl-osl-pairs",
+                "8/8,8/8",
+            ][..],
+            "given twice",
+        ),
+        (
+            &[
+                "--search-recipe",
+                "pareto-sweep",
+                "--isl-osl-pairs",
+                "8/8",
+                "--concurrency",
+                "4",
+            ][..],
+            "single run",
+        ),
         (
             &[
                 "--concurrency",
