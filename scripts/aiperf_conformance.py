@@ -348,10 +348,13 @@ def every_single_run_plot(tmp: Path) -> Path:
     return path
 
 
-def check_plot(d: Path, fails: Failures) -> None:
+def aiperf_plot(d: Path, fails: Failures, *, every_single_run: bool, allowed_skip: str, label: str):
+    """Runs `aiperf plot` on d; returns its output when it drew, after failing every skipped plot
+    other than those naming `allowed_skip` (data AIPerf itself lacks without GPU telemetry) and
+    every warning (a file it misread)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "plots"
-        config = ["--config", str(every_single_run_plot(Path(tmp)))]
+        config = ["--config", str(every_single_run_plot(Path(tmp)))] if every_single_run else []
         # AIPerf's log lines wrap at the terminal's width, and one line per message is what is
         # checked below.
         env = dict(os.environ, HOME=tmp, COLUMNS="250")
@@ -367,16 +370,20 @@ def check_plot(d: Path, fails: Failures) -> None:
         if p.returncode != 0 or not drawn:
             tail = "\n    ".join(text.splitlines()[-15:])
             fails.add(d, "aiperf plot", f"exit {p.returncode}, {len(drawn)} {kind} plots\n    {tail}")
-            return
-        # AIPerf skips the GPU plots on its own GPU-less directories too: those are listed. Any
-        # other skipped plot (data we should have written) or warning (a file it misread) fails.
+            return None
         for line in text.splitlines():
             low = line.lower()
-            if "skipping plot" in low and "['gpu_telemetry']" in low:
+            if "skipping plot" in low and allowed_skip in low:
                 print("  aiperf plot: " + line.split("WARNING", 1)[-1].strip())
             elif "skipping plot" in low or "warning" in low or "error" in low:
                 fails.add(d, "aiperf plot", line.strip())
-        print(f"  aiperf plot: {len(drawn)} {kind} plots ({', '.join(drawn)})")
+        print(f"  {label}: {len(drawn)} {kind} plots ({', '.join(drawn)})")
+        return text
+
+
+def check_plot(d: Path, fails: Failures) -> None:
+    # AIPerf skips the GPU plots on its own GPU-less directories too: those are listed.
+    aiperf_plot(d, fails, every_single_run=True, allowed_skip="['gpu_telemetry']", label="aiperf plot")
 
 
 def check_sweep(d: Path, fails: Failures) -> None:
@@ -448,31 +455,11 @@ def check_sweep(d: Path, fails: Failures) -> None:
     if len(found) < 2:
         # One cell (a repeated single run): AIPerf plots nothing multi-run of its own such output.
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "plots"
-        env = dict(os.environ, HOME=tmp, COLUMNS="250")
-        args = [str(d), "--output", str(out)]
-        if has_chrome():
-            p = run([*aiperf_cli(), "plot", *args], env=env)
-            kind = "png"
-        else:
-            p = run([sys.executable, "-c", PLOT_AS_HTML, *args], env=env)
-            kind = "html"
-        drawn = sorted(f.name for f in out.rglob(f"*.{kind}")) if out.exists() else []
-        text = (p.stdout + p.stderr).strip()
-        if p.returncode != 0 or not drawn:
-            tail = "\n    ".join(text.splitlines()[-15:])
-            fails.add(d, "aiperf plot", f"exit {p.returncode}, {len(drawn)} {kind} plots\n    {tail}")
-            return
-        if "multi_run" not in text.lower() and "multi-run" not in text.lower():
-            fails.add(d, "aiperf plot", "did not read the sweep as several runs")
-        for line in text.splitlines():
-            low = line.lower()
-            if "skipping plot" in low and "output_token_throughput_per_gpu" in low:
-                print("  aiperf plot: " + line.split("WARNING", 1)[-1].strip())
-            elif "skipping plot" in low or "warning" in low or "error" in low:
-                fails.add(d, "aiperf plot", line.strip())
-        print(f"  aiperf plot (multi-run): {len(drawn)} {kind} plots ({', '.join(drawn)})")
+    # The per-GPU figures need GPU telemetry, which AIPerf itself lacks without DCGM.
+    text = aiperf_plot(d, fails, every_single_run=False,
+                       allowed_skip="output_token_throughput_per_gpu", label="aiperf plot (multi-run)")
+    if text is not None and "multi_run" not in text.lower():
+        fails.add(d, "aiperf plot", "did not read the sweep as several runs")
 
 
 def specperf_al(d: Path, fails: Failures) -> float | None:
