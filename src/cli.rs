@@ -260,6 +260,7 @@ const NOT_FOR_RENDER: &[&str] = &[
     "drain_max_wait_seconds",
     "search_recipe",
     "search_parameter",
+    "search_style",
     "isl_osl_pairs",
     "search_min",
     "search_max",
@@ -1508,6 +1509,23 @@ pub enum SearchRecipe {
     ParetoSweep,
 }
 
+/// `--search-style`: how the SLA search moves (AIPerf's names). specperf runs `monotonic`; the
+/// others are AIPerf's model-based searches, refused by name rather than run as something else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SearchStyle {
+    /// Doubling until a load fails, then bisection (exact for concurrency).
+    Monotonic,
+    /// AIPerf's isotonic-regression search (not run here).
+    #[value(name = "smooth_isotonic", alias = "smooth-isotonic")]
+    SmoothIsotonic,
+    /// AIPerf's Bayesian optimisation (not run here).
+    Bo,
+    /// AIPerf's Optuna search (not run here).
+    Optuna,
+    /// AIPerf's log-spaced 8-point grid (not run here).
+    Grid,
+}
+
 /// `--isl-osl-pairs 128/128,1024/8192`: input/output lengths that go together (AIPerf's format).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IslOslPairs(pub Vec<(u32, u32)>);
@@ -1638,6 +1656,11 @@ pub struct SweepArgs {
     /// --synthetic --tokenizer PATH).
     #[arg(long, value_name = "PAIRS")]
     pub isl_osl_pairs: Option<IslOslPairs>,
+
+    /// How the search moves: `monotonic` (doubling, then bisection), the only style run here;
+    /// AIPerf's other styles are refused by name.
+    #[arg(long, value_enum)]
+    pub search_style: Option<SearchStyle>,
 
     /// The load the search moves.
     #[arg(long, value_enum, default_value_t = SearchParameter::Concurrency)]

@@ -11,7 +11,7 @@ use super::stats::{default_threshold, Mode};
 use super::values::{self, Objective};
 use crate::cli::{
     DrainArgs, List, ParameterSweepMode, ProfileArgs, ReplayArgs, SearchParameter, SearchRecipe,
-    SweepArgs, SweepType,
+    SearchStyle, SweepArgs, SweepType,
 };
 use crate::config::{drain_config, ConfigError, RunConfig};
 use crate::scrape::DrainSettings;
@@ -603,6 +603,23 @@ fn search(
         ),
         ("--e2e-sla-ms", s.e2e_sla_ms, "request_latency_p99", "e2el"),
     ];
+    match (s.search_style, s.search_recipe) {
+        (None | Some(SearchStyle::Monotonic), Some(r)) if r != SearchRecipe::ParetoSweep => {}
+        (None, _) => {}
+        (Some(_), None | Some(SearchRecipe::ParetoSweep)) => {
+            return err("--search-style shapes an SLA search: add --search-recipe \
+                 max-concurrency-under-sla, or drop --search-style")
+        }
+        (Some(style), Some(_)) => {
+            let name = clap::ValueEnum::to_possible_value(&style)
+                .map_or_else(String::new, |v| v.get_name().to_string());
+            return err(format!(
+                "--search-style {name} is AIPerf's model-based search, which specperf does not \
+                 run: its search is monotonic (doubling until a load fails, then bisection, exact \
+                 for concurrency). Drop --search-style or give --search-style monotonic"
+            ));
+        }
+    }
     let recipe = match s.search_recipe {
         Some(SearchRecipe::ParetoSweep) => {
             // Fixed points, no search: an objective would be judged by nothing.

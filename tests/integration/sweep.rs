@@ -355,6 +355,8 @@ async fn the_sla_search_finds_the_concurrency_where_requests_start_to_queue() {
         "2",
         "--search-recipe",
         "max-concurrency-under-sla",
+        "--search-style",
+        "monotonic",
         "--ttft-sla-ms",
         "40",
         "--search-max",
@@ -711,6 +713,18 @@ fn bad_sweep_flags_are_usage_errors_naming_the_flag() {
             "judges none",
         ),
         (&["--isl-osl-pairs", "128/128,64/64"][..], "pareto-sweep"),
+        (
+            &[
+                "--search-recipe",
+                "max-concurrency-under-sla",
+                "--ttft-sla-ms",
+                "50",
+                "--search-style",
+                "smooth_isotonic",
+            ][..],
+            "--search-style smooth_isotonic is AIPerf's model-based search",
+        ),
+        (&["--search-style", "monotonic"][..], "add --search-recipe"),
         (
             &[
                 "--search-recipe",
