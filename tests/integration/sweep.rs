@@ -571,6 +571,53 @@ async fn a_point_that_starts_on_a_busy_server_says_so() {
     assert!(specperf::sweep::console(&o.index).contains("UNDRAINED"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn points_after_the_server_is_gone_fail_on_record_and_the_finished_one_is_kept() {
+    let mut server = Some(sim(fast()));
+    let url = server.as_ref().unwrap().url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gone");
+    let cfg = sweep_config(&[
+        "--url",
+        &url,
+        "--model",
+        "specperf-sim",
+        "--concurrency",
+        "1,2,3",
+        "--request-count",
+        "4",
+        "--osl",
+        "8",
+        "--no-drain",
+        "--artifact-dir",
+        out.to_str().unwrap(),
+    ]);
+    let o = sweep_with(cfg, |ev| {
+        if let Event::RunDone { .. } = ev {
+            // The server goes away after the first point.
+            server = None;
+        }
+    })
+    .await;
+    let idx = SweepIndex::read(&out).unwrap();
+    assert_eq!(idx.status, "complete", "the sweep went on to the end");
+    assert_eq!(idx.points.len(), 3, "every point is on record");
+    let first = &idx.points[0];
+    assert_eq!(
+        (first.status, first.runs[0].exit_code),
+        (PointStatus::Done, 0)
+    );
+    assert_eq!(first.mean("request_count"), Some(4.0));
+    assert!(out.join("concurrency_1/summary.json").is_file());
+    for p in &idx.points[1..] {
+        let failed = p.status == PointStatus::Failed && p.error.is_some()
+            || p.runs.iter().all(|r| r.exit_code != 0);
+        assert!(failed, "{}: {:?} {:?}", p.name, p.status, p.error);
+    }
+    assert_ne!(o.exit_code, 0, "the exit code says a point failed");
+    assert!(specperf::sweep::console(&idx).contains("concurrency_1"));
+}
+
 fn count_done(dir: &Path) -> usize {
     std::fs::read_to_string(dir.join("sweep.json"))
         .ok()
