@@ -520,3 +520,80 @@ fn the_gate_on_llama_servers_synthetic_acceptance_passes_at_2_5_and_is_below_3()
     let r = gate(&l, &gate_workspace(3.0, 12, 48));
     assert_eq!(r["verdict"], "below", "{r:#}");
 }
+
+/// A sweep against the real engine: between two concurrency points the drain wait reads
+/// llama-server's own queue gauges (`llamacpp:requests_processing`, `..._deferred`), sees a
+/// request another client left running, and lets the next point start only once it is gone; each
+/// point's acceptance length comes from the server's counters over that point alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_drains_llama_servers_queue_between_points() {
+    let l = Llama::start(Mode::Draft);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let metrics = format!("{}/metrics", l.url);
+    let cfg = crate::sweep::sweep_config(&[
+        "--url",
+        &l.url,
+        "--model",
+        "smollm2-135m",
+        "--server-metrics",
+        &metrics,
+        "--concurrency",
+        "1,2",
+        "--request-count",
+        "4",
+        "--osl",
+        "16",
+        // Polls every 0.05 s, 3 idle in a row (the sweep tests' shared flags).
+        "--drain-max-wait-seconds",
+        "120",
+        "--artifact-dir",
+        out.to_str().unwrap(),
+    ]);
+    let body = serde_json::json!({"model": "smollm2-135m", "stream": true, "max_tokens": 4000,
+        "messages": [{"role": "user", "content": "Count from one to one thousand in words."}]});
+    let mut backlog: Option<TcpStream> = None;
+    let mut busy_polls = 0;
+    let o = tokio::time::timeout(
+        Duration::from_secs(400),
+        crate::sweep::sweep_with(cfg, |ev| match ev {
+            specperf::sweep::Event::RunDone { .. } if backlog.is_none() && busy_polls == 0 => {
+                backlog = Some(crate::common::held_stream(&l.url, &body));
+            }
+            specperf::sweep::Event::DrainPoll(p) => {
+                let busy: u64 = p.endpoints.iter().filter_map(|e| e.running).sum();
+                if busy > 0 {
+                    busy_polls += 1;
+                    if busy_polls == 2 {
+                        backlog = None;
+                    }
+                }
+            }
+            _ => {}
+        }),
+    )
+    .await
+    .expect("the sweep ends within 400 s");
+    assert_eq!(o.exit_code, 0);
+    assert!(busy_polls >= 2, "the wait saw the left-over request");
+    let idx = &o.index;
+    assert_eq!(idx.points.len(), 2);
+    let wait = idx.points[1].drain_before.as_ref().expect("a drain wait");
+    assert!(wait.drained && wait.max_queue >= 1, "{wait:?}");
+    assert!(!idx.points[1].started_undrained);
+    // Both endpoints (the --url's page and the worker's) are the same llama-server page here.
+    for e in &wait.endpoints {
+        let names: Vec<&str> = e.gauges.iter().map(|g| g.name()).collect();
+        assert!(
+            names.contains(&"llamacpp:requests_processing"),
+            "{}: {names:?}",
+            e.url
+        );
+        assert_eq!((e.running, e.waiting), (Some(0), Some(0)), "{}", e.url);
+    }
+    for p in &idx.points {
+        assert_eq!(p.mean("request_count"), Some(4.0), "{}", p.name);
+        let al = p.mean("acceptance_length").expect("an AL per point");
+        assert!((1.0..=5.0).contains(&al), "{}: AL {al}", p.name);
+    }
+}
