@@ -1495,7 +1495,7 @@ pub enum ConvergenceMode {
     Distribution,
 }
 
-/// `--search-recipe`: what an SLA search looks for (AIPerf's recipe names).
+/// `--search-recipe`: what an SLA search looks for, or the shapes to map (AIPerf's recipe names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum SearchRecipe {
     /// The largest load whose run meets every `--*-sla-*` objective (percentiles of the run).
@@ -1646,8 +1646,9 @@ pub struct SweepArgs {
     )]
     pub drain_max_wait_seconds: f64,
 
-    /// Search for the best load under the SLA objectives instead of sweeping fixed values:
-    /// doubling from --search-min until a point fails, then bisection.
+    /// AIPerf's recipes: search for the best load under the SLA objectives (doubling from
+    /// --search-min until a point fails, then bisection), or map input/output shapes against
+    /// concurrency (pareto-sweep).
     #[arg(long, value_enum)]
     pub search_recipe: Option<SearchRecipe>,
 
