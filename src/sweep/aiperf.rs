@@ -121,7 +121,7 @@ pub(crate) fn write(
 }
 
 /// A run's label: the last component of its directory (`run_0001`, `trial_0002`).
-fn label(d: &Path) -> String {
+pub(crate) fn label(d: &Path) -> String {
     d.file_name()
         .map_or_else(|| d.display().to_string(), |n| n.to_string_lossy().into())
 }

@@ -561,9 +561,7 @@ impl Sweeper<'_> {
         self.save(on_event);
         Some(entry)
     }
-}
 
-impl Sweeper<'_> {
     /// AIPerf's confidence aggregate of the point's runs, in its `aggregate/` directory; a
     /// failure is a warning (the runs and `sweep.json` hold the same numbers).
     fn write_aiperf_aggregate(
@@ -594,11 +592,10 @@ impl Sweeper<'_> {
             failed: cut
                 .iter()
                 .map(|r| {
-                    let label = r
-                        .dir
-                        .file_name()
-                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-                    (label, "stopped by a signal before it ended".to_string())
+                    (
+                        super::aiperf::label(&r.dir),
+                        "stopped by a signal before it ended".to_string(),
+                    )
                 })
                 .collect(),
             confidence: cfg.confidence,
