@@ -1,8 +1,10 @@
 //! The sweep report, made from `sweep.json` alone: one table (console, `sweep.csv`), the Pareto
 //! frontier of throughput per GPU against interactivity (InferenceX's plot: y is total token
 //! throughput per GPU, x is 1000 / median TPOT, a point is on the frontier when no other point
-//! has both more throughput and more interactivity), and `sweep.html` with the chart. With
-//! repeated runs every cell is the mean over the runs with its confidence half-width.
+//! has both more throughput and more interactivity; one frontier and one series per input/output
+//! shape when the sweep varies them, as InferenceX draws a curve per ISL/OSL), and `sweep.html`
+//! with the chart. With repeated runs every cell is the mean over the runs with its confidence
+//! half-width.
 //!
 //! `specperf plot` over several sweep directories draws their frontiers on one chart
 //! ([`overlay`]), e.g. before and after a drafter change.
@@ -70,15 +72,43 @@ fn plotted(idx: &SweepIndex) -> Vec<(&PointEntry, f64, f64)> {
         .collect()
 }
 
-/// Sets `pareto_optimal` to the names of the points on the frontier.
+/// A point's workload shape: its swept input and output lengths. Points of different shapes are
+/// different workloads (InferenceX draws one curve per ISL/OSL), so each shape has its own
+/// frontier and its own series on the chart; a sweep that varies neither has one shape.
+fn shape(p: &PointEntry) -> (Option<u64>, Option<u64>) {
+    let get = |k: Param| p.params.get(&k).map(|&v| v as u64);
+    (get(Param::Isl), get(Param::Osl))
+}
+
+/// The shapes of the plotted points, in the order they first appear.
+fn shapes(idx: &SweepIndex) -> Vec<(Option<u64>, Option<u64>)> {
+    let mut out = Vec::new();
+    for (p, ..) in plotted(idx) {
+        if !out.contains(&shape(p)) {
+            out.push(shape(p));
+        }
+    }
+    out
+}
+
+/// Sets `pareto_optimal` to the names of the points on their shape's frontier.
 pub(crate) fn mark_pareto(idx: &mut SweepIndex) {
-    let pts = plotted(idx);
-    let xy: Vec<(f64, f64)> = pts.iter().map(|(_, x, y)| (*x, *y)).collect();
-    let names = frontier(&xy)
-        .into_iter()
-        .map(|i| pts[i].0.name.clone())
+    let mut names = Vec::new();
+    for sh in shapes(idx) {
+        let pts: Vec<_> = plotted(idx)
+            .into_iter()
+            .filter(|(p, ..)| shape(p) == sh)
+            .collect();
+        let xy: Vec<(f64, f64)> = pts.iter().map(|(_, x, y)| (*x, *y)).collect();
+        names.extend(frontier(&xy).into_iter().map(|i| pts[i].0.name.clone()));
+    }
+    // In the sweep's order, whatever the shapes' order.
+    idx.pareto_optimal = idx
+        .points
+        .iter()
+        .filter(|p| names.contains(&p.name))
+        .map(|p| p.name.clone())
         .collect();
-    idx.pareto_optimal = names;
 }
 
 /// One cell: the mean, with ± the confidence half-width when the point ran more than once.
@@ -319,8 +349,9 @@ fn point_label(p: &PointEntry) -> String {
         .join(", ")
 }
 
-/// The Pareto series of one sweep.
-fn series(name: &str, idx: &SweepIndex) -> ParetoSeries {
+/// The Pareto series of one sweep: one, or one per shape (`<name> isl 1024 / osl 8192`) when the
+/// sweep varies the input or output length.
+fn series(name: &str, idx: &SweepIndex) -> Vec<ParetoSeries> {
     let y = y_key(idx);
     let half = |p: &PointEntry, k: &str| {
         p.aggregate
@@ -328,19 +359,33 @@ fn series(name: &str, idx: &SweepIndex) -> ParetoSeries {
             .filter(|i| i.n > 1)
             .map(|i| i.half_width())
     };
-    ParetoSeries {
-        name: name.to_string(),
-        points: plotted(idx)
-            .into_iter()
-            .map(|(p, x, yv)| ParetoPoint {
-                label: point_label(p),
-                x,
-                y: yv,
-                x_err: half(p, "interactivity"),
-                y_err: half(p, y),
-            })
-            .collect(),
-    }
+    let shapes = shapes(idx);
+    shapes
+        .iter()
+        .map(|&sh| {
+            let name = match sh {
+                _ if shapes.len() < 2 => name.to_string(),
+                (Some(i), Some(o)) => format!("{name} isl {i} / osl {o}"),
+                (Some(i), None) => format!("{name} isl {i}"),
+                (None, Some(o)) => format!("{name} osl {o}"),
+                (None, None) => name.to_string(),
+            };
+            ParetoSeries {
+                name,
+                points: plotted(idx)
+                    .into_iter()
+                    .filter(|(p, ..)| shape(p) == sh)
+                    .map(|(p, x, yv)| ParetoPoint {
+                        label: point_label(p),
+                        x,
+                        y: yv,
+                        x_err: half(p, "interactivity"),
+                        y_err: half(p, y),
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 fn y_label(idx: &SweepIndex) -> String {
@@ -365,7 +410,7 @@ pub(crate) fn write(dir: &Path, idx: &SweepIndex) -> std::io::Result<()> {
         &format!("Throughput against interactivity: {name}"),
         X_LABEL,
         &y_label(idx),
-        &[series(&name, idx)],
+        &series(&name, idx),
     );
     put("pareto.svg", &svg)?;
     let (head, rows, front) = table(idx);
@@ -427,7 +472,7 @@ pub fn overlay(dirs: &[PathBuf], out: &Path) -> Result<PathBuf, OverlayError> {
     };
     let series: Vec<ParetoSeries> = all
         .iter()
-        .map(|(n, i)| {
+        .flat_map(|(n, i)| {
             let mut i = i.clone();
             if !per_gpu {
                 i.gpus = None;

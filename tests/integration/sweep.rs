@@ -528,6 +528,19 @@ async fn a_pareto_sweep_runs_each_shape_at_each_concurrency_and_writes_aiperfs_f
         assert_eq!(c["pareto_optimal"], json!(!dominated), "{c}");
     }
     assert!(cells.iter().any(|c| c["pareto_optimal"] == json!(true)));
+    // InferenceX's chart: one series and one frontier per shape, never one across shapes.
+    let svg = std::fs::read_to_string(out.join("pareto.svg")).unwrap();
+    assert!(
+        svg.contains("isl 96 / osl 24") && svg.contains("isl 300 / osl 8"),
+        "a series per shape"
+    );
+    for shape in ["isl_96__osl_24", "isl_300__osl_8"] {
+        assert!(
+            idx.pareto_optimal.iter().any(|n| n.ends_with(shape)),
+            "{shape} has its own frontier: {:?}",
+            idx.pareto_optimal
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
