@@ -471,3 +471,44 @@ pub(crate) fn tokenizer_path() -> std::path::PathBuf {
     );
     p
 }
+
+/// "Another client's" request held open on a server while a sweep's drain wait polls it: counts
+/// the polls that saw a request running and lets the request go on the `release_after`-th.
+pub(crate) struct Backlog {
+    held: Option<std::net::TcpStream>,
+    /// Polls that saw a request running.
+    pub(crate) busy_polls: u32,
+    release_after: u32,
+}
+
+impl Backlog {
+    pub(crate) fn new(release_after: u32) -> Backlog {
+        Backlog {
+            held: None,
+            busy_polls: 0,
+            release_after,
+        }
+    }
+
+    /// Holds `stream` (the request, started) until the wait has seen it enough.
+    pub(crate) fn hold(&mut self, stream: std::net::TcpStream) {
+        self.held = Some(stream);
+    }
+
+    /// Neither held nor yet seen: the first point is still running.
+    pub(crate) fn not_started(&self) -> bool {
+        self.held.is_none() && self.busy_polls == 0
+    }
+
+    /// One drain poll: counts it when something was running, and drops the request once the
+    /// wait has seen it `release_after` times.
+    pub(crate) fn on_poll(&mut self, p: &specperf::scrape::DrainPoll) {
+        let running: u64 = p.endpoints.iter().filter_map(|e| e.running).sum();
+        if running > 0 {
+            self.busy_polls += 1;
+            if self.busy_polls == self.release_after {
+                self.held = None;
+            }
+        }
+    }
+}

@@ -552,30 +552,24 @@ async fn a_sweep_drains_llama_servers_queue_between_points() {
     ]);
     let body = serde_json::json!({"model": "smollm2-135m", "stream": true, "max_tokens": 4000,
         "messages": [{"role": "user", "content": "Count from one to one thousand in words."}]});
-    let mut backlog: Option<TcpStream> = None;
-    let mut busy_polls = 0;
+    let mut backlog = crate::common::Backlog::new(2);
     let o = tokio::time::timeout(
         Duration::from_secs(400),
         crate::sweep::sweep_with(cfg, |ev| match ev {
-            specperf::sweep::Event::RunDone { .. } if backlog.is_none() && busy_polls == 0 => {
-                backlog = Some(crate::common::held_stream(&l.url, &body));
+            specperf::sweep::Event::RunDone { .. } if backlog.not_started() => {
+                backlog.hold(crate::common::held_stream(&l.url, &body));
             }
-            specperf::sweep::Event::DrainPoll(p) => {
-                let busy: u64 = p.endpoints.iter().filter_map(|e| e.running).sum();
-                if busy > 0 {
-                    busy_polls += 1;
-                    if busy_polls == 2 {
-                        backlog = None;
-                    }
-                }
-            }
+            specperf::sweep::Event::DrainPoll(p) => backlog.on_poll(p),
             _ => {}
         }),
     )
     .await
     .expect("the sweep ends within 400 s");
     assert_eq!(o.exit_code, 0);
-    assert!(busy_polls >= 2, "the wait saw the left-over request");
+    assert!(
+        backlog.busy_polls >= 2,
+        "the wait saw the left-over request"
+    );
     let idx = &o.index;
     assert_eq!(idx.points.len(), 2);
     let wait = idx.points[1].drain_before.as_ref().expect("a drain wait");

@@ -15,7 +15,7 @@ use specperf::{Cli, Command as Cmd, Progress, Stopper};
 
 use crate::common::{
     browser_dom, fast, held_stream, read_json, records, scaled, schema_errors, sim, terminate,
-    tokenizer_path, wait_exit,
+    tokenizer_path, wait_exit, Backlog,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
@@ -86,31 +86,22 @@ async fn a_concurrency_sweep_waits_for_the_backlog_and_writes_points_table_and_p
     ]);
     // After the first point, a request of "another client" keeps the server busy: the wait
     // before the second point must poll it busy, and end once the test lets it go.
-    let mut backlog: Option<std::net::TcpStream> = None;
-    let mut busy_polls = 0;
+    let mut backlog = Backlog::new(3);
     let mut points_done = 0;
     let o = sweep_with(cfg, |ev| match ev {
         Event::RunDone { .. } => {
             points_done += 1;
             if points_done == 1 {
-                backlog = Some(held(&s));
+                backlog.hold(held(&s));
             }
         }
-        Event::DrainPoll(p) => {
-            let running: u64 = p.endpoints.iter().filter_map(|e| e.running).sum();
-            if running > 0 {
-                busy_polls += 1;
-                if busy_polls == 3 {
-                    backlog = None;
-                }
-            }
-        }
+        Event::DrainPoll(p) => backlog.on_poll(p),
         _ => {}
     })
     .await;
     assert_eq!(o.exit_code, 0);
     assert_eq!(
-        busy_polls, 3,
+        backlog.busy_polls, 3,
         "the wait saw the backlog three times, then it was dropped"
     );
     let idx = SweepIndex::read(&out).unwrap();
