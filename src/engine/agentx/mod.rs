@@ -827,12 +827,16 @@ impl Shared {
         let mut failed = false;
         while k < turns.len() {
             let turn = &turns[k];
+            // Decided as the previous turn returns (AIPerf 0.13's `_maybe_suspend_parent`): a
+            // join whose children are all done already goes the normal way, after its recorded
+            // delay; a parent that must wait is suspended and fires as its last child ends.
+            let blocked = conv == ConvRef::Root && self.joins_pending(&tree, &turn.joins);
             let gated = conv == ConvRef::Root
                 && turn.joins.iter().any(|b| lock(&tree.gates).contains_key(b));
             let due = match first.take() {
                 Some(First::At(d)) => Some(d),
                 Some(First::Join) => None,
-                None if gated => None,
+                None if blocked => None,
                 None => turn
                     .delay_ms
                     .map(|d| self.tree_now(&tree) + (d.max(0.0) * 1e6) as u64),
@@ -946,6 +950,14 @@ impl Shared {
                     .spawn(async move { sh.stream(t, ConvRef::Child(c), 0, first).await });
             }
         }
+    }
+
+    /// Whether a child of any of `joins` is still live (its gate not yet satisfied).
+    fn joins_pending(&self, tree: &Tree, joins: &[usize]) -> bool {
+        let gates = lock(&tree.gates);
+        joins
+            .iter()
+            .any(|b| gates.get(b).is_some_and(|g| g.borrow().remaining > 0))
     }
 
     /// Waits for the join gates of `joins`; false when the turn must not be sent (no new

@@ -663,3 +663,102 @@ async fn a_branch_that_overlapped_its_spawning_turn_starts_as_the_turn_is_sent()
     );
     assert!(root1.sent_ns >= child.end_ns, "the join still waits");
 }
+
+/// One root with a subagent spawned by turn 0 (`sa_api` s of work, 5 tokens) and joined by the
+/// last root turn; `mid` adds a root turn of `mid_out` tokens between the spawn and the join
+/// (recorded 0.5 s after the spawn, taking 2 s). The join turn is recorded 1.5 s after its
+/// previous turn's end.
+fn join_trace(dir: &Path, mid: bool, mid_out: u64) -> std::path::PathBuf {
+    let req = |t: f64, inn: u64, out: u64, ids: &[u32], api: f64| {
+        serde_json::json!({"t": t, "type": "n", "model": "m", "in": inn, "out": out,
+            "hash_ids": ids, "input_types": ["text"], "output_types": ["text"], "stop": "",
+            "api_time": api, "think_time": 0.0})
+    };
+    let mut requests = vec![
+        req(0.0, 128, 2, &[1, 2], 0.2),
+        serde_json::json!({"t": 0.3, "type": "subagent", "agent_id": "quick_001",
+            "subagent_type": "Explore", "duration_ms": 400, "total_tokens": null,
+            "tool_use_count": null, "status": "completed", "models": ["m"],
+            "requests": [req(0.3, 128, 5, &[7, 8], 0.3)]}),
+    ];
+    let last_end = if mid {
+        requests.push(req(0.5, 192, mid_out, &[1, 2, 3], 2.0));
+        2.5
+    } else {
+        0.2
+    };
+    requests.push(req(last_end + 1.5, 256, 2, &[1, 2, 3, 4], 0.2));
+    let trace = serde_json::json!({
+        "id": "join-001", "models": ["m"], "block_size": 64, "hash_id_scope": "local",
+        "requests": requests,
+    });
+    let path = dir.join("traces.jsonl");
+    std::fs::write(&path, format!("{trace}\n")).unwrap();
+    path
+}
+
+/// The replay of [`join_trace`] with no idle cap that could shorten the recorded delay.
+async fn join_run(path: std::path::PathBuf) -> Vec<RequestRecord> {
+    let sim = sim(Vec::new(), 20);
+    let mut s = settings((0.0, 0.0));
+    s.input = path;
+    s.trace_idle_cap = None;
+    s.system_idle_cap = Duration::from_secs(30);
+    let mut r = run(&sim, s, 1, None, None).await;
+    r.records.retain(|x| x.phase == Phase::Profiling);
+    r.records.sort_by_key(|x| x.sent_ns);
+    r.records
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_whose_children_finished_first_keeps_its_recorded_delay() {
+    // The child (5 tokens, ~0.1 s) ends while root turn 1 (100 tokens at 20 ms, ~2 s) streams:
+    // when turn 1 returns the gate is already satisfied, so the join turn goes the normal way,
+    // 1.5 s after turn 1's end, as AIPerf 0.13 sends it (not at once).
+    let dir = tempfile::tempdir().unwrap();
+    let recs = join_run(join_trace(dir.path(), true, 100)).await;
+    let find = |conv: &str, k: u32| {
+        recs.iter()
+            .find(|x| meta(x).conversation_id == conv && x.turn == k)
+            .unwrap_or_else(|| panic!("{conv} turn {k} replayed"))
+    };
+    let (child, root1, root2) = (
+        find("join-001::sa:quick_001", 0),
+        find("join-001", 1),
+        find("join-001", 2),
+    );
+    assert!(child.end_ns < root1.end_ns, "the child ends first");
+    let gap = root2.sent_ns - root1.end_ns;
+    assert!(
+        gap >= 1_400_000_000,
+        "the join turn keeps its 1.5 s delay: sent {gap} ns after turn 1 returned"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_blocked_at_its_join_fires_as_the_last_child_ends() {
+    // Turn 0 returns before its child has even started: the parent waits at the gate and the
+    // join turn goes out as soon as the child ends, without its recorded 1.5 s delay.
+    let dir = tempfile::tempdir().unwrap();
+    let recs = join_run(join_trace(dir.path(), false, 0)).await;
+    let find = |conv: &str, k: u32| {
+        recs.iter()
+            .find(|x| meta(x).conversation_id == conv && x.turn == k)
+            .unwrap_or_else(|| panic!("{conv} turn {k} replayed"))
+    };
+    let (root0, child, root1) = (
+        find("join-001", 0),
+        find("join-001::sa:quick_001", 0),
+        find("join-001", 1),
+    );
+    assert!(child.sent_ns >= root0.end_ns, "spawned as turn 0 returned");
+    assert!(
+        root1.sent_ns >= child.end_ns,
+        "the join waits for the child"
+    );
+    let gap = root1.sent_ns - child.end_ns;
+    assert!(
+        gap < 500_000_000,
+        "fired at once when the child ended, not after the delay: {gap} ns"
+    );
+}
