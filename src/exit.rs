@@ -58,7 +58,8 @@ pub fn exit_code(outcome: &RunOutcome, failed_threshold: f64) -> i32 {
 
 impl ExitStatus for EngineError {
     /// 3 when the server never answered or its host does not resolve; 2 when the inputs are wrong (collection, load, model,
-    /// open-file limit, URL, an unwritable output directory); 1 otherwise.
+    /// open-file limit, URL, an unwritable output directory, a routing the server refuses); 1
+    /// otherwise.
     fn exit_code(&self) -> i32 {
         match self {
             EngineError::NotReady { .. } | EngineError::Resolve { .. } => NOT_READY,
@@ -68,6 +69,7 @@ impl ExitStatus for EngineError {
             | EngineError::NoModel(_)
             | EngineError::OpenFiles(_)
             | EngineError::OutputDir { .. }
+            | EngineError::SessionControl { .. }
             | EngineError::Url { .. } => USAGE,
             _ => FAILED,
         }

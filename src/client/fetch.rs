@@ -1,5 +1,6 @@
-//! Bounded `GET`s beside the load (readiness probe, model discovery, metrics pages): every body
-//! capped, gzip inflated under the same cap, every error typed and scrubbed of credentials.
+//! Bounded `GET`s beside the load (readiness probe, model discovery, metrics pages) and the one
+//! `POST` check before a run: every body capped, gzip inflated under the same cap, every error
+//! typed and scrubbed of credentials.
 
 use std::time::Duration;
 
@@ -107,14 +108,50 @@ impl Client {
         accept: &str,
         cap: BodyCap,
     ) -> Result<Fetched, FetchError> {
+        self.exchange(Method::GET, uri, None, limit, accept, cap)
+            .await
+    }
+
+    /// A bounded JSON `POST` whose answer is read whole, under the same caps and limits as
+    /// [`Client::get`] (a single check before the run, never a benchmark request).
+    pub(crate) async fn post_json(
+        &self,
+        uri: Uri,
+        body: Bytes,
+        limit: Duration,
+        cap: BodyCap,
+    ) -> Result<Fetched, FetchError> {
+        self.exchange(
+            Method::POST,
+            uri,
+            Some(body),
+            limit,
+            "application/json",
+            cap,
+        )
+        .await
+    }
+
+    async fn exchange(
+        &self,
+        method: Method,
+        uri: Uri,
+        json: Option<Bytes>,
+        limit: Duration,
+        accept: &str,
+        cap: BodyCap,
+    ) -> Result<Fetched, FetchError> {
         let request = || {
-            let mut req = Request::builder().method(Method::GET).uri(uri.clone());
+            let mut req = Request::builder().method(method.clone()).uri(uri.clone());
             for (k, v) in self.headers_for(&uri).into_iter().flatten() {
                 req = req.header(k, v);
             }
             req = req.header(ACCEPT, accept);
             req = req.header(ACCEPT_ENCODING, "gzip, identity");
-            req.body(Full::new(Bytes::new()))
+            if json.is_some() {
+                req = req.header(CONTENT_TYPE, "application/json");
+            }
+            req.body(Full::new(json.clone().unwrap_or_default()))
                 .map_err(|e| FetchError::Request(e.to_string()))
         };
         let fut = async {

@@ -188,3 +188,39 @@ pub(super) async fn warm_pool(
 
 /// The most the connection warm-up waits for `/health` answers before the clock starts.
 const WARM_POOL_LIMIT: Duration = Duration::from_secs(3);
+
+/// `--use-dynamo-conv-aware-routing` puts `nvext.session_control` in every body. A Dynamo that
+/// does not know the field (1.6 routes sessions by the `X-Dynamo-Session-ID` header instead)
+/// refuses every such request with HTTP 400, so the whole warmup would fail without a word on
+/// why. One request of the run's own shape (`body`: one short message, one token, the bind)
+/// goes first; a refusal that names the field stops the run before anything is sent at scale.
+/// Any other answer (success, a failure about something else) leaves the run to go its normal
+/// way: the check never switches the routing it asked for.
+pub(super) async fn check_session_control(
+    client: &Client,
+    uri: &Uri,
+    body: bytes::Bytes,
+    limit: Duration,
+) -> Result<(), EngineError> {
+    let cap = BodyCap {
+        bytes: 64 << 10,
+        name: "session_control check body size cap",
+    };
+    let Ok(Fetched { status, body, .. }) = client.post_json(uri.clone(), body, limit, cap).await
+    else {
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(&body);
+    let names_field = ["session_control", "nvext"]
+        .iter()
+        .any(|f| text.to_ascii_lowercase().contains(f));
+    if (400..500).contains(&status) && names_field {
+        let answer: String = text.trim().chars().take(300).collect();
+        return Err(EngineError::SessionControl {
+            url: uri.to_string(),
+            status,
+            answer,
+        });
+    }
+    Ok(())
+}

@@ -110,6 +110,24 @@ pub enum EngineError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The server refuses `nvext.session_control`, which `--use-dynamo-conv-aware-routing`
+    /// puts in every request (checked with one request before the run).
+    #[error(
+        "the server at {url} refuses nvext.session_control, which \
+         --use-dynamo-conv-aware-routing (AIPERF_USE_DYNAMO_CONV_AWARE_ROUTING) puts in every \
+         request: HTTP {status}: {answer}; nothing was benchmarked. This Dynamo routes sessions \
+         by header: set AIPERF_HTTP_X_DYNAMO_SESSION_ID_FROM_CORRELATION_ID=true and \
+         AIPERF_USE_DYNAMO_CONV_AWARE_ROUTING=0 (InferenceX's newer recipes do), i.e. drop \
+         --use-dynamo-conv-aware-routing"
+    )]
+    SessionControl {
+        /// The endpoint.
+        url: String,
+        /// Its status.
+        status: u16,
+        /// The start of its answer.
+        answer: String,
+    },
     /// The artifact directory or a file in it could not be created.
     #[error("cannot write artifacts in {path}: {source} (pass a writable --artifact-dir)")]
     Artifacts {

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::Uri;
 use tokio::sync::watch;
 
-use super::contact::{discover_model, probe, resolve_once, warm_pool};
+use super::contact::{check_session_control, discover_model, probe, resolve_once, warm_pool};
 use super::{EngineError, BUNDLED_COLLECTION};
 use crate::client::Client;
 use crate::config::{DatasetSource, EncoderSpec, RunConfig, Target};
@@ -48,6 +48,9 @@ pub(super) struct Ready {
     /// The AgentX replay's traces and prompts, when the run is one (`RunConfig::agentx`).
     pub(super) agentx: Option<AgentxReady>,
 }
+
+/// The most the `nvext.session_control` check waits for its one-token answer.
+const SESSION_CONTROL_CHECK_LIMIT: Duration = Duration::from_secs(60);
 
 /// What the AgentX lane scheduler replays: the loaded traces and their prompt synthesizer.
 pub(super) struct AgentxReady {
@@ -203,6 +206,19 @@ pub(super) async fn prepare(
             reason: e.to_string(),
         })?;
 
+    if let Some(s) = cfg.agentx.as_deref() {
+        if s.routing.nvext_session_timeout_s.is_some() {
+            let mut wire = super::agentx::Wire::of_run(&cfg, &s.routing, model.clone());
+            wire.streaming = false;
+            let check = [crate::agentx::prompt::Message {
+                role: crate::agentx::prompt::Role::User,
+                content: "specperf: does this server take nvext.session_control?".into(),
+            }];
+            let body = wire.body(&check, 1, Some("specperf-session-control-check"));
+            let limit = cfg.client.timeouts.total.min(SESSION_CONTROL_CHECK_LIMIT);
+            check_session_control(&client, &uri, body, limit).await?;
+        }
+    }
     let dir = cfg
         .artifact_dir
         .clone()

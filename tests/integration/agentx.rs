@@ -519,3 +519,102 @@ fn an_agentx_concurrency_sweep_runs_each_point_as_its_own_replay() {
     }
     assert!(idx.points[1].drain_before.as_ref().unwrap().drained);
 }
+
+/// A loopback server that answers every request as Dynamo 1.6.1 answers a body carrying
+/// `nvext.session_control` (HTTP 400, unknown field), counting the POSTs it was sent.
+struct StrictDynamo {
+    url: String,
+    posts: Arc<std::sync::atomic::AtomicUsize>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StrictDynamo {
+    fn start() -> StrictDynamo {
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        let posts = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let (p, d) = (posts.clone(), done.clone());
+        std::thread::spawn(move || {
+            // Bounded: ends with the test or after 60 s.
+            let until = std::time::Instant::now() + Duration::from_secs(60);
+            while !d.load(Relaxed) && std::time::Instant::now() < until {
+                let Ok((s, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut r = BufReader::new(s);
+                let mut head = String::new();
+                let mut len = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                    head.push_str(&line);
+                }
+                let mut body = vec![0; len];
+                let _ = r.read_exact(&mut body);
+                if head.starts_with("POST") {
+                    p.fetch_add(1, Relaxed);
+                }
+                let msg = "Failed to deserialize the JSON body into the target type: nvext: \
+                           unknown field `session_control`, expected one of `ignore_eos`, \
+                           `top_k` at line 1 column 300";
+                let _ = write!(
+                    r.get_mut(),
+                    "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: \
+                     {}\r\nconnection: close\r\n\r\n{msg}",
+                    msg.len()
+                );
+            }
+        });
+        StrictDynamo { url, posts, done }
+    }
+}
+
+impl Drop for StrictDynamo {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn conv_aware_routing_against_a_dynamo_that_refuses_session_control_stops_before_warmup() {
+    // Dynamo 1.6 routes sessions by header and refuses `nvext.session_control` with HTTP 400.
+    // Before, every primer failed and the run ended `warmup_failed` without saying why; now
+    // one check request finds out, and the run stops naming the cause and the header knob.
+    let srv = StrictDynamo::start();
+    let out = tempfile::tempdir().unwrap();
+    let mut args = argv(&srv.url, &out.path().join("a"), 5);
+    args.push("--use-dynamo-conv-aware-routing".into());
+    let o = Command::new(BIN)
+        .arg("profile")
+        .args(&args)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("FRAMEWORK", "dynamo-vllm")
+        .env_remove("AIPERF_HTTP_X_DYNAMO_SESSION_ID_FROM_CORRELATION_ID")
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("session_control")
+            && e.contains("AIPERF_HTTP_X_DYNAMO_SESSION_ID_FROM_CORRELATION_ID=true")
+            && e.contains("HTTP 400"),
+        "{e}"
+    );
+    assert_eq!(
+        srv.posts.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "one check request, nothing sent at scale"
+    );
+}

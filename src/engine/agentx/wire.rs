@@ -5,7 +5,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{json, Map, Value};
 
 use crate::agentx::prompt::Message;
-use crate::config::SessionRouting;
+use crate::config::{RunConfig, SessionRouting};
 
 /// What every request body and header set of a run shares.
 #[derive(Clone, Debug)]
@@ -23,6 +23,18 @@ pub(crate) struct Wire {
 }
 
 impl Wire {
+    /// The run's wire settings: its model, streaming mode, token-limit key and extra inputs,
+    /// and the AgentX routing asked for.
+    pub(crate) fn of_run(cfg: &RunConfig, routing: &SessionRouting, model: String) -> Wire {
+        Wire {
+            model,
+            streaming: cfg.streaming,
+            legacy_max_tokens: cfg.legacy_max_tokens,
+            extra_inputs: cfg.extra_inputs.clone(),
+            routing: routing.clone(),
+        }
+    }
+
     /// The body: `messages`, `model`, `stream`, `max_completion_tokens` (or `max_tokens`),
     /// `ignore_eos: true`, the extra inputs, `stream_options.include_usage` when streaming (the
     /// server's usage gives ISL/OSL, AIPerf's `--use-server-token-count`), and
