@@ -287,6 +287,26 @@ impl AgentxSettings {
                         .to_owned(),
                 );
             }
+            if let Some(v) = a.trace_idle_gap_cap_seconds {
+                // AIPerf 0.13's scenario forbids the cap (a violation: an error, or a warning and
+                // submission_valid false under --unsafe-override). InferenceX passes it on every
+                // run, because the AIPerf fork it pins allows it as a runtime per-tree cap, which
+                // is what specperf implements: refusing it would break InferenceX's stage, so
+                // without --unsafe-override the run goes on and says how it departs.
+                let why = format!(
+                    "--trace-idle-gap-cap-seconds {v}: AIPerf 0.13's scenario forbids it (it keeps \
+                     every trace's recorded request timing; the cap advances a tree idle for {v} s)"
+                );
+                if a.unsafe_override {
+                    violations.push(why);
+                } else {
+                    warnings.push(format!(
+                        "{why}; AIPerf 0.13 would refuse to run without --unsafe-override. \
+                         specperf runs it as InferenceX's AIPerf fork does, so idle gaps over \
+                         {v} s are shortened and this replay's timing departs from the traces"
+                    ));
+                }
+            }
             if c.extra_inputs.get("ignore_eos").is_some_and(is_falsy) {
                 violations.push(
                     "--extra-inputs ignore_eos is false: the scenario sends ignore_eos true so \
@@ -440,6 +460,64 @@ mod tests {
             .map_err(|e| e.to_string())?
             .expect("--scenario given");
         Ok((*s, warnings))
+    }
+
+    /// AIPerf 0.13's scenario counts `--trace-idle-gap-cap-seconds` as a violation: with
+    /// `--unsafe-override` it is listed with the others; without, the run goes on (InferenceX's
+    /// fork allows the cap) and a warning says how it departs. Outside the scenario: silent.
+    #[test]
+    fn a_trace_idle_cap_under_the_locked_scenario_is_named() {
+        let locked = |unsafe_override| AgentxArgs {
+            scenario: Some(Scenario::InferencexAgentxMvp),
+            trace_idle_gap_cap_seconds: Some(300.0),
+            unsafe_override,
+            ..agentx()
+        };
+        let (s, warnings) = settings(&[], locked(true)).unwrap();
+        let named: Vec<&String> = warnings
+            .iter()
+            .filter(|w| w.contains("--trace-idle-gap-cap-seconds 300"))
+            .collect();
+        assert_eq!(named.len(), 1, "{warnings:?}");
+        assert!(named[0].starts_with("scenario violation (--unsafe-override"));
+        assert!(named[0].contains("forbids"), "{}", named[0]);
+        assert_eq!(s.submission_invalid_reasons, ["unsafe_override"]);
+
+        // Without the override, on a published corpus (nothing else violated): the run is
+        // allowed, still a valid submission, and the cap is named in a warning.
+        let cache = tempfile::tempdir().unwrap();
+        let snap = cache
+            .path()
+            .join("datasets--semianalysisai--cc-traces-weka-062126/snapshots/r1");
+        std::fs::create_dir_all(&snap).unwrap();
+        std::fs::write(snap.join("traces.jsonl"), "").unwrap();
+        let hub = cache.path().display().to_string();
+        let published = AgentxArgs {
+            public_dataset: Some("semianalysis_cc_traces_weka_062126".into()),
+            ..locked(false)
+        };
+        let (s, warnings) = settings(&[("HF_HUB_CACHE", hub.as_str())], published).unwrap();
+        assert!(s.submission_invalid_reasons.is_empty(), "{warnings:?}");
+        let w = warnings.join("\n");
+        assert!(
+            w.contains("--trace-idle-gap-cap-seconds 300")
+                && w.contains("AIPerf 0.13")
+                && !w.contains("scenario violation"),
+            "{w}"
+        );
+
+        let (_, warnings) = settings(
+            &[],
+            AgentxArgs {
+                trace_idle_gap_cap_seconds: Some(300.0),
+                ..agentx()
+            },
+        )
+        .unwrap();
+        assert!(
+            warnings.iter().all(|w| !w.contains("idle-gap")),
+            "outside the scenario the cap is an ordinary flag: {warnings:?}"
+        );
     }
 
     fn agentx() -> AgentxArgs {
