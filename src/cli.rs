@@ -294,9 +294,10 @@ fn render_arg(a: clap::Arg) -> clap::Arg {
 /// `specperf render`.
 #[derive(Debug, Args)]
 pub struct RenderArgs {
-    /// Requests to print (the first N of the collection, in replay order).
-    #[arg(long, default_value_t = 3)]
-    pub count: usize,
+    /// Requests to print (the first N of the collection, in replay order); `--request-count`
+    /// means the same. Default 3.
+    #[arg(long)]
+    pub count: Option<usize>,
 
     /// Run an encoder vector file in the shared format instead (JSONL with id, encoder, level,
     /// input, expected); prints a diff per failure and `N passed, M failed`; exit 1 on any failure.
@@ -306,6 +307,41 @@ pub struct RenderArgs {
     /// The collection and rendering flags, as for `replay`.
     #[command(flatten)]
     pub replay: ReplayArgs,
+}
+
+impl RenderArgs {
+    /// How many bodies to print: `--count` or the replay's `--request-count` (the same
+    /// meaning), 3 when neither is given; two different numbers are refused.
+    pub fn count(&self) -> Result<usize, String> {
+        let rc = self.replay.request_count().map(|n| n as usize);
+        match (self.count, rc) {
+            (Some(a), Some(b)) if a != b => Err(format!(
+                "--count {a} and --request-count {b} both say how many bodies to print; give one"
+            )),
+            (c, rc) => Ok(c.or(rc).unwrap_or(3)),
+        }
+    }
+}
+
+/// The replay flags given on `render`'s command line that it does not use (they only matter
+/// to a run against a server), as `--name`s, for one warning line.
+pub fn render_ignored(matches: &clap::ArgMatches) -> Vec<String> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let Some(render) = cmd.find_subcommand("render") else {
+        return Vec::new();
+    };
+    render
+        .get_arguments()
+        .filter(|a| NOT_FOR_RENDER.contains(&a.get_id().as_str()))
+        .filter(|a| {
+            matches!(
+                matches.value_source(a.get_id().as_str()),
+                Some(clap::parser::ValueSource::CommandLine)
+            )
+        })
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect()
 }
 
 const MERGE_EXIT_CODES: &str = "Exit codes: 0 merged report written; 1 it could not be written; \

@@ -65,9 +65,9 @@ mod timefmt;
 mod yaml;
 
 pub use cli::{
-    AgentxArgs, Cli, Command, DrainArgs, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs,
-    LoadArgs, MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs, ReplayArgs,
-    Scenario, ScrapeArgs, SimArgs, Ui,
+    render_ignored, AgentxArgs, Cli, Command, DrainArgs, EmbeddedSimArgs, GateArgs,
+    GateSummaryArgs, InjectArgs, LoadArgs, MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType,
+    RenderArgs, ReplayArgs, Scenario, ScrapeArgs, SimArgs, Ui,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};

@@ -4,12 +4,15 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use specperf::{exit, Cli, Command, ExitStatus, Progress, StopReason, Stopper, Ui};
 use tokio::sync::watch;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -46,7 +49,10 @@ fn main() -> ExitCode {
             }
             Command::Sim(args) => sim(&args).await,
             Command::Inject(args) => inject(&args),
-            Command::Render(args) => render(&args),
+            Command::Render(args) => {
+                let sub = matches.subcommand_matches("render");
+                render(&args, sub.map(specperf::render_ignored).unwrap_or_default())
+            }
             Command::Gate(args) => gate(&args).await,
             Command::GateSummary(args) => gate_summary(&args),
             Command::Merge(args) => merge(&args),
@@ -277,7 +283,14 @@ fn gate_summary(args: &specperf::GateSummaryArgs) -> i32 {
     }
 }
 
-fn render(args: &specperf::RenderArgs) -> i32 {
+fn render(args: &specperf::RenderArgs, ignored: Vec<String>) -> i32 {
+    if !ignored.is_empty() {
+        eprintln!(
+            "warning: render only prints bodies and ignores {} (they matter to a run against a \
+             server)",
+            ignored.join(", ")
+        );
+    }
     if let Some(path) = &args.check_vectors {
         return match tokenizer_encoders::check_vector_file(path) {
             Ok(report) => {
@@ -301,7 +314,14 @@ fn render(args: &specperf::RenderArgs) -> i32 {
             return exit::USAGE;
         }
     };
-    match specperf::render_requests(&cfg, args.count) {
+    let count = match args.count() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::USAGE;
+        }
+    };
+    match specperf::render_requests(&cfg, count) {
         Ok(bodies) => {
             for b in bodies {
                 println!("{}", serde_json::to_string_pretty(&b).unwrap_or_default());

@@ -314,3 +314,46 @@ fn render_subcommand_checks_vector_files_and_prints_bodies() {
         .unwrap()
         .starts_with("<｜begin▁of▁sentence｜>"));
 }
+
+#[test]
+fn render_takes_request_count_and_names_the_flags_it_ignores() {
+    // `--request-count 80` printed 3 bodies (render read only --count), and flags that only
+    // matter to a run (--url, --concurrency) passed without a word.
+    let bin = env!("CARGO_BIN_EXE_specperf");
+    let run = |args: &[&str]| Command::new(bin).arg("render").args(args).output().unwrap();
+    let count = |o: &std::process::Output| {
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        serde_json::Deserializer::from_str(&text)
+            .into_iter::<Value>()
+            .count()
+    };
+    let o = run(&["--request-count", "7"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(count(&o), 7);
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    let o = run(&[
+        "--count",
+        "2",
+        "--url",
+        "http://127.0.0.1:9",
+        "--concurrency",
+        "8",
+    ]);
+    assert!(o.status.success());
+    assert_eq!(count(&o), 2);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(e.lines().count(), 1, "one warning line: {e}");
+    assert!(
+        e.starts_with("warning:") && e.contains("--url") && e.contains("--concurrency"),
+        "{e}"
+    );
+
+    let o = run(&["--count", "2", "--request-count", "5"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give one"));
+}
