@@ -33,10 +33,16 @@ pub fn failure_report(s: &Summary) -> Option<String> {
     if let Some(h) = v1_suffix_hint(url) {
         hints.push(h);
     }
+    // A `/v1` suffix explains a 404 on every request by itself.
+    let not_openai = hints.is_empty().then(|| not_openai_hint(s)).flatten();
+    hints.extend(not_openai.clone());
     for (kind, n) in kinds.iter().take(TOP) {
         let first = s.first_failures.get(kind);
         let said = first.map(describe).unwrap_or_default();
         let _ = writeln!(o, "  {:<20} {n:>8}  {said}", kind.as_str());
+        if *kind == FailureKind::HttpStatus && not_openai.is_some() {
+            continue;
+        }
         if let Some(h) = hint(*kind, first, url) {
             if !hints.contains(&h) {
                 hints.push(h);
@@ -88,6 +94,48 @@ pub(crate) fn v1_suffix_hint(url: &str) -> Option<String> {
              pass the server's base URL, --url {base}"
         )
     })
+}
+
+/// Every request refused with 404 (not about the model), 405 or 501, or answered with a web
+/// page: whatever listens at `--url` is not an OpenAI-compatible server (a static file server,
+/// a dashboard, the wrong port), and the generic "error status" hint would hide that.
+fn not_openai_hint(s: &Summary) -> Option<String> {
+    let c = &s.counts;
+    let http = c
+        .failed_by_kind
+        .get(FailureKind::HttpStatus.as_str())
+        .copied()
+        .unwrap_or(0);
+    if c.success > 0 || http == 0 || http != c.failed {
+        return None;
+    }
+    let first = s.first_failures.get(&FailureKind::HttpStatus)?;
+    let msg = first.message.to_ascii_lowercase();
+    let html = ["<html", "<!doctype", "<head", "<body"]
+        .iter()
+        .any(|t| msg.contains(t));
+    let refused = match first.http_status {
+        Some(405 | 501) => true,
+        Some(404) => !msg.contains("model"),
+        _ => false,
+    };
+    if !(html || refused) {
+        return None;
+    }
+    let what = match (first.http_status, html) {
+        (Some(st), true) => format!("HTTP {st} with a web page"),
+        (Some(st), false) => format!("HTTP {st}"),
+        (None, _) => "a web page".to_owned(),
+    };
+    let url = s.meta.url.as_str();
+    let base = strip_v1(url).unwrap_or(url).trim_end_matches('/');
+    Some(format!(
+        "every request was answered {what}: what listens at {url} is not an OpenAI-compatible \
+         inference server. Check the host and port in --url (the server's base URL, without \
+         /v1), that GET {base}/v1/models lists a model, and that --endpoint-type / --endpoint \
+         ({}) is a path this server serves",
+        s.meta.endpoint
+    ))
 }
 
 /// The usual cause of a failure of this kind, given its first message.
@@ -251,6 +299,50 @@ mod tests {
             "{r}"
         );
         assert!(!r.contains("wrong model"), "{r}");
+    }
+
+    #[test]
+    fn every_request_refused_by_a_non_openai_server_says_what_to_check() {
+        // A static file server on the port: 501 on every POST. The generic "error status" hint
+        // said nothing about the URL.
+        let s = summary(
+            "http://127.0.0.1:8000",
+            &[(
+                FailureKind::HttpStatus,
+                Some(501),
+                "HTTP 501: Unsupported method ('POST')",
+            ); 4],
+            0,
+        );
+        let r = failure_report(&s).unwrap();
+        assert!(
+            r.contains("not an OpenAI-compatible inference server")
+                && r.contains("GET http://127.0.0.1:8000/v1/models")
+                && r.contains("/v1/chat/completions"),
+            "{r}"
+        );
+        assert!(!r.contains("answered with an error status"), "{r}");
+        let page = summary(
+            "http://h:3000",
+            &[(
+                FailureKind::HttpStatus,
+                Some(200),
+                "<!DOCTYPE html><html><head><title>Grafana</title>",
+            ); 2],
+            0,
+        );
+        let r = failure_report(&page).unwrap();
+        assert!(
+            r.contains("with a web page") && r.contains("not an OpenAI"),
+            "{r}"
+        );
+        // Some requests succeeded: a 501 now and then is the server's own error, not the URL.
+        let mixed = summary(
+            "http://h:8000",
+            &[(FailureKind::HttpStatus, Some(501), "not implemented")],
+            3,
+        );
+        assert!(!failure_report(&mixed).unwrap().contains("not an OpenAI"));
     }
 
     #[test]
