@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use super::backend::known_frameworks;
 use crate::golden::GoldenError;
 use crate::yaml::YamlError;
 
@@ -52,21 +51,22 @@ pub enum InjectError {
         source: std::io::Error,
     },
     /// A framework name nobody knows.
-    #[error(
-        "unknown framework {name:?} (from {from}); known: {}",
-        known_frameworks()
-    )]
+    #[error("unknown framework {name:?} (from {from}); known: {known}")]
     UnknownFramework {
         /// The name.
         name: String,
         /// Where it came from.
         from: &'static str,
+        /// The names the backends answer to.
+        known: String,
     },
     /// A known framework without an injection backend.
-    #[error("no synthetic-acceptance backend for framework {name:?} (supported: {}); run it without SYNTHETIC_ACCEPTANCE=true", known_frameworks())]
+    #[error("no synthetic-acceptance backend for framework {name:?} (supported: {known}); run it without SYNTHETIC_ACCEPTANCE=true")]
     NoBackend {
         /// The framework.
         name: String,
+        /// The names the backends answer to.
+        known: String,
     },
     /// Neither an argument, `FRAMEWORK`, nor the recipe names the framework.
     #[error("no framework for {}: pass it as the second argument or set FRAMEWORK (the recipe has no backend.type)", file.display())]

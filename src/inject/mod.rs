@@ -26,6 +26,7 @@ mod backend;
 mod edit;
 mod env;
 mod error;
+mod registry;
 mod report;
 mod sglang;
 mod trtllm;
@@ -36,9 +37,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 pub use backend::EntryState;
-use backend::{find_entries, resolve_backend, same_num, Backend, Entry};
+use backend::{same_num, Backend, Entry};
 pub use edit::LineChange;
 pub use error::InjectError;
+use registry::{find_entries, resolve_backend};
 pub use report::{EntryReport, InjectOutcome, InjectReport};
 
 use crate::cli::InjectArgs;
