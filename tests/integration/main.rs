@@ -9,6 +9,7 @@ mod common;
 mod conformance;
 mod crash;
 mod drain;
+mod dynamo;
 mod engine;
 mod fault_matrix;
 mod faults;
