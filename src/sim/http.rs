@@ -1,9 +1,10 @@
 //! HTTP: connection handling (plain or TLS, HTTP/1.1 and HTTP/2 through hyper's auto builder),
-//! routing, and the completion handler that parses a request, draws its fault and hands a
-//! planned stream to the body.
+//! routing, and the completion handler that parses a request, draws its fault, admits it to an
+//! engine (`sched`) and hands a planned stream to the body (`stream`). `server` hands it the
+//! listeners; it answers `/metrics` with `metrics_page`.
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,15 +17,14 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rand::Rng;
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::kv::{BlockHasher, PromptBlocks, StandIn};
 use super::metrics_page::metrics_page;
 use super::model::{plan, request_rng, PlanParams};
 use super::sched;
-use super::server::{Admission, ServerCtx, Shared};
 use super::spec::pick_group;
+use super::state::{Admission, ConnState, ServerCtx, Shared};
 use super::stream::{SimBody, SimStream, StreamPhase};
 use super::{Fault, FAULT_HEADER};
 
@@ -73,26 +73,6 @@ pub(super) async fn accept_loop(
 
 /// How long a connection doomed by `close-after-done` waits for the next request before closing.
 const CLOSE_AFTER_DONE_LINGER: Duration = Duration::from_secs(2);
-
-/// One connection's state, shared by the requests on it: whether a `close-after-done` response
-/// has doomed it.
-#[derive(Default)]
-pub(super) struct ConnState {
-    doomed: AtomicBool,
-    /// Notified once when the connection is doomed.
-    doomed_now: Notify,
-    /// Notified when a request arrives on a doomed connection.
-    next_request: Notify,
-}
-
-impl ConnState {
-    /// Called by a `close-after-done` response as its last frame goes out.
-    pub(super) fn doom(&self) {
-        if !self.doomed.swap(true, Relaxed) {
-            self.doomed_now.notify_one();
-        }
-    }
-}
 
 /// Serves one connection until it ends, or, once a `close-after-done` response doomed it, until
 /// the next request arrives on it (or the linger passes): dropping it then closes the socket
@@ -514,7 +494,8 @@ async fn completion(
     let span = ctx.engines.end - ctx.engines.start;
     let engine = ctx.engines.start + (ctx.rr.fetch_add(1, Relaxed) as usize % span);
     let prompt_tokens = blocks.tokens;
-    let admitted = sched::admit(&shared, engine, blocks, max_tokens).await;
+    let (queue, counters) = (&shared.sched[engine], &shared.engines[engine]);
+    let admitted = sched::admit(queue, counters, blocks, max_tokens).await;
     let cached_tokens = admitted.lease.hit_tokens;
     let uncached = prompt_tokens - cached_tokens;
     let prefill = if cfg.prefill_tokens_per_s > 0.0 {

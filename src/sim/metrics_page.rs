@@ -1,13 +1,12 @@
 //! The simulator's `/metrics` page, vLLM's (per-engine counters moving every step) or llama.cpp's
 //! (`llamacpp:` counters moving when a request ends), exactly consistent with what was streamed,
 //! plus the emission-lateness histogram, written through the one exposition
-//! writer ([`crate::scrape::prom::Writer`]).
+//! writer ([`crate::scrape::prom::Writer`]). `http` serves it; it only reads `state` and `model`.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::model::EngineCounters;
-use super::server::{lateness_stats, ServerCtx};
-use super::spec::GroupCounters;
+use super::model::{EngineCounters, GroupCounters};
+use super::state::{lateness_stats, ServerCtx};
 use super::MetricsFlavor;
 use crate::scrape::prom::{Format, Writer};
 

@@ -10,16 +10,24 @@
 //!
 //! `server` binds and runs it (in-process or on its own thread), `http` accepts connections and
 //! routes requests, `stream` is the timed response body with its mid-stream faults, and
-//! `metrics_page` writes the counters (vLLM's page, or llama.cpp's with its end-of-request timing). An optional admission limit (a token bucket) answers 429
-//! as a rate-limited gateway would.
+//! `metrics_page` writes the counters (vLLM's page, or llama.cpp's with its end-of-request
+//! timing); what they share (the simulator's settings, engines and timer, a server's engines, a
+//! connection's state) is `state`. An optional admission limit (a token bucket) answers 429 as a
+//! rate-limited gateway would.
 //!
 //! `spec` writes the per-request speculative-decoding reports real servers give (vLLM's
 //! `metrics.speculative_decoding`, llama.cpp's `timings`, SGLang's `sglext`) from the emissions the
-//! counters counted, and keeps the acceptance rules per prompt group with their truth counters.
+//! counters counted, and keeps the acceptance rules per prompt group (their truth counters are
+//! `model`'s).
 //!
 //! Each engine has a KV cache (`kv`: prompt tokens in hashed blocks, an LRU of cached blocks, a
 //! capacity) and a scheduler (`sched`: running slots, a first-come-first-served waiting queue), so
 //! shared prefixes hit the cache and shorten prefill, and load beyond capacity queues, as on vLLM.
+//!
+//! The files import one way, in the order a request flows: `server` -> `http` -> (`stream`,
+//! `metrics_page`) -> `state` -> `sched` -> `kv` -> `model`. `spec` (the reports `http` and
+//! `stream` ask for) reads `model`'s emissions; `timer` imports none of them. This file holds the
+//! settings and the public surface.
 
 mod http;
 mod kv;
@@ -28,14 +36,16 @@ mod model;
 mod sched;
 mod server;
 mod spec;
+mod state;
 mod stream;
 #[cfg(test)]
 mod tests;
 mod timer;
 
 pub use model::{expected_al, Acceptance};
-pub use server::{Admission, GroupTotals, LatenessStats, SimHandle, SimTotals, Simulator};
+pub use server::{GroupTotals, SimHandle, SimTotals, Simulator};
 pub use spec::{AcceptanceGroup, GroupRuleError, PerRequestSpec};
+pub use state::{Admission, LatenessStats};
 
 use std::net::IpAddr;
 use std::path::PathBuf;

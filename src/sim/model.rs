@@ -1,4 +1,7 @@
-//! The simulator's speculative-decoding model and its vLLM-style counters.
+//! The simulator's speculative-decoding model and its vLLM-style counters (per engine, and per
+//! `--acceptance-group` slot: the truth per group). The bottom of the simulator's files: it
+//! imports none of them; `spec` reports from its emissions, `stream` moves its counters,
+//! `metrics_page` writes them out.
 //!
 //! A request is planned up front from a seeded RNG: one prefill emission (1 token) after the
 //! time to first token, then decode steps one inter-token latency apart. Each step proposes `k`
@@ -11,8 +14,6 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-
-use super::spec::GroupCounters;
 
 /// Probability of accepting each draft token in turn, or a target mean acceptance length.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -244,6 +245,24 @@ impl EngineCounters {
             for pos in self.per_pos.iter().take(a as usize) {
                 pos.fetch_add(1, Relaxed);
             }
+        }
+    }
+}
+
+/// One group's truth: counted per emitted step exactly as the `vllm:spec_decode_*` counters.
+#[derive(Debug, Default)]
+pub(crate) struct GroupCounters {
+    pub(crate) drafts: AtomicU64,
+    pub(crate) draft_tokens: AtomicU64,
+    pub(crate) accepted: AtomicU64,
+}
+
+impl GroupCounters {
+    pub(crate) fn on_emission(&self, e: &Emission, k: u32) {
+        if let Some(a) = e.accepted {
+            self.drafts.fetch_add(1, Relaxed);
+            self.draft_tokens.fetch_add(u64::from(k), Relaxed);
+            self.accepted.fetch_add(u64::from(a), Relaxed);
         }
     }
 }

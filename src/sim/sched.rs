@@ -6,6 +6,9 @@
 //!
 //! The counters that vLLM moves when a request is scheduled move here: prompt tokens and the
 //! prefix-cache queries and hits.
+//!
+//! Below `state`, which holds one [`EngineSched`] per engine beside its counters: this file
+//! imports only `kv` and `model`, and its callers hand it the engine's scheduler and counters.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
@@ -16,7 +19,6 @@ use tokio::sync::oneshot;
 
 use super::kv::{KvPool, Lease, PromptBlocks};
 use super::model::EngineCounters;
-use super::server::Shared;
 
 /// A request waiting for an engine.
 struct Waiter {
@@ -126,16 +128,14 @@ impl EngineSched {
     }
 }
 
-/// Runs the request on engine `engine` now, or waits its turn. Dropping the future (the client
-/// went away) leaves the queue.
+/// Runs the request on the engine of `sched` and `counters` now, or waits its turn. Dropping the
+/// future (the client went away) leaves the queue.
 pub(crate) async fn admit(
-    shared: &Shared,
-    engine: usize,
+    sched: &EngineSched,
+    counters: &EngineCounters,
     prompt: PromptBlocks,
     max_tokens: u64,
 ) -> Admitted {
-    let sched = &shared.sched[engine];
-    let counters = &shared.engines[engine];
     let start = Instant::now();
     let (tx, rx) = oneshot::channel();
     let id = {
@@ -207,16 +207,14 @@ impl Drop for WaitGuard<'_> {
 }
 
 /// The output has reached `emitted` tokens: fills the blocks it needs.
-pub(crate) fn grow(shared: &Shared, engine: usize, lease: &mut Lease, emitted: u64) {
+pub(crate) fn grow(sched: &EngineSched, lease: &mut Lease, emitted: u64) {
     if lease.grows_at(emitted) {
-        shared.sched[engine].lock().pool.grow(lease, emitted);
+        sched.lock().pool.grow(lease, emitted);
     }
 }
 
 /// The request ended: frees its blocks and its slot, and admits whoever fits now.
-pub(crate) fn release(shared: &Shared, engine: usize, lease: Lease) {
-    let sched = &shared.sched[engine];
-    let counters = &shared.engines[engine];
+pub(crate) fn release(sched: &EngineSched, counters: &EngineCounters, lease: Lease) {
     let mut st = sched.lock();
     sched.finish(&mut st, counters, lease);
     sched.drain(&mut st, counters);

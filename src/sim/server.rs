@@ -1,6 +1,7 @@
-//! The simulator's lifecycle: binding its listeners (one per server, each owning a range of
-//! engines), the state every connection shares (counters, timer, lateness histogram), serving
-//! in-process or on a thread of its own, and the handle tests and benches hold.
+//! The simulator's lifecycle, at the top of its files: binding its listeners (one per server, each
+//! owning a range of engines), building the state every connection shares (`state`: counters,
+//! timer, lateness histogram), serving in-process or on a thread of its own (each listener's
+//! connections handed to `http`), and the handle tests and benches hold.
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -17,88 +18,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::http::accept_loop;
 use super::kv::KvPool;
-use super::model::EngineCounters;
+use super::model::{EngineCounters, GroupCounters};
 use super::sched::EngineSched;
-use super::spec::GroupCounters;
+use super::state::{lateness_stats, Admission, LatenessStats, ServerCtx, Shared};
 use super::timer::PreciseTimer;
 use super::{SimConfig, SimError};
-
-/// Lateness of emissions against their schedule.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct LatenessStats {
-    /// Emissions measured.
-    pub count: u64,
-    /// Median lateness, ms.
-    pub p50_ms: f64,
-    /// 99th percentile, ms.
-    pub p99_ms: f64,
-    /// Worst, ms.
-    pub max_ms: f64,
-}
-
-/// How one request got onto its engine (kept for the first `record_requests` requests, for tests
-/// that check the cache and the queue without timing anything).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Admission {
-    /// Engine (global rank) it ran on.
-    pub engine: u32,
-    /// Prompt tokens, as counted by the simulator.
-    pub prompt_tokens: u64,
-    /// Of those, tokens found in the prefix cache.
-    pub cached_tokens: u64,
-    /// The time to first token the simulator planned: its base TTFT plus the uncached tokens'
-    /// prefill (before jitter).
-    pub planned_ttft: Duration,
-    /// Time spent waiting for a running slot and KV blocks.
-    pub waited: Duration,
-}
-
-/// What every connection of every server shares.
-pub(super) struct Shared {
-    pub(super) cfg: SimConfig,
-    /// Per-draft-token acceptance probability.
-    pub(super) p: f64,
-    pub(super) timer: PreciseTimer,
-    pub(super) engines: Vec<EngineCounters>,
-    /// Each engine's scheduler and KV cache, beside its counters.
-    pub(super) sched: Vec<EngineSched>,
-    /// How the first `record_requests` admitted requests were admitted, in admission order.
-    pub(super) admissions: Mutex<Vec<Admission>>,
-    /// Arrival counter: request ids, per-request seeds and the fault sequence.
-    pub(super) seq: AtomicU64,
-    /// Lateness histogram (ns) and its sum.
-    pub(super) lateness: Mutex<(Histogram<u64>, u64)>,
-    /// Start time, Unix seconds (the `_created` series and the `created` field).
-    pub(super) created: f64,
-    /// The model name as a JSON string.
-    pub(super) model_json: String,
-    /// Completion requests served over HTTP/2 (the rest were HTTP/1.x).
-    pub(super) http2_requests: AtomicU64,
-    /// The first `record_requests` request bodies, for tests that check what was sent.
-    pub(super) requests: Mutex<Vec<Value>>,
-    /// The admission limit's bucket (`SimConfig::rate_limit`).
-    pub(super) limiter: Option<governor::DefaultDirectRateLimiter>,
-    /// Completion requests refused 429 by the admission limit.
-    pub(super) rate_limited: AtomicU64,
-}
-
-impl Shared {
-    pub(super) fn record_lateness(&self, late: Duration) {
-        let ns = late.as_nanos().min(u128::from(u64::MAX)) as u64;
-        let mut g = self.lateness.lock().unwrap_or_else(|e| e.into_inner());
-        g.0.saturating_record(ns.max(1));
-        g.1 += ns;
-    }
-}
-
-/// One server (listener): the shared state and the engines it spreads requests over.
-pub(super) struct ServerCtx {
-    pub(super) shared: Arc<Shared>,
-    /// Indices into `Shared::engines`.
-    pub(super) engines: Range<usize>,
-    /// Round-robin position over `engines`.
-    pub(super) rr: AtomicU64,
-}
 
 /// A bound (not yet serving) simulator.
 pub struct Simulator {
@@ -438,18 +362,6 @@ impl Drop for SimHandle {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-    }
-}
-
-pub(super) fn lateness_stats(shared: &Shared) -> LatenessStats {
-    let g = shared.lateness.lock().unwrap_or_else(|e| e.into_inner());
-    let h = &g.0;
-    let ms = |ns: u64| ns as f64 / 1e6;
-    LatenessStats {
-        count: h.len(),
-        p50_ms: ms(h.value_at_quantile(0.5)),
-        p99_ms: ms(h.value_at_quantile(0.99)),
-        max_ms: ms(h.max()),
     }
 }
 

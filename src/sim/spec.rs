@@ -2,14 +2,14 @@
 //! acceptance: vLLM's `metrics.speculative_decoding` (`--per-request-spec-decode-metrics`),
 //! llama.cpp's root `timings` (with `--metrics-flavor llamacpp`), SGLang's
 //! `sglext.spec_tokens_details` (when the request sets `return_spec_tokens_details`), and the
-//! acceptance rules per prompt group (`--acceptance-group`) with their truth counters.
+//! acceptance rules per prompt group (`--acceptance-group`); their truth counters are `model`'s,
+//! beside the engine counters, as this file reads `model`'s emissions and `model` imports nothing.
 //!
 //! Every figure is computed from the emissions the stream actually emitted, the same ones the
 //! `/metrics` counters counted, so a request's payload summed over requests equals the counters'
 //! change exactly.
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::Serialize;
 
@@ -116,24 +116,6 @@ pub(crate) fn pick_group<'t>(
         .iter()
         .position(|g| texts.clone().any(|t| t.contains(g.text.as_str())))
         .unwrap_or(groups.len())
-}
-
-/// One group's truth: counted per emitted step exactly as the `vllm:spec_decode_*` counters.
-#[derive(Debug, Default)]
-pub(crate) struct GroupCounters {
-    pub(crate) drafts: AtomicU64,
-    pub(crate) draft_tokens: AtomicU64,
-    pub(crate) accepted: AtomicU64,
-}
-
-impl GroupCounters {
-    pub(crate) fn on_emission(&self, e: &Emission, k: u32) {
-        if let Some(a) = e.accepted {
-            self.drafts.fetch_add(1, Relaxed);
-            self.draft_tokens.fetch_add(u64::from(k), Relaxed);
-            self.accepted.fetch_add(u64::from(a), Relaxed);
-        }
-    }
 }
 
 /// One request's speculative decoding so far, from its emitted emissions: a step is a decode

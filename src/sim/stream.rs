@@ -1,6 +1,7 @@
 //! The response body: a fixed buffer, or a stream that emits each planned token burst at its
 //! scheduled time (woken by the precise timer) as SSE chunks or one JSON body, and injects the
-//! mid-stream faults (stall, close, malformed or oversized chunk, error event).
+//! mid-stream faults (stall, close, malformed or oversized chunk, error event). `http` builds it;
+//! it moves the engine's counters (`model`) and gives the engine back (`sched`) as it ends.
 
 use std::fmt::Write as _;
 use std::pin::Pin;
@@ -14,11 +15,10 @@ use http_body::Frame;
 use rand::rngs::SmallRng;
 use rand::Rng;
 
-use super::http::ConnState;
 use super::kv::Lease;
 use super::model::{Emission, Plan};
-use super::server::Shared;
 use super::spec::{llamacpp_timings_member, Tally, TimingInputs};
+use super::state::{ConnState, Shared};
 use super::{Fault, MetricsFlavor, PerRequestSpec, ReasoningField};
 
 /// Response body: a fixed buffer or a timed stream.
@@ -97,7 +97,11 @@ impl Drop for SimStream {
         // A request that ended early (a fault, the client gone) leaves the engine here.
         self.finish();
         if let Some(lease) = self.lease.take() {
-            super::sched::release(&self.shared, self.engine, lease);
+            let (queue, counters) = (
+                &self.shared.sched[self.engine],
+                &self.shared.engines[self.engine],
+            );
+            super::sched::release(queue, counters, lease);
         }
     }
 }
@@ -160,7 +164,11 @@ impl SimStream {
             self.counted = self.idx;
             let out = self.emit(&e);
             if let Some(lease) = self.lease.as_mut() {
-                super::sched::grow(&self.shared, self.engine, lease, u64::from(self.emitted));
+                super::sched::grow(
+                    &self.shared.sched[self.engine],
+                    lease,
+                    u64::from(self.emitted),
+                );
             }
             if self.idx == self.plan.emissions.len() && self.state == StreamPhase::Emitting {
                 self.shared.engines[self.engine]
