@@ -27,8 +27,10 @@ use crate::golden::{
 use crate::render::EndpointType;
 use crate::scrape::acceptance::SpecEngine;
 
-use super::record::{round_to, GateRecord, PromptRender, Reason, Stop};
-use super::settings::{env, model, result_dir, result_name, Settings};
+use super::record::{
+    model, result_dir, result_name, round_to, GateRecord, PromptRender, Reason, Stop,
+};
+use super::settings::{env, Settings};
 
 /// Everything resolved before the replay.
 pub(crate) struct Plan {

@@ -20,8 +20,6 @@ use crate::cli::GateArgs;
 use crate::render::EndpointType;
 use crate::timefmt::rfc3339_now;
 
-use super::settings::{model, result_dir, result_name};
-
 /// Version of the gate's extension fields.
 const GATE_VERSION: u32 = 1;
 
@@ -330,6 +328,33 @@ impl GateResult {
         }
         line
     }
+}
+
+/// The model name sent: `--model`/`MODEL_NAME`, else `MODEL`.
+pub(crate) fn model(a: &GateArgs) -> Option<String> {
+    a.model
+        .clone()
+        .or_else(|| std::env::var("MODEL").ok().filter(|v| !v.trim().is_empty()))
+}
+
+/// The directory of the result file.
+pub(crate) fn result_dir(a: &GateArgs) -> PathBuf {
+    a.result_dir.clone().unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// `RESULT_FILENAME` (flag or environment, one value through clap), checked by the replay's own
+/// rule: a plain file name, so the result and the artifacts land inside `RESULT_DIR`. The gate
+/// checks it before anything runs and names its files from it.
+pub(crate) fn result_name(a: &GateArgs) -> Result<&str, Stop> {
+    let name = a.result_filename.as_deref().ok_or_else(|| {
+        Stop::new(
+            Reason::ConfigInvalid,
+            "RESULT_FILENAME is required (--result-filename NAME)",
+        )
+    })?;
+    crate::config::result_file_name(name)
+        .map_err(|e| Stop::new(Reason::ConfigInvalid, e.to_string()))?;
+    Ok(name)
 }
 
 /// Rounds to `digits` decimals the way `printf "%.Nf"` does (from the exact binary value).

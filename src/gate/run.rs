@@ -28,8 +28,10 @@ use crate::stop::{StopReason, Stopper};
 use crate::timefmt::rfc3339_now;
 
 use super::plan::Plan;
-use super::record::{round_to, GateRecord, GateResult, Reason, Stop, Verdict};
-use super::settings::{budget, result_dir, result_name};
+use super::record::{
+    result_dir, result_name, round_to, GateRecord, GateResult, Reason, Stop, Verdict,
+};
+use super::settings::budget;
 
 fn error(reason: Reason, message: impl Into<String>) -> Stop {
     Stop::new(reason, message)

@@ -6,7 +6,6 @@
 //! contract's order (§5.3 step 1), and each one the result file reports is recorded as soon as it
 //! is known, so a later failure still writes what was learned.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::GateArgs;
@@ -46,28 +45,6 @@ fn invalid(message: impl Into<String>) -> Stop {
 /// A set, non-blank environment variable.
 pub(crate) fn env(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// The model name sent: `--model`/`MODEL_NAME`, else `MODEL`.
-pub(crate) fn model(a: &GateArgs) -> Option<String> {
-    a.model.clone().or_else(|| env("MODEL"))
-}
-
-/// The directory of the result file.
-pub(crate) fn result_dir(a: &GateArgs) -> PathBuf {
-    a.result_dir.clone().unwrap_or_else(|| PathBuf::from("."))
-}
-
-/// `RESULT_FILENAME` (flag or environment, one value through clap), checked by the replay's own
-/// rule: a plain file name, so the result and the artifacts land inside `RESULT_DIR`. The gate
-/// checks it before anything runs and names its files from it.
-pub(crate) fn result_name(a: &GateArgs) -> Result<&str, Stop> {
-    let name = a
-        .result_filename
-        .as_deref()
-        .ok_or_else(|| invalid("RESULT_FILENAME is required (--result-filename NAME)"))?;
-    crate::config::result_file_name(name).map_err(|e| invalid(e.to_string()))?;
-    Ok(name)
 }
 
 /// The whole gate's budget, `AL_GATE_TIMEOUT_S` (default 1800 s); read first, as it bounds the
@@ -224,6 +201,7 @@ mod tests {
 
     #[test]
     fn result_names_cannot_escape_the_directory() {
+        use crate::gate::record::result_name;
         use clap::Parser;
         let name = |n: Option<&str>| {
             let mut argv = vec!["specperf", "gate"];
