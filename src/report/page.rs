@@ -5,8 +5,15 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::plot::streaming;
 use super::svg;
+
+/// Whether the run streamed (`meta.streaming`; older summaries without it did).
+pub(super) fn streaming(summary: &Value) -> bool {
+    summary
+        .pointer("/meta/streaming")
+        .and_then(Value::as_bool)
+        .unwrap_or(true)
+}
 
 /// Why a chart could not be rasterised.
 #[derive(Debug, thiserror::Error)]

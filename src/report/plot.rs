@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::page::{html, png};
+use super::page::{html, png, streaming};
 use super::svg::{self, Band, Bars, Chart, HLine, Series, COLORS};
 use super::ReportError;
 use crate::metrics::AL_BIN_WIDTH;
@@ -248,14 +248,6 @@ fn chart(id: &'static str, title: &str, x: &str, y: &str, series: Vec<Series>) -
         x_from_zero: !id.ends_with("_cdf"),
         empty_note: "no data in this run".into(),
     }
-}
-
-/// Whether the run streamed (`meta.streaming`; older summaries without it did).
-pub(super) fn streaming(summary: &Value) -> bool {
-    summary
-        .pointer("/meta/streaming")
-        .and_then(Value::as_bool)
-        .unwrap_or(true)
 }
 
 /// The charts of one artifact directory, by file stem.
