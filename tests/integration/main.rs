@@ -15,6 +15,7 @@ mod fault_matrix;
 mod faults;
 mod gate;
 mod golden;
+mod inferencex;
 mod inject;
 mod layout;
 mod llamacpp;
