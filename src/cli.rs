@@ -72,6 +72,68 @@ pub enum Command {
     /// check an encoder vector file.
     #[command(mut_args(negative_ok), mut_args(render_arg))]
     Render(Box<RenderArgs>),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions(CompletionsArgs),
+    /// Write man pages (specperf.1 and one per subcommand, specperf-<command>.1) into a
+    /// directory.
+    Man(ManArgs),
+}
+
+/// `specperf completions`.
+#[derive(Debug, Args)]
+#[command(after_help = "Install, e.g.: specperf completions bash > \
+~/.local/share/bash-completion/completions/specperf; \
+specperf completions zsh > \"${fpath[1]}/_specperf\"; \
+specperf completions fish > ~/.config/fish/completions/specperf.fish")]
+pub struct CompletionsArgs {
+    /// The shell.
+    pub shell: clap_complete::Shell,
+}
+
+/// `specperf man`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Read one with `man -l DIR/specperf-replay.1`, or put DIR on MANPATH \
+(e.g. specperf man ~/.local/share/man/man1)."
+)]
+pub struct ManArgs {
+    /// Where to write the pages (created if missing).
+    pub dir: PathBuf,
+}
+
+/// The completion script for `shell` (made in memory: clap_complete panics on a failed write,
+/// and a closed pipe, `specperf completions bash | head`, must not).
+pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "specperf", &mut out);
+    out
+}
+
+/// Writes `specperf.1` and `specperf-<command>.1` for every subcommand into `dir`; returns the
+/// paths written.
+pub fn write_man_pages(dir: &std::path::Path) -> std::io::Result<Vec<PathBuf>> {
+    use clap::CommandFactory;
+    std::fs::create_dir_all(dir)?;
+    let mut cmd = Cli::command();
+    cmd.build();
+    let mut written = Vec::new();
+    let mut page = |c: clap::Command, name: String| -> std::io::Result<()> {
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(c)
+            .title(name.to_uppercase())
+            .render(&mut buf)?;
+        let path = dir.join(format!("{name}.1"));
+        std::fs::write(&path, buf)?;
+        written.push(path);
+        Ok(())
+    };
+    for sub in cmd.get_subcommands() {
+        let name = format!("specperf-{}", sub.get_name());
+        page(sub.clone().display_name(name.clone()), name)?;
+    }
+    page(cmd, "specperf".into())?;
+    Ok(written)
 }
 
 /// `specperf gate`. Numeric settings are read as text so a bad value becomes an `error` result

@@ -65,9 +65,10 @@ mod timefmt;
 mod yaml;
 
 pub use cli::{
-    render_ignored, AgentxArgs, Cli, Command, DrainArgs, EmbeddedSimArgs, GateArgs,
-    GateSummaryArgs, InjectArgs, LoadArgs, MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType,
-    RenderArgs, ReplayArgs, Scenario, ScrapeArgs, SimArgs, Ui,
+    completions, render_ignored, write_man_pages, AgentxArgs, Cli, Command, CompletionsArgs,
+    DrainArgs, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs, ManArgs,
+    MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs, ReplayArgs, Scenario,
+    ScrapeArgs, SimArgs, Ui,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};

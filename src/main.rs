@@ -57,6 +57,24 @@ fn main() -> ExitCode {
             Command::GateSummary(args) => gate_summary(&args),
             Command::Merge(args) => merge(&args),
             Command::Plot(args) => plot(&args),
+            Command::Completions(a) => {
+                use std::io::Write;
+                // A closed pipe (`| head`) is the reader's choice, not a failure.
+                let _ = std::io::stdout().write_all(&specperf::completions(a.shell));
+                exit::OK
+            }
+            Command::Man(a) => match specperf::write_man_pages(&a.dir) {
+                Ok(paths) => {
+                    for p in paths {
+                        println!("{}", p.display());
+                    }
+                    exit::OK
+                }
+                Err(e) => {
+                    eprintln!("error: cannot write man pages in {}: {e}", a.dir.display());
+                    exit::FAILED
+                }
+            },
             Command::Drain(args) => drain(&args).await,
         }
     });

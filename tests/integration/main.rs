@@ -6,6 +6,7 @@ mod acceptance;
 mod agentx;
 mod agentx_cli;
 mod common;
+mod completions;
 mod conformance;
 mod crash;
 mod drain;
