@@ -1,6 +1,6 @@
 //! Helpers shared by the topic modules.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,10 +85,7 @@ pub(crate) async fn run_with(cfg: RunConfig, stop: Stopper) -> RunOutcome {
 
 /// Every line of `records.jsonl`, parsed (fails the test on a bad line).
 pub(crate) fn records(dir: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(dir.join("records.jsonl")).expect("records.jsonl exists");
-    text.lines()
-        .map(|l| serde_json::from_str(l).expect("every record line parses"))
-        .collect()
+    jsonl(&dir.join("records.jsonl"))
 }
 
 /// The failure kind of a record (`None` for success / cancelled).
@@ -98,9 +95,149 @@ pub(crate) fn kind(r: &Value) -> Option<&str> {
 
 /// Replays against `url` with artifacts in `dir`; `args` are further flags, whitespace-separated.
 pub(crate) async fn replay_at(url: &str, dir: &str, args: &str) -> RunOutcome {
-    let mut argv = vec!["--url", url, "--artifact-dir", dir];
-    argv.extend(args.split_whitespace());
-    run(config(&argv)).await
+    Replay::at(url).dir(dir).args(args).run().await.out
+}
+
+/// A replay's command line: `--url` a server (a fresh simulator with [`Replay::sim`]),
+/// `--artifact-dir` a fresh temporary directory unless [`Replay::dir`] names one, then the flags.
+///
+/// ```ignore
+/// let Replayed { out, dir } = Replay::sim(fast()).args("--request-count 8").run().await;
+/// assert_eq!(out.summary.counts.success, 8);
+/// let summary = dir.summary();
+/// ```
+pub(crate) struct Replay {
+    url: String,
+    _sim: Option<SimHandle>,
+    dir: Artifacts,
+    args: Vec<String>,
+}
+
+impl Replay {
+    /// Against a fresh simulator with `cfg` (on loopback, as [`sim`]), which ends with the run.
+    pub(crate) fn sim(cfg: SimConfig) -> Replay {
+        let s = sim(cfg);
+        let r = Replay::at(&s.url());
+        Replay { _sim: Some(s), ..r }
+    }
+
+    /// Against the server at `url`.
+    pub(crate) fn at(url: &str) -> Replay {
+        let tmp = tempfile::tempdir().unwrap();
+        Replay {
+            url: url.to_owned(),
+            _sim: None,
+            dir: Artifacts {
+                path: tmp.path().join("run"),
+                _tmp: Some(tmp),
+            },
+            args: Vec::new(),
+        }
+    }
+
+    /// Artifacts in `dir` instead of a temporary directory.
+    pub(crate) fn dir(mut self, dir: impl Into<PathBuf>) -> Replay {
+        self.dir = Artifacts {
+            path: dir.into(),
+            _tmp: None,
+        };
+        self
+    }
+
+    /// Further flags, whitespace-separated.
+    pub(crate) fn args(mut self, flags: &str) -> Replay {
+        self.args
+            .extend(flags.split_whitespace().map(str::to_owned));
+        self
+    }
+
+    /// One more argument, kept whole (a path, a value with spaces).
+    pub(crate) fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Replay {
+        let arg = arg.as_ref().to_str().expect("a UTF-8 argument");
+        self.args.push(arg.to_owned());
+        self
+    }
+
+    /// The flags after `specperf replay`.
+    pub(crate) fn argv(&self) -> Vec<&str> {
+        let dir = self.dir.to_str().expect("a UTF-8 artifact dir");
+        let mut argv = vec!["--url", &self.url, "--artifact-dir", dir];
+        argv.extend(self.args.iter().map(String::as_str));
+        argv
+    }
+
+    /// Runs the replay (as [`run`]).
+    pub(crate) async fn run(self) -> Replayed {
+        let out = run(config(&self.argv())).await;
+        Replayed { out, dir: self.dir }
+    }
+}
+
+/// What a [`Replay`] ran: its outcome and its artifacts.
+pub(crate) struct Replayed {
+    pub(crate) out: RunOutcome,
+    pub(crate) dir: Artifacts,
+}
+
+/// An artifact directory (a `Path`, kept while this lives), with readers of the files a replay
+/// writes there; each fails the test naming the file.
+pub(crate) struct Artifacts {
+    path: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl std::ops::Deref for Artifacts {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Artifacts {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+impl Artifacts {
+    /// `records.jsonl`.
+    pub(crate) fn records(&self) -> Vec<Value> {
+        records(self)
+    }
+
+    /// `profile_export.jsonl`: AIPerf's record per request.
+    pub(crate) fn profile_export(&self) -> Vec<Value> {
+        jsonl(&self.join("profile_export.jsonl"))
+    }
+
+    /// `summary.json`.
+    pub(crate) fn summary(&self) -> Value {
+        read_json(&self.join("summary.json"))
+    }
+
+    /// `profile_export_aiperf.json`.
+    pub(crate) fn aiperf(&self) -> Value {
+        read_json(&self.join("profile_export_aiperf.json"))
+    }
+
+    /// `server_metrics_export.json`.
+    pub(crate) fn server_metrics(&self) -> Value {
+        read_json(&self.join("server_metrics_export.json"))
+    }
+
+    /// Any file of the directory, as text.
+    pub(crate) fn text(&self, name: &str) -> String {
+        let path = self.join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+}
+
+/// Every line of a JSON Lines file, parsed.
+pub(crate) fn jsonl(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .collect()
 }
 
 /// One scripted answer of a fake metrics endpoint.
@@ -511,4 +648,75 @@ impl Backlog {
             }
         }
     }
+}
+
+/// InferenceX's AgentX argv (`benchmark_lib.sh build_replay_cmd`, spec §1.5) against `url` on
+/// the fixture traces, a `duration`-second run with t* pinned to the middle of every trace
+/// (equal start ratios) and a 3 s system idle cap (hence `--unsafe-override`): the same argv
+/// for `specperf profile` and `aiperf profile` (AIPerf wants [`aiperf_tokenizer_dir`]).
+pub(crate) fn agentx_argv(url: &str, out: &Path, duration: u32, tokenizer: &Path) -> Vec<String> {
+    let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agentx/traces");
+    let mut v: Vec<String> = [
+        "--scenario",
+        "inferencex-agentx-mvp",
+        "--url",
+        url,
+        "--endpoint",
+        "/v1/chat/completions",
+        "--endpoint-type",
+        "chat",
+        "--streaming",
+        "--model",
+        "specperf-sim",
+        "--concurrency",
+        "3",
+        "--stats-interval",
+        "30",
+        "--random-seed",
+        "42",
+        "--failed-request-threshold",
+        "0.25",
+        "--trajectory-start-min-ratio",
+        "0.5",
+        "--trajectory-start-max-ratio",
+        "0.5",
+        "--warmup-grace-period",
+        "120",
+        "--use-server-token-count",
+        "--no-gpu-telemetry",
+        "--tokenizer-trust-remote-code",
+        "--slice-duration",
+        "1.0",
+        "--unsafe-override",
+        "--system-idle-gap-cap-seconds",
+        "3",
+        "--custom-dataset-type",
+        "weka_trace",
+    ]
+    .map(String::from)
+    .to_vec();
+    v.extend([
+        "--benchmark-duration".into(),
+        duration.to_string(),
+        "--output-artifact-dir".into(),
+        out.display().to_string(),
+        "--input-file".into(),
+        traces.display().to_string(),
+        "--tokenizer".into(),
+        tokenizer.display().to_string(),
+    ]);
+    v
+}
+
+/// The fixture tokenizer as the Hugging Face directory AIPerf 0.13 reads, under `dir`.
+pub(crate) fn aiperf_tokenizer_dir(dir: &Path) -> std::path::PathBuf {
+    let tok = dir.join("tok");
+    std::fs::create_dir_all(&tok).unwrap();
+    std::fs::copy(tokenizer_path(), tok.join("tokenizer.json")).unwrap();
+    std::fs::write(
+        tok.join("tokenizer_config.json"),
+        r#"{"tokenizer_class":"PreTrainedTokenizerFast"}"#,
+    )
+    .unwrap();
+    tok
 }

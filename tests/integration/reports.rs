@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Map, Value};
 
-use crate::common::{browser_dom, config, fast, read_json, records, replay_at, run, sim};
+use crate::common::{browser_dom, fast, read_json, records, sim, Replay, Replayed};
 use specperf::sim::SimConfig;
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
@@ -76,26 +76,15 @@ async fn a_replay_writes_every_artifact_and_inferencex_aggregates_the_raw_json()
     let s = sim(fast());
     let dir = tempfile::tempdir().unwrap();
     let result_dir = dir.path().join("results");
-    let d = dir.path().join("run");
-    let out = run(config(&[
-        "--url",
-        &s.url(),
-        "--artifact-dir",
-        d.to_str().unwrap(),
-        "--concurrency",
-        "8",
-        "--request-count",
-        "60",
-        "--osl",
-        "64",
-        "--goodput",
-        "ttft:1000 tpot:1000",
-        "--result-filename",
-        "dsv4_fp4_vllm_tp8-pp1-dcp1-pcp1-ep8-dpa1_disagg-false_spec-mtp_conc8_h200",
-        "--result-dir",
-        result_dir.to_str().unwrap(),
-    ]))
-    .await;
+    let Replayed { out, dir: d } = Replay::at(&s.url())
+        .args("--concurrency 8 --request-count 60 --osl 64 --goodput")
+        .arg("ttft:1000 tpot:1000")
+        .args("--result-filename")
+        .arg("dsv4_fp4_vllm_tp8-pp1-dcp1-pcp1-ep8-dpa1_disagg-false_spec-mtp_conc8_h200")
+        .arg("--result-dir")
+        .arg(&result_dir)
+        .run()
+        .await;
     assert!(out.artifact_error.is_none(), "{:?}", out.artifact_error);
     assert_eq!(out.summary.counts.success, 60);
     let g = out.summary.goodput.as_ref().expect("goodput reported");
@@ -105,15 +94,11 @@ async fn a_replay_writes_every_artifact_and_inferencex_aggregates_the_raw_json()
     );
 
     // summary.json follows the schema.
-    let summary = read_json(&d.join("summary.json"));
+    let summary = d.summary();
     assert_eq!(schema_errors(&summary), Vec::<String>::new());
 
     // profile_export.jsonl: one AIPerf record per request, epoch timestamps, metrics with units.
-    let text = std::fs::read_to_string(d.join("profile_export.jsonl")).unwrap();
-    let recs: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = d.profile_export();
     assert_eq!(recs.len(), records(&d).len());
     let r = &recs[0];
     assert!(r["metadata"]["request_start_ns"].as_u64().unwrap() > 1_600_000_000_000_000_000);
@@ -123,7 +108,7 @@ async fn a_replay_writes_every_artifact_and_inferencex_aggregates_the_raw_json()
     assert!(r["error"].is_null());
 
     // profile_export_aiperf.json / .csv agree with summary.json.
-    let a = read_json(&d.join("profile_export_aiperf.json"));
+    let a = d.aiperf();
     assert_eq!(a["schema_version"], "1.4");
     assert!(a["aiperf_version"]
         .as_str()
@@ -136,10 +121,10 @@ async fn a_replay_writes_every_artifact_and_inferencex_aggregates_the_raw_json()
     );
     assert_eq!(a["good_request_count"]["avg"], 60.0);
     assert!(a["specperf"]["acceptance_length"].as_f64().unwrap() > 1.0);
-    let csv = std::fs::read_to_string(d.join("profile_export_aiperf.csv")).unwrap();
+    let csv = d.text("profile_export_aiperf.csv");
     assert!(csv.starts_with("Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\n"));
     assert!(csv.contains("\n\nMetric,Value\n") && csv.contains("\nRequest Count,60\n"));
-    let sm = read_json(&d.join("server_metrics_export.json"));
+    let sm = d.server_metrics();
     let drafts: f64 = sm["metrics"]["vllm:spec_decode_num_drafts"]["series"]
         .as_array()
         .unwrap()
@@ -206,22 +191,10 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
 /// ITL CDF (the ITL one was a vertical line at 0) and the page says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plot_of_a_non_streaming_run_leaves_out_what_was_not_measured() {
-    let s = sim(fast());
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("run");
-    let out = run(config(&[
-        "--url",
-        &s.url(),
-        "--artifact-dir",
-        d.to_str().unwrap(),
-        "--streaming",
-        "false",
-        "--request-count",
-        "8",
-        "--osl",
-        "16",
-    ]))
-    .await;
+    let Replayed { out, dir: d } = Replay::sim(fast())
+        .args("--streaming false --request-count 8 --osl 16")
+        .run()
+        .await;
     assert_eq!(out.summary.counts.success, 8);
     let status = Command::new(BIN)
         .arg("plot")
@@ -241,25 +214,11 @@ async fn plot_of_a_non_streaming_run_leaves_out_what_was_not_measured() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plot_renders_a_real_run_as_svg_png_and_one_html_page() {
-    let s = sim(fast());
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("run");
     // Live scrapes every 0.1 s over a ~1 s run give the AL chart a timeline.
-    let out = run(config(&[
-        "--url",
-        &s.url(),
-        "--artifact-dir",
-        d.to_str().unwrap(),
-        "--concurrency",
-        "4",
-        "--request-count",
-        "48",
-        "--osl",
-        "128",
-        "--metrics-interval-seconds",
-        "0.1",
-    ]))
-    .await;
+    let Replayed { out, dir: d } = Replay::sim(fast())
+        .args("--concurrency 4 --request-count 48 --osl 128 --metrics-interval-seconds 0.1")
+        .run()
+        .await;
     assert_eq!(out.summary.counts.success, 48);
     let status = Command::new(BIN)
         .arg("plot")
@@ -436,27 +395,13 @@ fn result_filename_and_dir_come_from_the_inferencex_environment() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profile_export_aiperf_json_has_aiperf_0_13_input_config() {
     let s = sim(fast());
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("run");
-    let out = run(config(&[
-        "--url",
-        &s.url(),
-        "--artifact-dir",
-        d.to_str().unwrap(),
-        "--category",
-        "coding",
-        "--request-count",
-        "6",
-        "--warmup-request-count",
-        "2",
-        "--concurrency",
-        "3",
-        "--osl",
-        "16",
-    ]))
-    .await;
+    let Replayed { out, dir: d } = Replay::at(&s.url())
+        .args("--category coding --request-count 6 --warmup-request-count 2 --concurrency 3")
+        .args("--osl 16")
+        .run()
+        .await;
     assert_eq!(out.summary.counts.success, 6);
-    let a = read_json(&d.join("profile_export_aiperf.json"));
+    let a = d.aiperf();
     let ic = &a["input_config"];
     assert_eq!(ic["models"]["items"][0]["name"], out.summary.meta.model);
     assert_eq!(ic["endpoint"]["urls"][0], s.url());
@@ -495,7 +440,6 @@ async fn profile_export_aiperf_json_has_aiperf_0_13_input_config() {
 /// root session, and `turn_index` is the turn of a multi-turn session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profile_export_jsonl_metadata_is_aiperfs() {
-    let s = sim(fast());
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("sessions.jsonl");
     std::fs::write(
@@ -504,31 +448,15 @@ async fn profile_export_jsonl_metadata_is_aiperfs() {
          {\"session_id\": \"b\", \"turns\": [{\"text\": \"Name a colour\"}, {\"text\": \"Another\"}]}\n",
     )
     .unwrap();
-    let d = dir.path().join("run");
-    let out = run(config(&[
-        "--url",
-        &s.url(),
-        "--artifact-dir",
-        d.to_str().unwrap(),
-        "--input-file",
-        input.to_str().unwrap(),
-        "--custom-dataset-type",
-        "multi_turn",
-        "--warmup-request-count",
-        "1",
-        "--concurrency",
-        "2",
-        "--osl",
-        "8",
-    ]))
-    .await;
+    let Replayed { out, dir: d } = Replay::sim(fast())
+        .arg("--input-file")
+        .arg(&input)
+        .args("--custom-dataset-type multi_turn --warmup-request-count 1 --concurrency 2 --osl 8")
+        .run()
+        .await;
     assert!(out.summary.counts.success >= 4, "{:?}", out.summary.counts);
-    let ours = records(&d);
-    let text = std::fs::read_to_string(d.join("profile_export.jsonl")).unwrap();
-    let recs: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let ours = d.records();
+    let recs = d.profile_export();
     assert_eq!(recs.len(), ours.len());
     let mut later_turns = 0;
     for (r, o) in recs.iter().zip(&ours) {
@@ -557,22 +485,10 @@ async fn profile_export_jsonl_metadata_is_aiperfs() {
 /// out its STREAMING_TOKENS_ONLY metrics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_streaming_run_reports_no_streaming_only_metric() {
-    let s = sim(fast());
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("run");
-    let out = run(config(&[
-        "--url",
-        &s.url(),
-        "--artifact-dir",
-        d.to_str().unwrap(),
-        "--streaming",
-        "false",
-        "--request-count",
-        "6",
-        "--osl",
-        "16",
-    ]))
-    .await;
+    let Replayed { out, dir: d } = Replay::sim(fast())
+        .args("--streaming false --request-count 6 --osl 16")
+        .run()
+        .await;
     assert_eq!(out.summary.counts.success, 6);
     let streaming_only = [
         "time_to_first_token",
@@ -585,7 +501,7 @@ async fn a_non_streaming_run_reports_no_streaming_only_metric() {
         "output_token_throughput_per_user",
         "prefill_throughput_per_user",
     ];
-    let summary = read_json(&d.join("summary.json"));
+    let summary = d.summary();
     let metrics = summary["metrics"].as_object().unwrap();
     assert!(metrics.contains_key("request_latency_ms"), "{metrics:?}");
     for k in metrics.keys() {
@@ -594,14 +510,12 @@ async fn a_non_streaming_run_reports_no_streaming_only_metric() {
             "summary.json has {k}"
         );
     }
-    let a = read_json(&d.join("profile_export_aiperf.json"));
+    let a = d.aiperf();
     assert!(a["request_latency"]["avg"].as_f64().unwrap() > 0.0);
     for k in streaming_only {
         assert!(a.get(k).is_none(), "profile_export_aiperf.json has {k}");
     }
-    let text = std::fs::read_to_string(d.join("profile_export.jsonl")).unwrap();
-    for line in text.lines() {
-        let r: Value = serde_json::from_str(line).unwrap();
+    for r in d.profile_export() {
         for k in streaming_only {
             assert!(
                 r["metrics"].get(k).is_none(),
@@ -609,8 +523,8 @@ async fn a_non_streaming_run_reports_no_streaming_only_metric() {
             );
         }
     }
-    let csv = std::fs::read_to_string(d.join("profile_export_aiperf.csv")).unwrap();
-    let console = std::fs::read_to_string(d.join("console.txt")).unwrap();
+    let csv = d.text("profile_export_aiperf.csv");
+    let console = d.text("console.txt");
     for label in [
         "Time to First Token",
         "Inter Token Latency",
@@ -682,25 +596,16 @@ fn plot_of_a_non_artifact_directory_is_a_usage_error_saying_what_to_pass() {
 /// the server reports reasoning tokens (the simulator's first 5 output tokens here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aiperf_token_counts_split_reasoning_from_output() {
-    let s = sim(SimConfig {
+    let Replayed { out, dir: d } = Replay::sim(SimConfig {
         reasoning_tokens: 5,
         ..fast()
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("run");
-    let out = replay_at(
-        &s.url(),
-        d.to_str().unwrap(),
-        "--request-count 4 --concurrency 2 --osl 16",
-    )
+    })
+    .args("--request-count 4 --concurrency 2 --osl 16")
+    .run()
     .await;
     assert_eq!(out.summary.counts.success, 4);
     assert_eq!(out.summary.total_reasoning_tokens, 4 * 5);
-    let text = std::fs::read_to_string(d.join("profile_export.jsonl")).unwrap();
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = d.profile_export();
     assert_eq!(lines.len(), 4);
     for r in &lines {
         let m = &r["metrics"];
@@ -716,7 +621,7 @@ async fn aiperf_token_counts_split_reasoning_from_output() {
         );
         assert_eq!(m["usage_prompt_tokens"]["unit"], "tokens");
     }
-    let a = read_json(&d.join("profile_export_aiperf.json"));
+    let a = d.aiperf();
     let otc = &a["output_token_count"];
     assert_eq!(otc["unit"], "tokens", "{a}");
     assert_eq!(otc["avg"], 11.0);

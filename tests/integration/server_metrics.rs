@@ -5,33 +5,19 @@
 
 use serde_json::Value;
 
-use crate::common::{config, fast, read_json, run, sim};
+use crate::common::{fast, read_json, sim, Replay, Replayed};
 use specperf::sim::SimConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_metrics_export_has_aiperfs_shape_with_the_servers_names() {
     let s = sim(fast());
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("run");
-    let out = run(config(&[
-        "--url",
-        &s.url(),
-        "--artifact-dir",
-        d.to_str().unwrap(),
-        "--concurrency",
-        "4",
-        "--request-count",
-        "40",
-        "--osl",
-        "64",
-        "--metrics-interval-seconds",
-        "0.05",
-        "--slice-duration",
-        "0.1",
-    ]))
-    .await;
+    let Replayed { out, dir: d } = Replay::at(&s.url())
+        .args("--concurrency 4 --request-count 40 --osl 64")
+        .args("--metrics-interval-seconds 0.05 --slice-duration 0.1")
+        .run()
+        .await;
     assert_eq!(out.summary.counts.success, 40);
-    let v = read_json(&d.join("server_metrics_export.json"));
+    let v = d.server_metrics();
     assert_eq!(
         crate::common::schema_errors("server_metrics_export.v1.json", &v),
         Vec::<String>::new()
@@ -127,7 +113,7 @@ async fn server_metrics_export_has_aiperfs_shape_with_the_servers_names() {
     assert_eq!(sliced, t.drafts as f64);
 
     // The profile timeslices `aiperf plot` reads: every request in one window, by its start.
-    let ts = std::fs::read_to_string(d.join("profile_export_aiperf_timeslices.csv")).unwrap();
+    let ts = d.text("profile_export_aiperf_timeslices.csv");
     assert!(ts.starts_with("Timeslice,Start_NS,End_NS,Metric,Unit,Stat,Value\n"));
     assert!(ts.contains(",Time to First Token,ms,avg,"));
     assert!(ts.contains(",Inter Token Latency,ms,avg,"));
@@ -147,7 +133,7 @@ async fn server_metrics_export_has_aiperfs_shape_with_the_servers_names() {
         .sum();
     assert_eq!(counted, 40.0);
 
-    let csv = std::fs::read_to_string(d.join("server_metrics_export.csv")).unwrap();
+    let csv = d.text("server_metrics_export.csv");
     assert!(csv.starts_with("# AIPerf Server Metrics Export (CSV)\n"));
     let header = |prefix: &str| {
         csv.lines()
@@ -234,27 +220,13 @@ async fn inferencex_readers_find_the_vllm_backend_and_the_plot_inputs() {
         itl: std::time::Duration::from_millis(10),
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("run");
-    let out = run(config(&[
-        "--url",
-        &s.url(),
-        "--artifact-dir",
-        d.to_str().unwrap(),
-        "--concurrency",
-        "4",
-        "--request-count",
-        "24",
-        "--osl",
-        "32",
-        "--metrics-interval-seconds",
-        "0.05",
-        "--slice-duration",
-        "0.1",
-    ]))
-    .await;
+    let Replayed { out, dir: d } = Replay::at(&s.url())
+        .args("--concurrency 4 --request-count 24 --osl 32")
+        .args("--metrics-interval-seconds 0.05 --slice-duration 0.1")
+        .run()
+        .await;
     assert_eq!(out.summary.counts.success, 24);
-    let text = std::fs::read_to_string(d.join("server_metrics_export.json")).unwrap();
+    let text = d.text("server_metrics_export.json");
     assert!(text.contains("\"vllm:"));
     assert!(!std::fs::read(d.join("server_metrics_export.csv"))
         .unwrap()
