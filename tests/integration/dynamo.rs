@@ -1007,7 +1007,12 @@ struct Placement {
 
 /// Runs one AgentX profile against `d`; the run's requests, from Dynamo's trace and counters.
 fn agentx_run(d: &Dynamo, dir: &Path, envs: &[(&str, &str)]) -> (Placement, Value) {
-    let before_trace = d.trace().len();
+    // The run's requests in the trace: those received from now on (the trace is flushed every
+    // 100 ms, so a count taken now could still miss `up`'s own probe request).
+    let since_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
     let before = d.front();
     let workers_before: Vec<Samples> = d.workers.iter().map(|w| page(w)).collect();
     let watch = LoopbackWatch::start(d);
@@ -1036,9 +1041,13 @@ fn agentx_run(d: &Dynamo, dir: &Path, envs: &[(&str, &str)]) -> (Placement, Valu
     );
     let until = Instant::now() + Duration::from_secs(5);
     let trace = loop {
-        let t = d.trace();
-        if t.len() - before_trace >= rows.len() || Instant::now() > until {
-            break t[before_trace..].to_vec();
+        let t: Vec<Value> = d
+            .trace()
+            .into_iter()
+            .filter(|e| e["request"]["request_received_ms"].as_u64() >= Some(since_ms))
+            .collect();
+        if t.len() >= rows.len() || Instant::now() > until {
+            break t;
         }
         std::thread::sleep(Duration::from_millis(100));
     };
