@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::config;
+use crate::common::{config, Replay};
 
 /// Requests per run (4 runs per mode).
 const REQUESTS: u64 = 8;
@@ -531,25 +531,16 @@ async fn a_sweep_drains_llama_servers_queue_between_points() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
     let metrics = format!("{}/metrics", l.url);
-    let cfg = crate::sweep::sweep_config(&[
-        "--url",
-        &l.url,
-        "--model",
-        "smollm2-135m",
-        "--server-metrics",
-        &metrics,
-        "--concurrency",
-        "1,2",
-        "--request-count",
-        "4",
-        "--osl",
-        "16",
-        // Polls every 0.05 s, 3 idle in a row (the sweep tests' shared flags).
-        "--drain-max-wait-seconds",
-        "120",
-        "--artifact-dir",
-        out.to_str().unwrap(),
-    ]);
+    let cfg = crate::sweep::sweep_config(
+        &Replay::at(&l.url)
+            .dir(&out)
+            .args("--model smollm2-135m --server-metrics")
+            .arg(&metrics)
+            .args("--concurrency 1,2 --request-count 4 --osl 16")
+            // Polls every 0.05 s, 3 idle in a row (the sweep tests' shared flags).
+            .args("--drain-max-wait-seconds 120")
+            .argv(),
+    );
     let body = serde_json::json!({"model": "smollm2-135m", "stream": true, "max_tokens": 4000,
         "messages": [{"role": "user", "content": "Count from one to one thousand in words."}]});
     let mut backlog = crate::common::Backlog::new(2);

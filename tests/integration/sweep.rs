@@ -15,7 +15,7 @@ use specperf::{Cli, Command as Cmd, Progress, Stopper};
 
 use crate::common::{
     browser_dom, fast, held_stream, read_json, records, scaled, schema_errors, sim, terminate,
-    tokenizer_path, wait_exit, Backlog,
+    tokenizer_path, wait_exit, Backlog, Replay,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
@@ -68,22 +68,13 @@ async fn a_concurrency_sweep_waits_for_the_backlog_and_writes_points_table_and_p
     let s = sim(fast());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("before");
-    let cfg = sweep_config(&[
-        "--url",
-        &s.url(),
-        "--concurrency",
-        "1,2,4,8",
-        "--request-count",
-        "16",
-        "--osl",
-        "16",
-        "--gpus",
-        "8",
-        "--result-filename",
-        "dsv4_tp8",
-        "--artifact-dir",
-        out.to_str().unwrap(),
-    ]);
+    let cfg = sweep_config(
+        &Replay::at(&s.url())
+            .dir(&out)
+            .args("--concurrency 1,2,4,8 --request-count 16 --osl 16 --gpus 8")
+            .args("--result-filename dsv4_tp8")
+            .argv(),
+    );
     // After the first point, a request of "another client" keeps the server busy: the wait
     // before the second point must poll it busy, and end once the test lets it go.
     let mut backlog = Backlog::new(3);
@@ -177,21 +168,12 @@ async fn a_concurrency_sweep_waits_for_the_backlog_and_writes_points_table_and_p
 
     // A second sweep (another "configuration") overlays on the first.
     let after = dir.path().join("after");
-    let cfg = sweep_config(&[
-        "--url",
-        &s.url(),
-        "--concurrency",
-        "2,6",
-        "--request-count",
-        "12",
-        "--osl",
-        "16",
-        "--gpus",
-        "8",
-        "--no-drain",
-        "--artifact-dir",
-        after.to_str().unwrap(),
-    ]);
+    let cfg = sweep_config(
+        &Replay::at(&s.url())
+            .dir(&after)
+            .args("--concurrency 2,6 --request-count 12 --osl 16 --gpus 8 --no-drain")
+            .argv(),
+    );
     let o = sweep_with(cfg, |_| {}).await;
     assert_eq!((o.exit_code, o.index.points.len()), (0, 2));
     assert!(o.index.points[1].drain_before.is_none(), "--no-drain");
@@ -219,20 +201,12 @@ async fn three_runs_report_t_intervals_and_convergence_stops_early() {
     let s = sim(fast());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("repeat");
-    let cfg = sweep_config(&[
-        "--url",
-        &s.url(),
-        "--concurrency",
-        "2",
-        "--request-count",
-        "8",
-        "--osl",
-        "16",
-        "--num-profile-runs",
-        "3",
-        "--artifact-dir",
-        out.to_str().unwrap(),
-    ]);
+    let cfg = sweep_config(
+        &Replay::at(&s.url())
+            .dir(&out)
+            .args("--concurrency 2 --request-count 8 --osl 16 --num-profile-runs 3")
+            .argv(),
+    );
     let o = sweep_with(cfg, |_| {}).await;
     assert_eq!(o.exit_code, 0);
     let p = &o.index.points[0];
@@ -289,26 +263,14 @@ async fn three_runs_report_t_intervals_and_convergence_stops_early() {
 
     // A loose CV target is met after the two runs every check needs.
     let out = dir.path().join("converge");
-    let cfg = sweep_config(&[
-        "--url",
-        &s.url(),
-        "--concurrency",
-        "2",
-        "--request-count",
-        "8",
-        "--osl",
-        "16",
-        "--num-profile-runs",
-        "5",
-        "--convergence-metric",
-        "request_throughput",
-        "--convergence-mode",
-        "cv",
-        "--convergence-threshold",
-        "10",
-        "--artifact-dir",
-        out.to_str().unwrap(),
-    ]);
+    let cfg = sweep_config(
+        &Replay::at(&s.url())
+            .dir(&out)
+            .args("--concurrency 2 --request-count 8 --osl 16 --num-profile-runs 5")
+            .args("--convergence-metric request_throughput --convergence-mode cv")
+            .args("--convergence-threshold 10")
+            .argv(),
+    );
     let mut said = Vec::new();
     let o = sweep_with(cfg, |ev| {
         if let Event::Convergence { explain, .. } = ev {
@@ -335,26 +297,14 @@ async fn the_sla_search_finds_the_concurrency_where_requests_start_to_queue() {
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("search");
-    let cfg = sweep_config(&[
-        "--url",
-        &s.url(),
-        "--request-count",
-        "24",
-        "--osl",
-        "40",
-        "--warmup-request-count",
-        "2",
-        "--search-recipe",
-        "max-concurrency-under-sla",
-        "--search-style",
-        "monotonic",
-        "--ttft-sla-ms",
-        "40",
-        "--search-max",
-        "64",
-        "--artifact-dir",
-        out.to_str().unwrap(),
-    ]);
+    let cfg = sweep_config(
+        &Replay::at(&s.url())
+            .dir(&out)
+            .args("--request-count 24 --osl 40 --warmup-request-count 2")
+            .args("--search-recipe max-concurrency-under-sla --search-style monotonic")
+            .args("--ttft-sla-ms 40 --search-max 64")
+            .argv(),
+    );
     let o = sweep_with(cfg, |_| {}).await;
     let search = o.index.search.as_ref().expect("the search is on record");
     let probes: Vec<(f64, bool)> = search
@@ -386,26 +336,14 @@ async fn the_sla_search_finds_the_concurrency_where_requests_start_to_queue() {
     // max-goodput-under-slo judges each request (the run's goodput) against the same TTFT:
     // past 6, most requests wait, so fewer than 95% are good.
     let out = dir.path().join("goodput");
-    let cfg = sweep_config(&[
-        "--url",
-        &s.url(),
-        "--request-count",
-        "24",
-        "--osl",
-        "40",
-        "--warmup-request-count",
-        "2",
-        "--search-recipe",
-        "max-goodput-under-slo",
-        "--ttft-sla-ms",
-        "40",
-        "--search-min",
-        "4",
-        "--search-max",
-        "16",
-        "--artifact-dir",
-        out.to_str().unwrap(),
-    ]);
+    let cfg = sweep_config(
+        &Replay::at(&s.url())
+            .dir(&out)
+            .args("--request-count 24 --osl 40 --warmup-request-count 2")
+            .args("--search-recipe max-goodput-under-slo --ttft-sla-ms 40")
+            .args("--search-min 4 --search-max 16")
+            .argv(),
+    );
     let o = sweep_with(cfg, |_| {}).await;
     let search = o.index.search.as_ref().unwrap();
     let best = search.best.expect("a load met the SLO");
@@ -432,26 +370,16 @@ async fn a_pareto_sweep_runs_each_shape_at_each_concurrency_and_writes_aiperfs_f
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("pareto");
-    let cfg = sweep_config(&[
-        "--url",
-        &s.url(),
-        "--search-recipe",
-        "pareto-sweep",
-        "--isl-osl-pairs",
-        "96/24, 300/8",
-        "--concurrency",
-        "1,3",
-        "--synthetic",
-        "--tokenizer",
-        tok.to_str().unwrap(),
-        "--endpoint-type",
-        "completions",
-        "--request-count",
-        "6",
-        "--no-drain",
-        "--artifact-dir",
-        out.to_str().unwrap(),
-    ]);
+    let cfg = sweep_config(
+        &Replay::at(&s.url())
+            .dir(&out)
+            .args("--search-recipe pareto-sweep --isl-osl-pairs")
+            .arg("96/24, 300/8")
+            .args("--concurrency 1,3 --synthetic --tokenizer")
+            .arg(&tok)
+            .args("--endpoint-type completions --request-count 6 --no-drain")
+            .argv(),
+    );
     let o = sweep_with(cfg, |_| {}).await;
     assert_eq!(o.exit_code, 0);
     let idx = &o.index;
@@ -539,20 +467,12 @@ async fn a_point_that_starts_on_a_busy_server_says_so() {
     let s = sim(fast());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("busy");
-    let cfg = sweep_config(&[
-        "--url",
-        &s.url(),
-        "--concurrency",
-        "1,2",
-        "--request-count",
-        "4",
-        "--osl",
-        "8",
-        "--drain-max-wait-seconds",
-        "0.3",
-        "--artifact-dir",
-        out.to_str().unwrap(),
-    ]);
+    let cfg = sweep_config(
+        &Replay::at(&s.url())
+            .dir(&out)
+            .args("--concurrency 1,2 --request-count 4 --osl 8 --drain-max-wait-seconds 0.3")
+            .argv(),
+    );
     let mut backlog = None;
     let o = sweep_with(cfg, |ev| {
         if let Event::RunDone { .. } = ev {
@@ -581,21 +501,12 @@ async fn points_after_the_server_is_gone_fail_on_record_and_the_finished_one_is_
     let url = server.as_ref().unwrap().url();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("gone");
-    let cfg = sweep_config(&[
-        "--url",
-        &url,
-        "--model",
-        "specperf-sim",
-        "--concurrency",
-        "1,2,3",
-        "--request-count",
-        "4",
-        "--osl",
-        "8",
-        "--no-drain",
-        "--artifact-dir",
-        out.to_str().unwrap(),
-    ]);
+    let cfg = sweep_config(
+        &Replay::at(&url)
+            .dir(&out)
+            .args("--model specperf-sim --concurrency 1,2,3 --request-count 4 --osl 8 --no-drain")
+            .argv(),
+    );
     let o = sweep_with(cfg, |ev| {
         if let Event::RunDone { .. } = ev {
             // The server goes away after the first point.
