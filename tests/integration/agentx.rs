@@ -483,6 +483,11 @@ fn the_replay_matches_aiperf_0_13_on_the_same_traces_and_server() {
         // AIPerf's prompts come out a few tokens short of `in` (decoded text re-tokenizes
         // differently); ours are exact: on the fixtures' 200-900-token turns that is a few %.
         .args(["--isl-tolerance", "0.15"])
+        // At 3 lanes the system goes idle, and AIPerf 0.13 then pulls a far timer in (here
+        // fx-simple-001's first turn at t*, ~7.8 s instead of beyond the window) when a returning
+        // turn's follow-up is not yet scheduled; specperf does not (README, different on
+        // purpose). Only AIPerf-early sends made while its run was idle are excused, as notes.
+        .arg("--allow-aiperf-idle-jumps")
         .output()
         .unwrap();
     assert!(
@@ -490,6 +495,24 @@ fn the_replay_matches_aiperf_0_13_on_the_same_traces_and_server() {
         "specperf and AIPerf disagree:\n{}{}",
         String::from_utf8_lossy(&cmp.stdout),
         String::from_utf8_lossy(&cmp.stderr)
+    );
+}
+
+/// The comparison above is only worth what it can fail on: `scripts/test_agentx_compare.py` lays
+/// out synthetic record sets (no AIPerf, no server) and checks that a join turn sent at once
+/// though its children had finished, and a request only one run sent inside the common window,
+/// fail it, while slower responses and timing jitter do not.
+#[test]
+fn the_agentx_comparison_fails_on_a_request_sent_where_the_other_run_sent_none() {
+    let out = Command::new("python3")
+        .arg(root().join("scripts/test_agentx_compare.py"))
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "scripts/test_agentx_compare.py:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
