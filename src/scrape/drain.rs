@@ -98,6 +98,11 @@ pub enum QueueGauge {
     /// be inside the active count too: the sum can overstate, never hide, a backlog).
     #[serde(rename = "dynamo_frontend_queued_requests")]
     DynamoQueued,
+    /// Dynamo worker (each worker's system `/metrics`, prefill and decode alike): requests its
+    /// endpoints are handling. A prefill worker and a decode worker that has served nothing yet
+    /// carry no engine gauge, only this one.
+    #[serde(rename = "dynamo_component_inflight_requests")]
+    DynamoWorkerInflight,
     /// llama.cpp (`--metrics`): slots processing a request.
     #[serde(rename = "llamacpp:requests_processing")]
     LlamacppProcessing,
@@ -108,7 +113,7 @@ pub enum QueueGauge {
 
 impl QueueGauge {
     /// Every known gauge, in the order pages are searched.
-    pub const ALL: [QueueGauge; 11] = [
+    pub const ALL: [QueueGauge; 12] = [
         QueueGauge::VllmRunning,
         QueueGauge::VllmWaiting,
         QueueGauge::SglangRunning,
@@ -118,6 +123,7 @@ impl QueueGauge {
         QueueGauge::DynamoActive,
         QueueGauge::DynamoInflight,
         QueueGauge::DynamoQueued,
+        QueueGauge::DynamoWorkerInflight,
         QueueGauge::LlamacppProcessing,
         QueueGauge::LlamacppDeferred,
     ];
@@ -134,6 +140,7 @@ impl QueueGauge {
             QueueGauge::DynamoActive => "dynamo_frontend_active_requests",
             QueueGauge::DynamoInflight => "dynamo_frontend_inflight_requests",
             QueueGauge::DynamoQueued => "dynamo_frontend_queued_requests",
+            QueueGauge::DynamoWorkerInflight => "dynamo_component_inflight_requests",
             QueueGauge::LlamacppProcessing => "llamacpp:requests_processing",
             QueueGauge::LlamacppDeferred => "llamacpp:requests_deferred",
         }
@@ -146,6 +153,7 @@ impl QueueGauge {
             | QueueGauge::TrtllmRunning
             | QueueGauge::DynamoActive
             | QueueGauge::DynamoInflight
+            | QueueGauge::DynamoWorkerInflight
             | QueueGauge::LlamacppProcessing => Role::Running,
             QueueGauge::VllmWaiting
             | QueueGauge::SglangQueued
@@ -734,6 +742,15 @@ mod tests {
                 "dynamo_frontend_inflight_requests{model=\"m\"} 2\n\
                  dynamo_frontend_queued_requests{model=\"m\"} 0\n",
                 (2, 0),
+            ),
+            // A Dynamo prefill worker's own page (1.6.1): no engine gauge, only the
+            // component's in-flight count per endpoint.
+            (
+                "dynamo_component_inflight_requests{dynamo_component=\"prefill\",\
+                 dynamo_endpoint=\"generate\",dynamo_namespace=\"dynamo\"} 1\n\
+                 dynamo_component_inflight_requests{dynamo_component=\"prefill\",\
+                 dynamo_endpoint=\"clear_kv_blocks\",dynamo_namespace=\"dynamo\"} 0\n",
+                (1, 0),
             ),
         ];
         for (page, want) in cases {
