@@ -27,7 +27,7 @@ fn record(i: u64) -> RequestRecord {
         })
         .collect();
     let last = first + gaps.iter().map(|g| g.gap_ns).sum::<u64>();
-    RequestRecord {
+    let mut r = RequestRecord {
         id: i,
         phase: Phase::Profiling,
         turn: 0,
@@ -46,6 +46,8 @@ fn record(i: u64) -> RequestRecord {
         prompt_tokens: Some(400 + i % 300),
         completion_tokens: Some(256),
         reasoning_tokens: None,
+        total_tokens: Some(656 + i % 300),
+        requested_osl: Some(256),
         token_source: TokenSource::UsagePerChunk,
         content_events: 101,
         reads: 101,
@@ -60,7 +62,18 @@ fn record(i: u64) -> RequestRecord {
         spec: None,
         spec_warning: None,
         group: None,
+        http: Some(Default::default()),
+    };
+    // The HTTP exchange a kept-alive connection measures: ~2 KB out, 101 frames back.
+    if let Some(h) = r.http.as_mut() {
+        h.connection_reused = true;
+        h.bytes_sent = 2048 + i % 512;
+        h.bytes_received = 101 * 180;
+        h.frames_received = 101;
+        h.first_frame_ns = Some(first);
+        h.last_frame_ns = Some(last);
     }
+    r
 }
 
 fn meta() -> RunMeta {

@@ -177,6 +177,13 @@ pub struct RequestRecord {
     pub completion_tokens: Option<u64>,
     /// `usage.completion_tokens_details.reasoning_tokens`.
     pub reasoning_tokens: Option<u64>,
+    /// `usage.total_tokens`, as the server reported it (AIPerf's `usage_total_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
+    /// The output length the request asked for (`max_tokens` / `max_completion_tokens`), when
+    /// its body set one: AIPerf's requested OSL, which `osl_mismatch_diff_pct` compares against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_osl: Option<u64>,
     /// How the token counts were obtained.
     pub token_source: TokenSource,
     /// Events carrying content or reasoning.
@@ -220,6 +227,44 @@ pub struct RequestRecord {
     /// `category` by default), for the per-group acceptance breakdown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// What the HTTP exchange itself measured, once response headers arrived (`None` before
+    /// that, and in records of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpTrace>,
+}
+
+/// The HTTP exchange of one request, as the client measured it: AIPerf's `http_req_*` metrics
+/// that specperf can state. What hyper does not report (pool wait, DNS, TCP and TLS times, when
+/// the last request byte was written) is not here: nothing is estimated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpTrace {
+    /// The request went out on a connection that had already served a response (keep-alive).
+    pub connection_reused: bool,
+    /// Request body bytes handed to the connection (one frame; headers not counted, as AIPerf's
+    /// aiohttp trace counts body chunks).
+    pub bytes_sent: u64,
+    /// Response body bytes received (headers not counted).
+    pub bytes_received: u64,
+    /// Response body frames received (each read of the body, as AIPerf counts chunks).
+    pub frames_received: u32,
+    /// First response body frame, ns since the run's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_frame_ns: Option<u64>,
+    /// Last response body frame, ns since the run's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_frame_ns: Option<u64>,
+}
+
+impl HttpTrace {
+    /// First to last response body frame (AIPerf's `http_req_receiving`): 0 for a one-frame
+    /// body, `None` without one.
+    pub fn receiving_ns(&self) -> Option<u64> {
+        match (self.first_frame_ns, self.last_frame_ns) {
+            _ if self.frames_received == 1 => Some(0),
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        }
+    }
 }
 
 /// Which response field a request's speculative-decoding figures came from.
@@ -341,6 +386,10 @@ pub struct SessionMeta {
     pub source_kind: String,
     /// The lane (0..concurrency) whose tree sent it.
     pub lane: usize,
+    /// The request's place among its phase's requests, in send order from 0 (AIPerf's
+    /// `session_num`: its credit number, counted again from 0 for profiling).
+    #[serde(default)]
+    pub session_num: u64,
     /// Theoretical prefix-cache hit blocks of this turn (trace order, see `agentx`).
     pub cache_hit_blocks: u64,
     /// `hash_ids.len()` of this turn.
@@ -382,6 +431,8 @@ impl RequestRecord {
             prompt_tokens: None,
             completion_tokens: None,
             reasoning_tokens: None,
+            total_tokens: None,
+            requested_osl: None,
             token_source: TokenSource::None,
             content_events: 0,
             reads: 0,
@@ -396,6 +447,7 @@ impl RequestRecord {
             spec: None,
             spec_warning: None,
             group: None,
+            http: None,
         }
     }
 

@@ -27,7 +27,7 @@ use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
 use tokio_util::sync::CancellationToken;
 
-use crate::record::{FailureKind, RequestRecord};
+use crate::record::{FailureKind, HttpTrace, RequestRecord};
 use connect::{tls_config, ConnectTimedOut, Served, TimeoutConnector};
 use credentials::{redact, same_origin, secrets};
 use stream::{cancelled, fail, StreamState};
@@ -239,6 +239,7 @@ impl Client {
 
         // The times stay those of the first send: a retry is part of what the user waited for.
         let (mut fresh, mut limited) = (false, 0u32);
+        let mut reused = false;
         let resp = loop {
             let http_req = match self.request(req) {
                 Ok(r) => r,
@@ -247,11 +248,15 @@ impl Client {
             let resp = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return cancelled(rec, clock),
-                r = self.send(http_req, fresh) => r,
+                r = self.send_traced(http_req, fresh) => r,
                 _ = tokio::time::sleep_until(first_deadline.into()) => {
                     return fail(rec, clock, first_kind, format!("no response headers within {:?}", first_deadline - sent));
                 }
             };
+            let resp = resp.map(|(r, on_reused)| {
+                reused = on_reused;
+                r
+            });
             match resp {
                 Ok(r)
                     if r.status() == StatusCode::TOO_MANY_REQUESTS
@@ -284,6 +289,11 @@ impl Client {
             }
         };
         rec.headers_ns = Some(clock.now_ns());
+        rec.http = Some(HttpTrace {
+            connection_reused: reused,
+            bytes_sent: req.body.len() as u64,
+            ..HttpTrace::default()
+        });
         let status = resp.status();
         rec.http_status = Some(status.as_u16());
         // Kept for the failure message: a rate limiter's 429 says when to come back.
@@ -323,13 +333,20 @@ impl Client {
                     }
                     Some(Ok(frame)) => {
                         let Ok(data) = frame.into_data() else { continue };
+                        let now = Instant::now();
+                        if let Some(h) = rec.http.as_mut() {
+                            let at = clock.ns(now);
+                            h.bytes_received += data.len() as u64;
+                            h.frames_received = h.frames_received.saturating_add(1);
+                            h.first_frame_ns.get_or_insert(at);
+                            h.last_frame_ns = Some(at);
+                        }
                         if !status.is_success() {
                             if state.body.len() < 64 * 1024 {
                                 state.body.extend_from_slice(&data);
                             }
                             continue;
                         }
-                        let now = Instant::now();
                         let had_token = state.first_token.is_some();
                         if let Err((kind, msg)) = state.on_data(&data, now, clock, &mut rec) {
                             return state.finish_failed(rec, clock, kind, msg);
@@ -378,16 +395,29 @@ impl Client {
     /// a response once its head arrives.
     async fn send(
         &self,
-        mut req: Request<Full<Bytes>>,
+        req: Request<Full<Bytes>>,
         fresh: bool,
     ) -> Result<http::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
+        self.send_traced(req, fresh).await.map(|(r, _)| r)
+    }
+
+    /// [`Self::send`], also saying whether the connection had served a response before (the
+    /// request reused a kept-alive connection).
+    async fn send_traced(
+        &self,
+        mut req: Request<Full<Bytes>>,
+        fresh: bool,
+    ) -> Result<(http::Response<hyper::body::Incoming>, bool), hyper_util::client::legacy::Error>
+    {
         let captured = capture_connection(&mut req);
         let client = if fresh { &self.fresh } else { &self.inner };
         let resp = client.request(req).await?;
+        let mut reused = false;
         if let Some(served) = captured.connection_metadata().as_ref().and_then(Served::of) {
+            reused = served.get();
             served.mark();
         }
-        Ok(resp)
+        Ok((resp, reused))
     }
 
     /// The HTTP request for one send of `req`.

@@ -144,6 +144,9 @@ pub struct Usage {
     #[serde(default, deserialize_with = "reasoning_tokens")]
     #[serde(rename = "completion_tokens_details")]
     pub reasoning_tokens: Option<u64>,
+    /// Prompt plus completion tokens, as the server adds them up.
+    #[serde(default)]
+    pub total_tokens: Option<u64>,
 }
 
 fn reasoning_tokens<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
@@ -479,7 +482,8 @@ mod tests {
             Some(Usage {
                 prompt_tokens: Some(7),
                 completion_tokens: Some(12),
-                reasoning_tokens: Some(4)
+                reasoning_tokens: Some(4),
+                total_tokens: Some(19),
             })
         );
         assert!(!c.content);

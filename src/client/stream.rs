@@ -194,6 +194,7 @@ impl StreamState {
             rec.prompt_tokens = u.prompt_tokens;
             rec.completion_tokens = u.completion_tokens;
             rec.reasoning_tokens = u.reasoning_tokens;
+            rec.total_tokens = u.total_tokens;
             rec.token_source = if self.per_chunk_usage {
                 TokenSource::UsagePerChunk
             } else {

@@ -86,6 +86,19 @@ impl AgentxSettings {
             scenario: self.scenario.clone(),
             invalid_reasons: self.submission_invalid_reasons.clone(),
             overflow_rate_limit: self.context_overflow_rate_limit,
+            settings: crate::metrics::AgentxInputs {
+                traces: self.input.display().to_string(),
+                tokenizer: self.tokenizer.display().to_string(),
+                // The override is recorded once it let a violation through (the only time it
+                // changes anything; AIPerf records the flag as given).
+                unsafe_override: self
+                    .submission_invalid_reasons
+                    .iter()
+                    .any(|r| r == "unsafe_override"),
+                trace_idle_gap_cap_s: self.trace_idle_cap.map(|d| d.as_secs_f64()),
+                system_idle_gap_cap_s: self.system_idle_cap.as_secs_f64(),
+                trajectory_start_ratios: (self.ratios.min(), self.ratios.max()),
+            },
         }
     }
 }

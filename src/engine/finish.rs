@@ -60,7 +60,11 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         dataset_reused: cfg.agentx.is_none() && m.dispatch.issued > samples.len() as u64,
         load: load_meta(&cfg, &plan, m.dispatch, m.warmup),
         input: cfg.dataset.describe(),
-        dataset_format: cfg.dataset.aiperf_format(cfg.select.category.as_deref()),
+        // An AgentX replay reads weka traces (AIPerf's `weka_trace` loader), not the collection.
+        dataset_format: match cfg.agentx {
+            Some(_) => Some("weka_trace".to_owned()),
+            None => cfg.dataset.aiperf_format(cfg.select.category.as_deref()),
+        },
         start_unix_s: m.start_unix_s,
         stopped_by,
         timeouts_s,

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::record::{Outcome, Phase, RequestRecord};
+use crate::record::{Outcome, Phase, RequestRecord, SessionMeta};
 
 /// Counts from the records' [`SessionMeta`](crate::record::SessionMeta), over profiling
 /// records (present in the summary only when a record carried session metadata).
@@ -35,6 +35,11 @@ impl AgentxCounts {
         if r.phase == Phase::Warmup {
             return s.context_overflow;
         }
+        self.count(r, s)
+    }
+
+    /// [`Self::add`] whatever the record's phase (the warmup aggregator counts its own).
+    pub(crate) fn count(&mut self, r: &RequestRecord, s: &SessionMeta) -> bool {
         self.responses += 1;
         if s.context_overflow {
             self.context_overflow += 1;
@@ -92,6 +97,26 @@ pub(crate) struct AgentxRunMeta {
     pub(crate) invalid_reasons: Vec<String>,
     /// Above this context-overflow rate the submission is invalid.
     pub(crate) overflow_rate_limit: f64,
+    /// The replay's settings as AIPerf records them in `input_config`.
+    pub(crate) settings: AgentxInputs,
+}
+
+/// What an AgentX run was asked to do, in the terms of AIPerf's `input_config` (its
+/// `BenchmarkConfig`): written beside the common fields so a reader sees the replay's knobs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct AgentxInputs {
+    /// The traces file or directory read (the hub cache's `traces.jsonl` for a public dataset).
+    pub(crate) traces: String,
+    /// The tokenizer prompts were cut with.
+    pub(crate) tokenizer: String,
+    /// `--unsafe-override` was given.
+    pub(crate) unsafe_override: bool,
+    /// `--trace-idle-gap-cap-seconds`, when given.
+    pub(crate) trace_idle_gap_cap_s: Option<f64>,
+    /// The whole-system idle cap in force, seconds.
+    pub(crate) system_idle_gap_cap_s: f64,
+    /// `--trajectory-start-min-ratio` / `--trajectory-start-max-ratio` in force.
+    pub(crate) trajectory_start_ratios: (f64, f64),
 }
 
 impl AgentxRunMeta {
@@ -108,4 +133,34 @@ impl AgentxRunMeta {
         }
         reasons
     }
+}
+
+/// The AgentX replay's subagent bookkeeping over the profiling phase, AIPerf 0.13's
+/// `BranchStats` (its names): what the engine did with the traces' spawns and joins, for
+/// `profile_export_aiperf.json`'s `branch_stats`. Counted by the lane scheduler as it goes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct BranchStats {
+    /// Child streams started (spawned by a root turn, or live in the t* snapshot).
+    pub(crate) children_spawned: u64,
+    /// Children that sent their last turn.
+    pub(crate) children_completed: u64,
+    /// Children ended by a failed request that stopped them (a context overflow).
+    pub(crate) children_errored: u64,
+    /// Children cut short by the end of the run (no new turn after the duration, or a stop).
+    pub(crate) children_truncated: u64,
+    /// Children whose first turn waited for its recorded offset from the spawn (not sent at
+    /// once).
+    pub(crate) children_delayed: u64,
+    /// Root turns that had to wait at a join for children still running.
+    pub(crate) parents_suspended: u64,
+    /// Of those, the ones sent once the last child ended.
+    pub(crate) parents_resumed: u64,
+    /// Joins not sent because a child failed (`AIPERF_DAG_FAIL_FAST`).
+    pub(crate) parents_failed_due_to_child_error: u64,
+    /// Joins a suspended root never sent because the run ended first.
+    pub(crate) joins_suppressed: u64,
+    /// AIPerf's request-free orchestrator graphs: none in a trace replay (always 0).
+    pub(crate) graphs_admitted: u64,
+    /// As `graphs_admitted` (always 0).
+    pub(crate) graphs_completed_to_end: u64,
 }

@@ -17,6 +17,18 @@ pub(crate) enum MetricKey {
     EffectiveLatency,
     /// First token − intended start.
     EffectiveTimeToFirstToken,
+    /// Response body frames received (AIPerf `http_req_chunks_received`).
+    HttpChunksReceived,
+    /// Request body frames sent: the client hands the body over as one frame.
+    HttpChunksSent,
+    /// 1 when the request reused a kept-alive connection, else 0.
+    HttpConnectionReused,
+    /// Response body bytes, in AIPerf's KB (1024 bytes).
+    HttpDataReceived,
+    /// Request body bytes, in AIPerf's KB (1024 bytes).
+    HttpDataSent,
+    /// First to last response body frame (0 for one frame).
+    HttpReceiving,
     /// `usage.prompt_tokens`.
     InputSequenceLength,
     /// Every gap between content events (HDR).
@@ -25,6 +37,8 @@ pub(crate) enum MetricKey {
     InterTokenLatency,
     /// Each token of a chunk at gap / tokens (HDR).
     InterTokenLatencyTokenWeighted,
+    /// (OSL − requested OSL) / requested OSL, percent (requests that set `max_tokens`).
+    OslMismatchDiffPct,
     /// `usage.completion_tokens`.
     OutputSequenceLength,
     /// `usage.completion_tokens` − reasoning tokens (AIPerf's output token count).
@@ -57,6 +71,8 @@ pub(crate) enum MetricKey {
     TimeToFirstToken,
     /// Second content event − first.
     TimeToSecondToken,
+    /// `usage.total_tokens`, where the server reported it.
+    UsageTotalTokens,
 }
 
 /// The names of one metric: its `summary.json` key, unit, AIPerf tag and CSV header (where
@@ -70,12 +86,19 @@ struct Names {
     vllm: Option<&'static str>,
 }
 
+/// AIPerf tags and CSV headers under which AIPerf writes the very same per-request value again:
+/// specperf's ISL and OSL are the server's `usage`, so AIPerf's `usage_*` twins of them are the
+/// same numbers.
+const ISL_TWINS: &[(&str, &str)] = &[("usage_prompt_tokens", "Usage Prompt Tokens")];
+const OSL_TWINS: &[(&str, &str)] = &[("usage_completion_tokens", "Usage Completion Tokens")];
+
 const MS: &str = "ms";
 const TOKENS: &str = "tokens";
 const TPS: &str = "tokens/sec/user";
 const RATIO: &str = "ratio";
 const PERCENT: &str = "%";
 const COUNT: &str = "count";
+const KB: &str = "KB";
 
 impl MetricKey {
     fn names(self) -> Names {
@@ -122,6 +145,48 @@ impl MetricKey {
             K::EffectiveTimeToFirstToken => {
                 n("effective_time_to_first_token_ms", MS, None, None, None)
             }
+            K::HttpChunksReceived => n(
+                "http_req_chunks_received",
+                COUNT,
+                Some(("http_req_chunks_received", "HTTP Chunks Received")),
+                None,
+                None,
+            ),
+            K::HttpChunksSent => n(
+                "http_req_chunks_sent",
+                COUNT,
+                Some(("http_req_chunks_sent", "HTTP Chunks Sent")),
+                None,
+                None,
+            ),
+            K::HttpConnectionReused => n(
+                "http_req_connection_reused",
+                RATIO,
+                Some(("http_req_connection_reused", "HTTP Connection Reused")),
+                None,
+                None,
+            ),
+            K::HttpDataReceived => n(
+                "http_req_data_received_kb",
+                KB,
+                Some(("http_req_data_received", "HTTP Data Received")),
+                None,
+                None,
+            ),
+            K::HttpDataSent => n(
+                "http_req_data_sent_kb",
+                KB,
+                Some(("http_req_data_sent", "HTTP Data Sent")),
+                None,
+                None,
+            ),
+            K::HttpReceiving => n(
+                "http_req_receiving_ms",
+                MS,
+                Some(("http_req_receiving", "HTTP Receiving")),
+                None,
+                None,
+            ),
             K::InputSequenceLength => n(
                 "input_sequence_length",
                 TOKENS,
@@ -148,6 +213,13 @@ impl MetricKey {
                 MS,
                 None,
                 Some("ITL per token, weighted (ms)"),
+                None,
+            ),
+            K::OslMismatchDiffPct => n(
+                "osl_mismatch_diff_pct",
+                PERCENT,
+                Some(("osl_mismatch_diff_pct", "OSL Mismatch Diff %")),
+                None,
                 None,
             ),
             K::OutputSequenceLength => n(
@@ -255,6 +327,40 @@ impl MetricKey {
                 Some("Time to second token (ms)"),
                 None,
             ),
+            K::UsageTotalTokens => n(
+                "usage_total_tokens",
+                TOKENS,
+                Some(("usage_total_tokens", "Usage Total Tokens")),
+                None,
+                None,
+            ),
+        }
+    }
+
+    /// AIPerf's run total of this metric's usage value (`total_usage_*`, the sum over the
+    /// requests) as (tag, CSV header), where AIPerf writes one.
+    pub(crate) fn aiperf_usage_total(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            MetricKey::InputSequenceLength => {
+                Some(("total_usage_prompt_tokens", "Total Usage Prompt Tokens"))
+            }
+            MetricKey::OutputSequenceLength => Some((
+                "total_usage_completion_tokens",
+                "Total Usage Completion Tokens",
+            )),
+            MetricKey::UsageTotalTokens => {
+                Some(("total_usage_total_tokens", "Total Usage Total Tokens"))
+            }
+            _ => None,
+        }
+    }
+
+    /// AIPerf's other (tag, CSV header) pairs for this very value ([`ISL_TWINS`]); empty for most.
+    pub(crate) fn aiperf_twins(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            MetricKey::InputSequenceLength => ISL_TWINS,
+            MetricKey::OutputSequenceLength => OSL_TWINS,
+            _ => &[],
         }
     }
 
@@ -293,17 +399,24 @@ impl MetricKey {
 mod tests {
     use super::*;
 
-    const ALL: [MetricKey; 26] = [
+    const ALL: [MetricKey; 34] = [
         MetricKey::ClientInputSequenceLength,
         MetricKey::DecodeDuration,
         MetricKey::DispatchLag,
         MetricKey::E2eOutputTokenThroughput,
         MetricKey::EffectiveLatency,
         MetricKey::EffectiveTimeToFirstToken,
+        MetricKey::HttpChunksReceived,
+        MetricKey::HttpChunksSent,
+        MetricKey::HttpConnectionReused,
+        MetricKey::HttpDataReceived,
+        MetricKey::HttpDataSent,
+        MetricKey::HttpReceiving,
         MetricKey::InputSequenceLength,
         MetricKey::InterChunkLatency,
         MetricKey::InterTokenLatency,
         MetricKey::InterTokenLatencyTokenWeighted,
+        MetricKey::OslMismatchDiffPct,
         MetricKey::OutputSequenceLength,
         MetricKey::OutputTokenCount,
         MetricKey::OutputTokenThroughputPerUser,
@@ -320,6 +433,7 @@ mod tests {
         MetricKey::TimeToFirstOutputToken,
         MetricKey::TimeToFirstToken,
         MetricKey::TimeToSecondToken,
+        MetricKey::UsageTotalTokens,
     ];
 
     #[test]
@@ -343,6 +457,10 @@ mod tests {
                 s if s.ends_with("_per_verified") => RATIO,
                 s if s.ends_with("_rate") => PERCENT,
                 s if s.ends_with("_steps") => COUNT,
+                s if s.ends_with("_pct") => PERCENT,
+                s if s.ends_with("_kb") => KB,
+                s if s.ends_with("_reused") => RATIO,
+                s if s.contains("_chunks_") => COUNT,
                 _ => TOKENS,
             };
             assert_eq!(k.unit(), want, "{k:?}");

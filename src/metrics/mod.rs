@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
 pub use agentx::AgentxCounts;
-pub(crate) use agentx::{AgentxRunMeta, Provenance};
+pub(crate) use agentx::{AgentxInputs, AgentxRunMeta, BranchStats, Provenance};
 pub use goodput::{Goodput, Slo, SloMetric};
 pub(crate) use key::MetricKey;
 pub(crate) use request::RecordMetrics;
@@ -106,6 +106,12 @@ pub struct Aggregate {
     first_failures: BTreeMap<FailureKind, FirstFailure>,
     /// Speculative decoding per request (reported figures, stream estimate, groups).
     spec: spec::SpecAgg,
+    /// Successful requests whose output length missed the requested one (AIPerf's
+    /// `osl_mismatch_count`).
+    osl_mismatch: u64,
+    /// The warmup records, folded exactly as profiling ones are (AIPerf's `warmup_metrics`);
+    /// `None` until the first warmup record.
+    warmup: Option<Box<Aggregate>>,
 }
 
 /// The first failed request of one kind: what the server (or the transport) said.
@@ -202,6 +208,8 @@ impl Aggregate {
             client_isl: None,
             first_failures: BTreeMap::new(),
             spec: spec::SpecAgg::default(),
+            osl_mismatch: 0,
+            warmup: None,
         }
     }
 
@@ -286,8 +294,18 @@ impl Aggregate {
         }
         if r.phase == Phase::Warmup {
             self.counts.warmup += 1;
+            let w = self.warmup.get_or_insert_with(Box::default);
+            if let Some(s) = r.session.as_deref() {
+                w.agentx.get_or_insert_default().count(r, s);
+            }
+            w.fold(r);
             return;
         }
+        self.fold(r);
+    }
+
+    /// Folds one record of the phase this aggregator measures into every statistic.
+    fn fold(&mut self, r: &RequestRecord) {
         self.first_sent_ns = Some(self.first_sent_ns.map_or(r.sent_ns, |f| f.min(r.sent_ns)));
         self.last_end_ns = self.last_end_ns.max(r.end_ns);
         self.push(
@@ -385,6 +403,16 @@ impl Aggregate {
                 self.push(key, v);
             }
         }
+        if let Some(n) = m.usage_total {
+            self.push(MetricKey::UsageTotalTokens, n as f64);
+        }
+        if let Some(pct) = m.osl_mismatch_pct {
+            self.push(MetricKey::OslMismatchDiffPct, pct);
+            self.osl_mismatch += u64::from(m.osl_mismatch);
+        }
+        for (key, v) in m.http.iter().flat_map(|h| h.values()) {
+            self.push(key, v);
+        }
         self.spec.add(r, m.decode_tokens_events);
         if let Some(s) = &r.spec {
             for (key, v) in spec::spec_metrics(s) {
@@ -413,6 +441,7 @@ impl Aggregate {
 
     /// Builds the final summary.
     pub fn summary(&self, meta: RunMeta) -> Summary {
+        let warmup_meta = self.warmup.is_some().then(|| meta.clone());
         let duration_ns = self
             .first_sent_ns
             .map_or(0, |f| self.last_end_ns.saturating_sub(f));
@@ -510,6 +539,16 @@ impl Aggregate {
             agentx: self.agentx.clone(),
             agentx_run: None,
             first_failures: self.first_failures.clone(),
+            branch_stats: None,
+            osl_mismatch_count: self
+                .values
+                .contains_key(&MetricKey::OslMismatchDiffPct)
+                .then_some(self.osl_mismatch),
+            warmup: self
+                .warmup
+                .as_deref()
+                .zip(warmup_meta)
+                .map(|(w, meta)| Box::new(w.summary(meta))),
         }
     }
 }

@@ -202,6 +202,19 @@ pub struct Summary {
     /// `profile_export_aiperf.json` / `.csv` (not in `summary.json`); empty without requests.
     #[serde(skip)]
     pub(crate) time_weighted: Vec<super::SweepMetric>,
+    /// The AgentX replay's spawn and join counts over profiling (set by the engine; not in
+    /// `summary.json`).
+    #[serde(skip)]
+    pub(crate) branch_stats: Option<super::BranchStats>,
+    /// Successful requests whose output length missed the requested one by more than AIPerf's
+    /// threshold (`osl_mismatch_count`; not in `summary.json`); `None` when no request asked
+    /// for a length.
+    #[serde(skip)]
+    pub(crate) osl_mismatch_count: Option<u64>,
+    /// The warmup phase summarized alone, by the same aggregation (AIPerf's `warmup_metrics`;
+    /// not in `summary.json`, whose `counts.warmup` counts them); `None` without warmup records.
+    #[serde(skip)]
+    pub(crate) warmup: Option<Box<Summary>>,
 }
 
 impl Summary {

@@ -265,3 +265,48 @@ fn tests_meta() -> RunMeta {
         timeouts_s: BTreeMap::new(),
     }
 }
+
+/// Issue 27 §3.3: AIPerf's OSL mismatch: the signed difference in percent of the requested
+/// length, and a mismatch beyond min(5 % of it, 50 tokens).
+#[test]
+fn osl_mismatch_is_aiperfs_percentage_and_threshold() {
+    let of = |requested: Option<u64>, got: u64| {
+        let mut r = crate::record::RequestRecord::started(0, 0, 0, 0);
+        r.outcome = crate::record::Outcome::Success;
+        r.completion_tokens = Some(got);
+        r.requested_osl = requested;
+        let m = RecordMetrics::of(&r);
+        (m.osl_mismatch_pct, m.osl_mismatch)
+    };
+    assert_eq!(of(Some(100), 50), (Some(-50.0), true));
+    assert_eq!(
+        of(Some(100), 95),
+        (Some(-5.0), false),
+        "5 tokens: at the threshold"
+    );
+    assert_eq!(of(Some(100), 94), (Some(-6.0), true));
+    assert_eq!(
+        of(Some(2000), 1960),
+        (Some(-2.0), false),
+        "50 tokens caps 5 %"
+    );
+    assert_eq!(of(Some(2000), 1949), (Some(-2.55), true));
+    assert_eq!(of(Some(100), 120), (Some(20.0), true));
+    assert_eq!(
+        of(None, 120),
+        (None, false),
+        "no length asked for: no metric"
+    );
+    assert_eq!(of(Some(0), 120), (None, false));
+    let mut agg = Aggregate::new();
+    for (req, got) in [(100, 50), (100, 100), (2000, 1960)] {
+        let mut r = crate::record::RequestRecord::started(0, 0, 0, 1);
+        r.outcome = crate::record::Outcome::Success;
+        r.completion_tokens = Some(got);
+        r.requested_osl = Some(req);
+        agg.add(&r);
+    }
+    let s = agg.summary(tests_meta());
+    assert_eq!(s.osl_mismatch_count, Some(1));
+    assert_eq!(s.metric(MetricKey::OslMismatchDiffPct).unwrap().count, 3);
+}

@@ -57,6 +57,18 @@ fn success(id: u64, sent_ms: u64, ttft: u64, gap: u64, steps: u64, per: u32) -> 
     r.events = steps as u32 + 4;
     r.reads = steps as u32 + 2;
     r.finish_reason = Some("length".into());
+    r.total_tokens = Some(r.prompt_tokens.unwrap() + r.completion_tokens.unwrap());
+    // Asked for 12: some answers are shorter, some longer (AIPerf's OSL mismatch).
+    r.requested_osl = Some(12);
+    r.http = Some(crate::record::HttpTrace {
+        // The first request of the run opened its connection; the others reused one.
+        connection_reused: id != 100,
+        bytes_sent: 2048 + id * 100,
+        bytes_received: 512 * (steps + 1),
+        frames_received: r.reads,
+        first_frame_ns: Some(first - 50_000),
+        last_frame_ns: Some(t + 100_000),
+    });
     r
 }
 
@@ -594,6 +606,7 @@ fn agentx_record(id: u64, conv: &str, depth: u32, hit: u64, total: u64) -> Reque
         }
         .into(),
         lane: 0,
+        session_num: id,
         cache_hit_blocks: hit,
         cache_total_blocks: total,
         context_overflow: false,
@@ -683,6 +696,14 @@ fn scenario_run(reasons: &[&str]) -> crate::metrics::AgentxRunMeta {
         scenario: Some("inferencex-agentx-mvp".into()),
         invalid_reasons: reasons.iter().map(|r| r.to_string()).collect(),
         overflow_rate_limit: 0.01,
+        settings: crate::metrics::AgentxInputs {
+            traces: "/hub/datasets--semianalysisai--cc-traces-weka-062126/traces.jsonl".into(),
+            tokenizer: "/models/dsv4/tokenizer.json".into(),
+            unsafe_override: reasons.contains(&"unsafe_override"),
+            trace_idle_gap_cap_s: Some(300.0),
+            system_idle_gap_cap_s: 10.0,
+            trajectory_start_ratios: (0.25, 0.75),
+        },
     }
 }
 
@@ -1323,4 +1344,190 @@ fn plot_draws_the_spec_charts_only_when_there_are_spec_figures() {
         "{names:?}"
     );
     assert!(!html.contains("al_per_request"));
+}
+
+/// Issue 27 §3.2: AgentX records carry AIPerf 0.13's labels: the synthesized warmup is
+/// `agentic.warmup` with no phase index (it is not among the declared phases), profiling is phase
+/// 0, and `session_num` is the request's number within its phase.
+#[test]
+fn agentx_records_name_aiperfs_synthesized_warmup_and_number_requests_per_phase() {
+    let line = |r: &RequestRecord| {
+        let mut out = Vec::new();
+        aiperf::write_record(&mut out, r, EPOCH_NS, true).unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out).unwrap()["metadata"].clone()
+    };
+    let mut warm = agentx_record(7, "t1", 0, 1, 2);
+    warm.phase = Phase::Warmup;
+    warm.session.as_mut().unwrap().session_num = 3;
+    let w = line(&warm);
+    assert_eq!(w["phase_name"], "agentic.warmup");
+    assert_eq!(w["phase_kind"], "warmup");
+    assert!(
+        w["phase_index"].is_null() && w["profiling_index"].is_null(),
+        "{w}"
+    );
+    assert_eq!(w["session_num"], 3);
+    let mut prof = agentx_record(12, "t1::fa:000", 1, 1, 2);
+    prof.session.as_mut().unwrap().session_num = 0;
+    let p = line(&prof);
+    assert_eq!(
+        (&p["phase_name"], &p["phase_index"], &p["profiling_index"]),
+        (
+            &serde_json::json!("profiling"),
+            &serde_json::json!(0),
+            &serde_json::json!(0)
+        )
+    );
+    assert_eq!(p["session_num"], 0, "counted again from 0 for profiling");
+    // A plain replay keeps its warmup as a declared phase.
+    let mut plain = success(9, 0, 40, 10, 3, 2);
+    plain.phase = Phase::Warmup;
+    let w = line(&plain);
+    assert_eq!(
+        (&w["phase_name"], &w["phase_index"]),
+        (&serde_json::json!("warmup"), &serde_json::json!(0))
+    );
+}
+
+/// Issue 27 §3.3: `warmup_metrics` holds the warmup records' own statistics, aggregated and
+/// written exactly as profiling ones are: the warmup summary of some records equals the profiling
+/// summary of the same records sent as profiling.
+#[test]
+fn warmup_metrics_are_the_warmup_records_summarized_as_profiling_ones_are() {
+    let mut warm: Vec<RequestRecord> = records().into_iter().skip(1).collect();
+    let mut as_warmup = Aggregate::new();
+    let mut as_profiling = Aggregate::new();
+    for r in &warm {
+        as_profiling.add(r);
+    }
+    for r in &mut warm {
+        r.phase = Phase::Warmup;
+        as_warmup.add(r);
+    }
+    let json = |s: &Summary| -> serde_json::Value {
+        serde_json::from_slice(&super::json::pretty(&aiperf::summary_json(s))).unwrap()
+    };
+    let w = json(&as_warmup.summary(meta()));
+    let p = json(&as_profiling.summary(meta()));
+    let wm = w["warmup_metrics"].as_object().expect("warmup metrics");
+    assert!(wm.len() > 40, "every metric, not a count: {}", wm.len());
+    for (tag, v) in wm {
+        assert_eq!(v, &p[tag], "{tag}");
+    }
+    // ... and every metric object of the profiling summary is there (goodput unset: none).
+    let objects = p
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| v.get("unit").is_some())
+        .count();
+    assert_eq!(wm.len(), objects);
+    assert_eq!(
+        w["request_count"],
+        serde_json::json!({"unit": "requests", "avg": 0.0})
+    );
+    assert!(p["warmup_metrics"].is_null());
+}
+
+/// Issue 27 §3.2/§3.3: an AgentX run's `input_config` is what AIPerf 0.13 writes for the same
+/// argv: the weka traces as the dataset, the replay's knobs on its one profiling phase, the
+/// tokenizer, the scenario and its override, and usage-counted tokens.
+#[test]
+fn agentx_input_config_is_aiperfs_for_the_same_argv() {
+    let recs = vec![agentx_record(0, "t1", 0, 3, 5)];
+    let v = agentx_summary(&recs, scenario_run(&["unsafe_override"]), false);
+    let ic = &v["input_config"];
+    assert_eq!(ic["scenario"], "inferencex-agentx-mvp");
+    assert_eq!(ic["unsafe_override"], true);
+    assert_eq!(ic["tokenizer"]["name"], "/models/dsv4/tokenizer.json");
+    assert_eq!(ic["endpoint"]["use_server_token_count"], true);
+    let d = &ic["datasets"][0];
+    assert_eq!(
+        (&d["type"], &d["dataset"], &d["entries"]),
+        (
+            &serde_json::json!("public"),
+            &serde_json::json!("semianalysis_cc_traces_weka_062126"),
+            &serde_json::json!(393)
+        )
+    );
+    assert_eq!(d["trace_idle_gap_cap_seconds"], 300.0);
+    let phases = ic["phases"].as_array().unwrap();
+    assert_eq!(
+        phases.len(),
+        1,
+        "the replay's warmup is not a declared phase"
+    );
+    let p = &phases[0];
+    assert_eq!(p["timing_mode"], "agentic_replay");
+    assert_eq!(
+        (
+            &p["trajectory_start_min_ratio"],
+            &p["trajectory_start_max_ratio"]
+        ),
+        (&serde_json::json!(0.25), &serde_json::json!(0.75))
+    );
+    assert_eq!(p["system_idle_gap_cap_seconds"], 10.0);
+
+    // A local trace directory is a `weka_trace` file dataset; no override, no key.
+    let mut run = scenario_run(&[]);
+    run.dataset = crate::metrics::Provenance {
+        source_type: "file".into(),
+        ..Default::default()
+    };
+    run.settings.traces = "/traces".into();
+    run.settings.trace_idle_gap_cap_s = None;
+    let mut s = {
+        let mut agg = Aggregate::new();
+        agg.add(&recs[0]);
+        agg.summary(meta())
+    };
+    s.meta.dataset_format = Some("weka_trace".into());
+    s.agentx_run = Some(run);
+    let v: serde_json::Value =
+        serde_json::from_slice(&super::json::pretty(&aiperf::summary_json(&s))).unwrap();
+    let d = &v["input_config"]["datasets"][0];
+    assert_eq!(
+        (&d["type"], &d["path"], &d["format"]),
+        (
+            &serde_json::json!("file"),
+            &serde_json::json!("/traces"),
+            &serde_json::json!("weka_trace")
+        )
+    );
+    assert!(d.get("trace_idle_gap_cap_seconds").is_none());
+    assert!(v["input_config"].get("unsafe_override").is_none());
+}
+
+/// Issue 27 §3.3: `branch_stats` is written as AIPerf names it when the engine counted it.
+#[test]
+fn branch_stats_are_written_under_aiperfs_names() {
+    let mut agg = Aggregate::new();
+    agg.add(&agentx_record(0, "t1", 0, 3, 5));
+    let mut s = agg.summary(meta());
+    let v = aiperf::summary_json(&s);
+    let v: serde_json::Value = serde_json::from_slice(&super::json::pretty(&v)).unwrap();
+    assert!(
+        v.get("branch_stats").is_none(),
+        "absent when nothing was counted"
+    );
+    s.branch_stats = Some(crate::metrics::BranchStats {
+        children_spawned: 6,
+        children_completed: 5,
+        children_truncated: 1,
+        children_delayed: 5,
+        parents_suspended: 4,
+        parents_resumed: 4,
+        ..Default::default()
+    });
+    let v: serde_json::Value =
+        serde_json::from_slice(&super::json::pretty(&aiperf::summary_json(&s))).unwrap();
+    assert_eq!(
+        v["branch_stats"],
+        serde_json::json!({
+            "children_spawned": 6, "children_completed": 5, "children_errored": 0,
+            "children_truncated": 1, "children_delayed": 5, "parents_suspended": 4,
+            "parents_resumed": 4, "parents_failed_due_to_child_error": 0,
+            "joins_suppressed": 0, "graphs_admitted": 0, "graphs_completed_to_end": 0
+        })
+    );
 }

@@ -1010,6 +1010,11 @@ impl Shared {
         let mut rec = RequestRecord::started(id, tree.trace_idx, now, now);
         rec.phase = phase;
         rec.turn = k as u32;
+        let requested = max_tokens.unwrap_or(turn.max_tokens);
+        rec.requested_osl = Some(requested);
+        // AIPerf's session_num: the credit's place among its phase's requests. The warmup is
+        // all sent before profiling, so its record ids are that; profiling counts its own.
+        let mut session_num = id;
         let messages = lock(&tree.prompts[ci(conv)])
             .as_mut()
             .map(|p| p.turn(k))
@@ -1030,11 +1035,7 @@ impl Shared {
                 .then(|| wire::session_id(&c.session_id, &tree.marker));
                 let req = Prepared {
                     uri: self.uri.clone(),
-                    body: self.wire.body(
-                        &messages,
-                        max_tokens.unwrap_or(turn.max_tokens),
-                        bind.as_deref(),
-                    ),
+                    body: self.wire.body(&messages, requested, bind.as_deref()),
                     streaming: self.wire.streaming,
                     capture_text: false,
                     headers: self.wire.headers(&request_id, corr, parent.as_deref()),
@@ -1043,7 +1044,7 @@ impl Shared {
                 // context) must not stay alive for the whole response.
                 drop(messages);
                 if phase == Phase::Profiling {
-                    self.issued.fetch_add(1, Relaxed);
+                    session_num = self.issued.fetch_add(1, Relaxed);
                     if let Some(p) = &self.progress {
                         p.send_modify(|p| p.sent += 1);
                     }
@@ -1076,7 +1077,8 @@ impl Shared {
             source_trace_id: trace.id.split("::").next().unwrap_or(&trace.id).to_owned(),
             source_outer_idx: turn.source_outer_idx,
             source_inner_idx: turn.source_inner_idx,
-            source_kind: if child { "weka_subagent" } else { "weka_main" }.to_owned(),
+            source_kind: c.kind.source_kind().to_owned(),
+            session_num,
             lane: tree.lane,
             cache_hit_blocks: turn.cache_hit_blocks,
             cache_total_blocks: turn.cache_total_blocks,

@@ -762,3 +762,57 @@ async fn a_parent_blocked_at_its_join_fires_as_the_last_child_ends() {
         "fired at once when the child ended, not after the delay: {gap} ns"
     );
 }
+
+/// Issue 27 §3.2: AIPerf 0.13's labels. Chains split off the top-level requests (`<trace>::fa:`,
+/// `::aux:`, `::wg:`) are `weka_flat`, a subagent's own chains `weka_subagent`; `session_num`
+/// counts each phase's requests from 0 (AIPerf's credit number, restarted for profiling); and
+/// every record carries the output length its body asked for (AIPerf's requested OSL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_carry_aiperf_source_kinds_phase_session_numbers_and_requested_lengths() {
+    let sim = sim(Vec::new(), 1);
+    // t* mid-trace, so there are primers (a warmup phase) as well as profiling requests.
+    let mut s = settings((0.5, 0.5));
+    s.input = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agentx/split");
+    let r = run(&sim, s, 3, Some(Duration::from_secs(4)), None).await;
+    let mut kinds = BTreeSet::new();
+    for x in &r.records {
+        let m = meta(x);
+        let want = match m.conversation_id.split_once("::") {
+            None => "weka_main",
+            Some((_, rest)) if rest.starts_with("sa:") => "weka_subagent",
+            Some(_) => "weka_flat",
+        };
+        assert_eq!(m.source_kind, want, "{}", m.conversation_id);
+        kinds.insert(want);
+    }
+    assert!(
+        kinds.contains("weka_flat"),
+        "no flat chain replayed: {kinds:?}"
+    );
+    for phase in [Phase::Warmup, Phase::Profiling] {
+        let mut nums: Vec<u64> = r
+            .records
+            .iter()
+            .filter(|x| x.phase == phase)
+            .map(|x| meta(x).session_num)
+            .collect();
+        assert!(!nums.is_empty(), "{phase:?} sent requests");
+        nums.sort_unstable();
+        let want: Vec<u64> = (0..nums.len() as u64).collect();
+        assert_eq!(nums, want, "{phase:?}: one number per request, from 0");
+    }
+    let mut asked: Vec<u64> = r
+        .bodies
+        .iter()
+        .map(|b| b["max_completion_tokens"].as_u64().unwrap())
+        .collect();
+    let mut recorded: Vec<u64> = r.records.iter().map(|x| x.requested_osl.unwrap()).collect();
+    asked.sort_unstable();
+    recorded.sort_unstable();
+    assert_eq!(recorded, asked, "each record's requested OSL is its body's");
+    assert!(r
+        .records
+        .iter()
+        .filter(|x| x.phase == Phase::Warmup)
+        .all(|x| x.requested_osl == Some(1)));
+}

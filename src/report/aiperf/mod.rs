@@ -33,7 +33,7 @@ pub(crate) fn session_id(i: usize) -> String {
 }
 
 /// The record metrics AIPerf exports, in its order (tags, headers and units from [`MetricKey`]).
-pub(in crate::report) const RECORD_METRICS: [MetricKey; 20] = [
+pub(in crate::report) const RECORD_METRICS: [MetricKey; 29] = [
     MetricKey::TimeToFirstToken,
     MetricKey::TimeToSecondToken,
     MetricKey::TimeToFirstOutputToken,
@@ -46,8 +46,17 @@ pub(in crate::report) const RECORD_METRICS: [MetricKey; 20] = [
     MetricKey::PrefillThroughputPerUser,
     MetricKey::InputSequenceLength,
     MetricKey::OutputSequenceLength,
+    MetricKey::OutputTokenCount,
+    MetricKey::UsageTotalTokens,
+    MetricKey::OslMismatchDiffPct,
     MetricKey::EffectiveLatency,
     MetricKey::DispatchLag,
+    MetricKey::HttpChunksReceived,
+    MetricKey::HttpChunksSent,
+    MetricKey::HttpConnectionReused,
+    MetricKey::HttpDataReceived,
+    MetricKey::HttpDataSent,
+    MetricKey::HttpReceiving,
     MetricKey::SpecDecodeAcceptanceLength,
     MetricKey::SpecDecodeDraftAcceptanceRate,
     MetricKey::SpecDecodeAcceptedPerVerified,

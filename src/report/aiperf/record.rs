@@ -172,21 +172,10 @@ impl Serialize for Metrics<'_> {
             unit: "tokens/sec/user",
         };
         if let Some(isl) = m.isl {
-            map.serialize_entry(
-                tag(MetricKey::InputSequenceLength),
-                &Value {
-                    value: isl,
-                    unit: "tokens",
-                },
-            )?;
-            // The same number under AIPerf's name for the server's `usage.prompt_tokens`.
-            map.serialize_entry(
-                "usage_prompt_tokens",
-                &Value {
-                    value: isl,
-                    unit: "tokens",
-                },
-            )?;
+            tokens(&mut map, MetricKey::InputSequenceLength, isl)?;
+        }
+        if let Some(total) = m.usage_total {
+            tokens(&mut map, MetricKey::UsageTotalTokens, total)?;
         }
         if let Some(v) = m.ttft_ms {
             map.serialize_entry(tag(MetricKey::TimeToFirstToken), &ms(v))?;
@@ -232,13 +221,17 @@ impl Serialize for Metrics<'_> {
                 },
             )?;
         }
-        map.serialize_entry(
-            tag(MetricKey::OutputSequenceLength),
-            &Value {
-                value: m.osl,
-                unit: "tokens",
-            },
-        )?;
+        tokens(&mut map, MetricKey::OutputSequenceLength, m.osl)?;
+        if let Some(pct) = m.osl_mismatch_pct {
+            let key = MetricKey::OslMismatchDiffPct;
+            map.serialize_entry(
+                tag(key),
+                &Value {
+                    value: pct,
+                    unit: key.unit(),
+                },
+            )?;
+        }
         if let Some(v) = m.itl_ms {
             map.serialize_entry(tag(MetricKey::InterTokenLatency), &ms(v))?;
         }
@@ -256,11 +249,28 @@ impl Serialize for Metrics<'_> {
             &ms(m.effective_latency_ms),
         )?;
         map.serialize_entry(tag(MetricKey::DispatchLag), &ms(m.dispatch_lag_ms))?;
+        for (key, value) in m.http.iter().flat_map(|h| h.values()) {
+            let unit = key.unit();
+            map.serialize_entry(tag(key), &Value { value, unit })?;
+        }
         if let Some(d) = &r.spec {
             spec_metrics(&mut map, d)?;
         }
         map.end()
     }
+}
+
+/// A token count under its AIPerf tag and under AIPerf's `usage_*` twins of it (ISL and OSL are
+/// the server's usage here, so the twins are the same numbers).
+fn tokens<M: SerializeMap>(map: &mut M, key: MetricKey, value: u64) -> Result<(), M::Error> {
+    let v = Value {
+        value,
+        unit: key.unit(),
+    };
+    map.serialize_entry(tag(key), &v)?;
+    key.aiperf_twins()
+        .iter()
+        .try_for_each(|(twin, _)| map.serialize_entry(twin, &v))
 }
 
 /// AIPerf's six per-request spec-decode metrics, each only where the response's figures define
@@ -272,6 +282,10 @@ fn spec_metrics<M: SerializeMap>(map: &mut M, d: &SpecDecode) -> Result<(), M::E
     }
     Ok(())
 }
+
+/// AIPerf 0.13's name for the warmup it synthesizes before an AgentX replay (its
+/// `AGENTIC_WARMUP_PHASE_NAME`).
+const AGENTX_WARMUP_PHASE: &str = "agentic.warmup";
 
 /// Appends `r` as one AIPerf `profile_export.jsonl` record (no newline); nothing for an
 /// AgentX context-overflow record, which AIPerf leaves out of the file. `epoch_ns` is the Unix
@@ -316,9 +330,17 @@ pub(crate) fn write_record(
         return Ok(());
     }
     let request_id = format!("specperf-{}", r.id);
+    // AgentX: AIPerf synthesizes the replay's warmup outside its declared phases, so it has a
+    // name of its own and no index; profiling is then the first (only) declared phase.
+    let (phase_name, phase_index) = match (r.phase, session.is_some()) {
+        (Phase::Warmup, true) => (AGENTX_WARMUP_PHASE, None),
+        (Phase::Profiling, true) => (phase, Some(0)),
+        (Phase::Warmup, false) => (phase, Some(0)),
+        (Phase::Profiling, false) => (phase, Some(u32::from(warmup_phase))),
+    };
     let rec = ExportRecord {
         metadata: Metadata {
-            session_num: r.id,
+            session_num: session.map_or(r.id, |s| s.session_num),
             // Every turn of a session shares the session's id (AIPerf's correlation id); a
             // non-AgentX session is always a root (no subagents), so it is its own root.
             root_correlation_id: session
@@ -341,12 +363,9 @@ pub(crate) fn write_record(
             record_processor_id: "specperf-aggregator",
             benchmark_phase: phase,
             // The place in AIPerf's ordered phases list, and among its profiling phases.
-            phase_index: Some(match r.phase {
-                Phase::Warmup => 0,
-                Phase::Profiling => u32::from(warmup_phase),
-            }),
+            phase_index,
             profiling_index: (r.phase == Phase::Profiling).then_some(0),
-            phase_name: phase,
+            phase_name,
             phase_kind: phase,
             was_cancelled: cancelled,
             cancellation_time_ns: cancelled.then_some(epoch_ns + r.end_ns),

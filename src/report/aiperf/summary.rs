@@ -282,38 +282,7 @@ pub(crate) fn summary_json(s: &Summary) -> J {
     o.put("schema_version", SCHEMA_VERSION)
         .put("aiperf_version", tool_version())
         .put("benchmark_id", benchmark_id(s));
-    for key in RECORD_METRICS {
-        if let Some(st) = s.metric(key) {
-            o.put(tag(key), stat_obj(key.unit(), st));
-        }
-    }
-    // AIPerf's token-count record metrics, all from the server's `usage`: ISL is
-    // `usage.prompt_tokens` (`usage_prompt_tokens`), OSL `usage.completion_tokens`
-    // (`usage_completion_tokens`), and the output token count is OSL less reasoning tokens.
-    if let Some(st) = s.metric(MetricKey::InputSequenceLength) {
-        o.put("usage_prompt_tokens", stat_obj("tokens", st));
-    }
-    if let Some(st) = s.metric(MetricKey::OutputTokenCount) {
-        o.put(tag(MetricKey::OutputTokenCount), stat_obj("tokens", st));
-    }
-    if let Some(st) = s.metric(MetricKey::OutputSequenceLength) {
-        o.put("usage_completion_tokens", stat_obj("tokens", st));
-    }
-    for (tag, _, unit, v) in derived(s) {
-        match v {
-            Some(v) => o.put(tag, Obj::new().with("unit", unit).with("avg", v)),
-            None => o.put(tag, J::from(None::<f64>)),
-        };
-    }
-    for (tag, _, unit, v) in spec_derived(s) {
-        o.put(tag, Obj::new().with("unit", unit).with("avg", v));
-    }
-    for m in &s.time_weighted {
-        o.put(m.tag, sweep_obj(m));
-    }
-    if let Some(a) = &s.agentx {
-        agentx_metrics(&mut o, a);
-    }
+    metric_entries(&mut o, s, true);
     let l = &m.load;
     o.put("input_config", input_config(s));
     o.put(
@@ -346,18 +315,15 @@ pub(crate) fn summary_json(s: &Summary) -> J {
     .put("end_time", run_time(s, s.benchmark_end_unix_s))
     .put(
         "warmup_metrics",
-        if s.counts.warmup > 0 {
-            // AIPerf's `dict[str, JsonMetricResult]`.
-            Obj::new()
-                .with(
-                    "request_count",
-                    Obj::new()
-                        .with("unit", "requests")
-                        .with("avg", s.counts.warmup),
-                )
-                .into()
-        } else {
-            J::from(None::<f64>)
+        // AIPerf's `dict[str, JsonMetricResult]`: the warmup records' own statistics, from the
+        // same aggregation and the same writer as the profiling ones above.
+        match &s.warmup {
+            Some(w) => {
+                let mut wm = Obj::new();
+                metric_entries(&mut wm, w, false);
+                J::O(wm)
+            }
+            None => J::from(None::<f64>),
         },
     )
     .put("telemetry_data", telemetry_data(s))
@@ -365,11 +331,79 @@ pub(crate) fn summary_json(s: &Summary) -> J {
         "pooled_spec_decode_acceptance_histogram",
         pooled_histogram(s),
     );
+    if let Some(stats) = &s.branch_stats {
+        o.put(
+            "branch_stats",
+            serde_json::to_value(stats).unwrap_or_default(),
+        );
+    }
     if let Some(meta) = agentx_metadata(s) {
         o.put("metadata", meta);
     }
     o.put("specperf", specperf_block(s));
     J::O(o)
+}
+
+/// Every metric object of `s` as AIPerf writes them (`{tag: {"unit", "avg", ...}}`): the record
+/// metrics and AIPerf's twins of them, the run-level scalars, the time-weighted metrics and the
+/// AgentX counts. `with_unset` also writes the goodput scalars as `null` when no `--goodput` was
+/// given (the top level); `warmup_metrics`, a map of metric objects, leaves them out.
+fn metric_entries(o: &mut Obj, s: &Summary, with_unset: bool) {
+    for key in RECORD_METRICS {
+        if let Some(st) = s.metric(key) {
+            let stat = stat_obj(key.unit(), st);
+            for (twin, _) in key.aiperf_twins() {
+                o.put(*twin, stat.clone());
+            }
+            o.put(tag(key), stat);
+        }
+    }
+    for (tag, _, unit, v) in derived(s) {
+        match v {
+            Some(v) => {
+                o.put(tag, Obj::new().with("unit", unit).with("avg", v));
+            }
+            None if with_unset => {
+                o.put(tag, J::from(None::<f64>));
+            }
+            None => {}
+        }
+    }
+    for (tag, _, unit, v) in spec_derived(s).into_iter().chain(run_totals(s)) {
+        o.put(tag, Obj::new().with("unit", unit).with("avg", v));
+    }
+    for m in &s.time_weighted {
+        o.put(m.tag, sweep_obj(m));
+    }
+    if let Some(a) = &s.agentx {
+        agentx_metrics(o, a);
+    }
+}
+
+/// AIPerf's sums of the server's usage over the requests (`total_usage_*`, each where some
+/// request had the metric) and `osl_mismatch_count` (where some request asked for a length).
+/// (tag, CSV header, unit, value).
+fn run_totals(s: &Summary) -> Vec<(&'static str, &'static str, &'static str, f64)> {
+    let mut out: Vec<_> = [
+        MetricKey::InputSequenceLength,
+        MetricKey::OutputSequenceLength,
+        MetricKey::UsageTotalTokens,
+    ]
+    .into_iter()
+    .filter_map(|key| {
+        let (tag, header) = key.aiperf_usage_total()?;
+        s.metric(key).map(|st| (tag, header, key.unit(), st.sum))
+    })
+    .collect();
+    if let Some(n) = s.osl_mismatch_count {
+        out.push((
+            "osl_mismatch_count",
+            "OSL Mismatch Count",
+            "requests",
+            n as f64,
+        ));
+    }
+    out
 }
 
 /// `start_time` / `end_time`: AgentX runs write AIPerf's naive local time
@@ -466,7 +500,12 @@ fn input_config(s: &Summary) -> Obj {
         .with("urls", vec![J::from(url)])
         .with("type", m.endpoint_type.as_str())
         .with("path", m.endpoint.as_str())
-        .with("streaming", m.streaming);
+        .with("streaming", m.streaming)
+        // Token counts always come from the server's usage (`--use-server-token-count` on).
+        .with("use_server_token_count", true);
+    if let Some(run) = &s.agentx_run {
+        return agentx_input_config(s, run, endpoint);
+    }
     let mut dataset = Obj::new().with("name", "main");
     match &m.dataset_format {
         Some(format) => {
@@ -562,6 +601,73 @@ fn input_config(s: &Summary) -> Obj {
         .with("endpoint", endpoint)
         .with("datasets", vec![J::O(dataset)])
         .with("phases", phases)
+}
+
+/// `input_config` of an AgentX replay, as AIPerf 0.13 writes it for the same argv: the weka
+/// traces as the dataset (a `weka_trace` file, or the `--public-dataset` alias), the replay's
+/// knobs on the one profiling phase (its warmup is synthesized, not a declared phase), the
+/// tokenizer, and the scenario with its override.
+fn agentx_input_config(s: &Summary, run: &crate::metrics::AgentxRunMeta, endpoint: Obj) -> Obj {
+    let m = &s.meta;
+    let l = &m.load;
+    let x = &run.settings;
+    let mut dataset = Obj::new().with("name", "main");
+    match &run.dataset.loader {
+        Some(alias) => dataset.put("type", "public").put("dataset", alias.as_str()),
+        None => dataset
+            .put("type", "file")
+            .put("path", x.traces.as_str())
+            .put(
+                "format",
+                m.dataset_format.as_deref().unwrap_or("weka_trace"),
+            ),
+    };
+    if let Some(n) = run.dataset.num_dataset_entries {
+        dataset.put("entries", n as u64);
+    }
+    dataset.put("random_seed", l.random_seed);
+    if let Some(cap) = x.trace_idle_gap_cap_s {
+        dataset.put("trace_idle_gap_cap_seconds", cap);
+    }
+    let mut p = Obj::new()
+        .with("name", "profiling")
+        .with("kind", "profiling")
+        .with("type", "concurrency");
+    if let Some(d) = l.benchmark_duration_s {
+        p.put("duration", d);
+    }
+    if let Some(c) = m.concurrency {
+        p.put("concurrency", c as u64);
+    }
+    if let Some(g) = l
+        .grace_period_s
+        .filter(|_| l.benchmark_duration_s.is_some())
+    {
+        p.put("grace_period", g);
+    }
+    p.put("timing_mode", "agentic_replay")
+        .put("trajectory_start_min_ratio", x.trajectory_start_ratios.0)
+        .put("trajectory_start_max_ratio", x.trajectory_start_ratios.1)
+        .put("system_idle_gap_cap_seconds", x.system_idle_gap_cap_s);
+    let mut o = Obj::new()
+        .with(
+            "models",
+            Obj::new().with(
+                "items",
+                vec![J::O(Obj::new().with("name", m.model.as_str()))],
+            ),
+        )
+        .with("endpoint", endpoint)
+        .with("datasets", vec![J::O(dataset)])
+        .with("phases", vec![J::O(p)])
+        .with("tokenizer", Obj::new().with("name", x.tokenizer.as_str()));
+    if let Some(name) = &run.scenario {
+        o.put("scenario", name.as_str());
+    }
+    if x.unsafe_override {
+        o.put("unsafe_override", true);
+    }
+    o
 }
 
 /// `telemetry_data` as AIPerf writes it when no GPU telemetry endpoint answered: the object with
@@ -661,21 +767,25 @@ pub(crate) fn summary_csv(s: &Summary) -> String {
     let mut rows: Vec<(&str, String)> = RECORD_METRICS
         .iter()
         .filter_map(|&key| s.metric(key).map(|st| (key, st)))
-        .map(|(key, st)| {
-            let header = key.aiperf_header().unwrap_or(key.as_str());
-            let mut row = format!(
-                "{},{:.2},{:.2},{:.2},{:.2}",
-                label(header, key.unit()),
-                st.avg,
-                st.min,
-                st.max,
-                st.sum
-            );
-            for p in PCTS {
-                let _ = write!(row, ",{:.2}", st.p(p));
-            }
-            let _ = write!(row, ",{:.2}", st.std);
-            (tag(key), row)
+        .flat_map(|(key, st)| {
+            let own = (tag(key), key.aiperf_header().unwrap_or(key.as_str()));
+            std::iter::once(own)
+                .chain(key.aiperf_twins().iter().copied())
+                .map(move |(tag, header)| {
+                    let mut row = format!(
+                        "{},{:.2},{:.2},{:.2},{:.2}",
+                        label(header, key.unit()),
+                        st.avg,
+                        st.min,
+                        st.max,
+                        st.sum
+                    );
+                    for p in PCTS {
+                        let _ = write!(row, ",{:.2}", st.p(p));
+                    }
+                    let _ = write!(row, ",{:.2}", st.std);
+                    (tag, row)
+                })
         })
         .collect();
     for m in &s.time_weighted {
@@ -705,6 +815,7 @@ pub(crate) fn summary_csv(s: &Summary) -> String {
         .into_iter()
         .filter_map(|(tag, header, unit, v)| v.map(|v| (tag, header, unit, v)))
         .chain(spec_derived(s))
+        .chain(run_totals(s))
         .collect();
     scalars.sort_by_key(|&(tag, ..)| tag);
     for (_, header, unit, v) in scalars {
