@@ -85,6 +85,12 @@ cargo test --locked --workspace --target "$TARGET" "${PROFILE[@]}" --lib --bins 
 # The real-server suite (llamacpp::) drives llama-server, an x86-64 binary built for this CPU by
 # scripts/llamacpp.sh: the x86-64 leg runs it; under qemu it would measure emulation, not our code.
 SKIP=(--skip llamacpp::)
+# Likewise the Dynamo suite (the Python frontend and mocker, x86-64), and the InferenceX stage
+# harness built on it (it skips itself without SPECPERF_INFERENCEX_DIR anyway).
+SKIP+=(--skip dynamo:: --skip inferencex::)
+# The hung-server test bounds the whole run's wall time: under qemu the emulated start-up would
+# be measured, not the waits it checks (the x86-64 leg runs it).
+SKIP+=(--skip newcomer::a_hung_server)
 # The SLA search test judges TTFT against a fixed millisecond limit: under qemu it would measure
 # the emulated client, not where the simulator saturates (the x86-64 leg runs it).
 SKIP+=(--skip sweep::the_sla_search)
@@ -92,13 +98,14 @@ if [ "$binfmt" = 0 ]; then
   # These start target/<triple>/qemu/specperf as a child process (CARGO_BIN_EXE_specperf), which
   # the kernel can only execute through a binfmt_misc registration.
   echo "ci-aarch64: note: qemu could not be registered for aarch64 executables (binfmt_misc);"
-  echo "  skipping the tests that spawn the binary: agentx, agentx_cli, crash, gate, inject, process,"
+  echo "  skipping the tests that spawn the binary: agentx, agentx_cli, completions, crash, gate, inject, process,"
   echo "  render, reports, security and shards::*, and the sweep and AgentX tests that do"
-  for m in agentx_cli crash gate inject process render reports security shards; do
+  for m in agentx_cli completions crash gate inject process render reports security shards; do
     SKIP+=(--skip "$m::")
   done
   # By test name: `--skip agentx::` would also match the library's agentx::tests.
   SKIP+=(--skip agentx::profile_replays --skip agentx::the_replay_matches)
+  SKIP+=(--skip agentx::conv_aware_routing)
   SKIP+=(--skip agentx::an_agentx_concurrency_sweep --skip sweep::sigterm_stops)
   SKIP+=(--skip sweep::bad_sweep_flags --skip sweep::a_concurrency_sweep_waits)
 fi
