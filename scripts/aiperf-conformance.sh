@@ -44,7 +44,9 @@ if ! venv_ok; then
 fi
 
 mkdir -p target
-ln -sfn "$VENV" target/aiperf-venv
+# By its real path: $SPECPERF_AIPERF_VENV may be this very link (it would then point at itself).
+real=$(cd "$VENV" && pwd -P)
+[ "$real" = "$(cd target && pwd -P)/aiperf-venv" ] || ln -sfn "$real" target/aiperf-venv
 
 if [ "${1:-}" = "--setup" ]; then
   echo "$VENV"
