@@ -232,6 +232,27 @@ impl Artifacts {
     }
 }
 
+/// `specperf replay <args>` as a process, run to its end (stdout discarded).
+pub(crate) fn replay_process(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_specperf"))
+        .arg("replay")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// `cmd` run to its end; fails the test, showing its stderr, unless it succeeded.
+pub(crate) fn output_ok(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Every line of a JSON Lines file, parsed.
 pub(crate) fn jsonl(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

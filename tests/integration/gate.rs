@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use specperf::sim::{Acceptance, SimConfig, SimHandle};
 
-use crate::common::{fake_metrics, fast, read_json, schema, schema_errors, sim, terminate, text};
+use crate::common::{
+    fake_metrics, fast, output_ok, read_json, schema, schema_errors, sim, terminate, text,
+};
 
 /// Environment the gate reads; cleared so the host's variables never leak into a test.
 const GATE_ENV: &[&str] = &[
@@ -144,10 +146,22 @@ impl Setup {
 }
 
 fn sim_at(al: f64) -> SimHandle {
-    sim(SimConfig {
+    sim(sim_at_config(al))
+}
+
+fn sim_at_config(al: f64) -> SimConfig {
+    SimConfig {
         k: 3,
         acceptance: Acceptance::MeanAl(al),
         ..fast()
+    }
+}
+
+/// [`sim_at`] 2.5 with 50 ms steps: a long stream outlasts a short gate budget.
+fn slow_sim() -> SimHandle {
+    sim(SimConfig {
+        itl: Duration::from_millis(50),
+        ..sim_at_config(2.5)
     })
 }
 
@@ -414,12 +428,7 @@ fn bad_configuration_is_an_error_result_not_a_crash() {
 #[test]
 fn the_deadline_ends_the_gate_with_a_timeout_result() {
     // 4096-token streams at 50 ms per step never finish inside a 2 s budget.
-    let s = sim(SimConfig {
-        itl: Duration::from_millis(50),
-        k: 3,
-        acceptance: Acceptance::MeanAl(2.5),
-        ..fast()
-    });
+    let s = slow_sim();
     let setup = Setup::new();
     let (out, r, elapsed) = setup.gate(&s.url(), &["--timeout-seconds", "2"]);
     assert_verdict(&out, &r, "error", Some("timeout"));
@@ -433,12 +442,7 @@ fn the_deadline_ends_the_gate_with_a_timeout_result() {
 #[cfg(unix)]
 #[test]
 fn sigterm_writes_a_terminated_result_within_a_second() {
-    let s = sim(SimConfig {
-        itl: Duration::from_millis(50),
-        k: 3,
-        acceptance: Acceptance::MeanAl(2.5),
-        ..fast()
-    });
+    let s = slow_sim();
     let setup = Setup::new();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_specperf"));
     for k in GATE_ENV {
@@ -706,19 +710,12 @@ fn gate_summary_matches_the_committed_table() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gate");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("rollup.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
-        .args([
-            "gate-summary",
-            root.join("results").to_str().unwrap(),
-            "--json",
-            json.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = output_ok(
+        Command::new(env!("CARGO_BIN_EXE_specperf"))
+            .arg("gate-summary")
+            .arg(root.join("results"))
+            .arg("--json")
+            .arg(&json),
     );
     let want = std::fs::read_to_string(root.join("summary.md")).unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), want);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{config, Replay};
+use crate::common::{config, output_ok, Replay};
 
 /// Requests per run (4 runs per mode).
 const REQUESTS: u64 = 8;
@@ -397,15 +397,10 @@ async fn synthetic_acceptance_runs_reconcile_and_average_2_5() {
 
 /// The request bodies `specperf render` prints, parsed.
 fn rendered(args: &[&str]) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
-        .arg("render")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = output_ok(
+        Command::new(env!("CARGO_BIN_EXE_specperf"))
+            .arg("render")
+            .args(args),
     );
     serde_json::Deserializer::from_slice(&out.stdout)
         .into_iter::<Value>()

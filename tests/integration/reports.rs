@@ -8,7 +8,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Map, Value};
 
-use crate::common::{browser_dom, fast, read_json, records, sim, Replay, Replayed};
+use crate::common::{
+    browser_dom, fast, output_ok, read_json, records, replay_process, sim, Replay, Replayed,
+};
 use specperf::sim::SimConfig;
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
@@ -281,12 +283,7 @@ fn bad_goodput_and_result_filename_are_usage_errors() {
         (&["--goodput", "latency:5"][..], "unknown metric"),
         (&["--result-filename", "../escape"][..], "plain file name"),
     ] {
-        let out = Command::new(BIN)
-            .arg("replay")
-            .args(args)
-            .stdout(Stdio::null())
-            .output()
-            .unwrap();
+        let out = replay_process(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{args:?}: {err}");
@@ -350,34 +347,14 @@ fn result_filename_and_dir_come_from_the_inferencex_environment() {
     let s = sim(fast());
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results");
-    let out = Command::new(BIN)
-        .args([
-            "replay",
-            "--url",
-            &s.url(),
-            "--concurrency",
-            "2",
-            "--request-count",
-            "6",
-        ])
-        .args([
-            "--osl",
-            "16",
-            "--ui",
-            "none",
-            "--metrics-settle-seconds",
-            "0",
-        ])
-        .arg("--artifact-dir")
-        .arg(dir.path().join("run"))
-        .env("RESULT_FILENAME", "glm5.2_fp8_vllm_tp8_conc2_b200")
-        .env("RESULT_DIR", &results)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    output_ok(
+        Command::new(BIN)
+            .args(["replay", "--url", &s.url(), "--concurrency", "2"])
+            .args(["--request-count", "6", "--osl", "16", "--ui", "none"])
+            .args(["--metrics-settle-seconds", "0", "--artifact-dir"])
+            .arg(dir.path().join("run"))
+            .env("RESULT_FILENAME", "glm5.2_fp8_vllm_tp8_conc2_b200")
+            .env("RESULT_DIR", &results),
     );
     let raw = read_json(&results.join("glm5.2_fp8_vllm_tp8_conc2_b200.json"));
     assert_eq!(raw["completed"], 6);
@@ -423,7 +400,7 @@ async fn profile_export_aiperf_json_has_aiperf_0_13_input_config() {
     for legacy in ["input", "loadgen", "cli_command"] {
         assert!(ic.get(legacy).is_none(), "legacy input_config.{legacy}");
     }
-    assert_eq!(a["warmup_metrics"]["request_count"]["avg"], 2);
+    assert_eq!(a["warmup_metrics"]["request_count"]["avg"], 2.0);
     // AIPerf's token-count record metrics: no reasoning here, so output tokens = OSL, all from usage.
     assert_eq!(a["output_token_count"], a["output_sequence_length"]);
     assert_eq!(a["usage_completion_tokens"], a["output_sequence_length"]);

@@ -14,8 +14,8 @@ use specperf::sweep::{run_sweep, Event, PointStatus, SweepConfig, SweepIndex, Sw
 use specperf::{Cli, Command as Cmd, Progress, Stopper};
 
 use crate::common::{
-    browser_dom, fast, held_stream, read_json, records, scaled, schema_errors, sim, terminate,
-    tokenizer_path, wait_exit, Backlog, Replay,
+    browser_dom, fast, held_stream, read_json, records, replay_process, scaled, schema_errors, sim,
+    terminate, tokenizer_path, wait_exit, Backlog, Replay,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
@@ -729,12 +729,7 @@ fn bad_sweep_flags_are_usage_errors_naming_the_flag() {
         ),
         (&["--concurrency", "1,0"][..], "at least 1"),
     ] {
-        let out = Command::new(BIN)
-            .arg("replay")
-            .args(args)
-            .stdout(Stdio::null())
-            .output()
-            .unwrap();
+        let out = replay_process(args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
