@@ -13,8 +13,20 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::sse::SpecReport;
 use crate::record::{SpecDecode, SpecSource};
+
+/// What a chunk said about the request's speculative decoding. The last chunk that says
+/// anything decides what the record keeps.
+#[derive(Debug, PartialEq)]
+pub enum SpecReport {
+    /// Counts that passed every consistency check (vLLM, SGLang, llama.cpp).
+    Figures(Box<SpecDecode>),
+    /// TensorRT-LLM's `avg_decoded_tokens_per_iter` as of this chunk (cumulative; >= 1).
+    TokensPerIter(f64),
+    /// A payload that failed a check: the warning for the record, naming the payload and the
+    /// numbers that disagree. The request keeps no figures.
+    Malformed(Box<str>),
+}
 
 const VLLM: &str = "malformed vLLM spec-decode payload (metrics.speculative_decoding)";
 const SGLANG: &str = "malformed SGLang spec_tokens_details";

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::spec;
-use crate::record::SpecDecode;
+pub use super::spec::SpecReport;
 
 /// Framing failures.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -183,19 +183,6 @@ pub struct ChunkInfo {
     /// Speculative-decoding figures this chunk carried (a response carries them once, on its
     /// body or its final chunk; TensorRT-LLM's ratio rides every chunk).
     pub spec: Option<SpecReport>,
-}
-
-/// What a chunk said about the request's speculative decoding. The last chunk that says
-/// anything decides what the record keeps.
-#[derive(Debug, PartialEq)]
-pub enum SpecReport {
-    /// Counts that passed every consistency check (vLLM, SGLang, llama.cpp).
-    Figures(Box<SpecDecode>),
-    /// TensorRT-LLM's `avg_decoded_tokens_per_iter` as of this chunk (cumulative; >= 1).
-    TokensPerIter(f64),
-    /// A payload that failed a check: the warning for the record, naming the payload and the
-    /// numbers that disagree. The request keeps no figures.
-    Malformed(Box<str>),
 }
 
 /// Appends the first choice's text of one chunk (`delta.content`, `text`, or a non-streaming
