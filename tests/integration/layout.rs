@@ -129,3 +129,206 @@ fn pipeline_stages_import_only_earlier_stages() {
         }
     }
 }
+
+/// Every `.rs` file under `src/` (tests and `tests.rs` left out) as (module path, non-test code
+/// with comments removed): `src/inject/vllm.rs` is `["inject", "vllm"]`, `src/inject/mod.rs` is
+/// `["inject"]`.
+fn files() -> Vec<(Vec<String>, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = Vec::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if name == "tests.rs" || !name.ends_with(".rs") {
+                continue;
+            }
+            let rel = p.strip_prefix(&src).unwrap();
+            let mut module: Vec<String> = rel
+                .components()
+                .map(|c| {
+                    c.as_os_str()
+                        .to_string_lossy()
+                        .trim_end_matches(".rs")
+                        .to_string()
+                })
+                .collect();
+            if matches!(
+                module.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                module.pop();
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            let code: String = text
+                .split("#[cfg(test)]\nmod tests {")
+                .next()
+                .unwrap_or_default()
+                .lines()
+                .map(|l| l.split("//").next().unwrap_or_default())
+                .collect::<Vec<_>>()
+                .join("\n");
+            out.push((module, code));
+        }
+    }
+    out
+}
+
+/// The first path segment of each member of a `{...}` group (nested groups kept whole).
+fn group_members(group: &str) -> Vec<String> {
+    let (mut depth, mut start, mut out) = (0usize, 0usize, Vec::new());
+    let bytes = group.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'{' => depth += 1,
+            b'}' if depth == 0 => {
+                out.push(&group[start..i]);
+                break;
+            }
+            b'}' => depth -= 1,
+            b',' if depth == 0 => {
+                out.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.iter()
+        .map(|m| m.trim().split("::").next().unwrap_or_default().to_string())
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+/// Every module path a file's code names through `crate::`, `super::` or `self::`, resolved
+/// from the file's own module path.
+fn references(module: &[String], is_dir_module: bool, code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    for start in ["crate::", "super::", "self::"] {
+        for (i, _) in code.match_indices(start) {
+            if i > 0 && code[..i].chars().next_back().is_some_and(ident) {
+                continue;
+            }
+            // The module this prefix names.
+            let mut base: Vec<String> = match start {
+                "crate::" => Vec::new(),
+                // `super` of a folder's mod.rs is the folder's parent; of a file, its folder.
+                "super::" if is_dir_module => module[..module.len().saturating_sub(1)].to_vec(),
+                "super::" => module[..module.len().saturating_sub(1)].to_vec(),
+                _ => module.to_vec(),
+            };
+            if start == "super::" && is_dir_module {
+                base = module[..module.len().saturating_sub(1)].to_vec();
+            }
+            let mut rest = &code[i + start.len()..];
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+            let names = match rest.strip_prefix('{') {
+                Some(group) => group_members(group),
+                None => vec![rest
+                    .split(|c: char| !ident(c))
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()],
+            };
+            for n in names {
+                if n.is_empty() || n == "self" {
+                    continue;
+                }
+                let mut full = base.clone();
+                full.push(n);
+                out.push(full);
+            }
+        }
+    }
+    out
+}
+
+/// For each folder (module with children), the import arrows between its children: `a -> b`
+/// when code in child `a` (or below it) names child `b` (or something in it). A folder's own
+/// `mod.rs` is its root, not a child: its dispatch tables and re-exports are not arrows.
+fn folder_graphs() -> BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> {
+    let files = files();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let children = |folder: &[String]| -> BTreeSet<String> {
+        let dir = folder.iter().fold(src.clone(), |p, s| p.join(s));
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| {
+                        e.file_name()
+                            .to_string_lossy()
+                            .trim_end_matches(".rs")
+                            .to_string()
+                    })
+                    .filter(|n| !matches!(n.as_str(), "mod" | "lib" | "main" | "tests"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut graphs: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (module, code) in &files {
+        let path = module.iter().fold(src.clone(), |p, s| p.join(s));
+        let is_dir_module = path.is_dir();
+        for r in references(module, is_dir_module, code) {
+            // Every folder that holds both the file and the named module.
+            for d in 0..module.len() {
+                let folder = &module[..d];
+                if r.len() <= d || r[..d] != *folder {
+                    continue;
+                }
+                let (a, b) = (&module[d], &r[d]);
+                if a != b && children(folder).contains(b) {
+                    graphs
+                        .entry(folder.to_vec())
+                        .or_default()
+                        .entry(a.clone())
+                        .or_default()
+                        .insert(b.clone());
+                }
+            }
+        }
+    }
+    graphs
+}
+
+#[test]
+fn no_import_circle_between_files_of_a_folder() {
+    let graphs = folder_graphs();
+    let inject = graphs
+        .get(&vec!["inject".to_string()])
+        .expect("inject/ has arrows between its files");
+    assert!(!inject.is_empty());
+    let mut circles = Vec::new();
+    for (folder, g) in &graphs {
+        let mut seen = BTreeSet::new();
+        for (m, deps) in g {
+            for d in deps {
+                if let Some(back) = path_back(g, m, d) {
+                    let mut key: Vec<String> = back.clone();
+                    key.sort();
+                    if seen.insert(key) {
+                        circles.push(format!(
+                            "src/{}: {m} -> {}",
+                            folder.join("/"),
+                            back.join(" -> ")
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "import circles between files (put the shared part in a file below both, or the \
+         dispatch in the folder's mod.rs):\n{}",
+        circles.join("\n")
+    );
+}
