@@ -8,7 +8,7 @@ use specperf::scrape::acceptance::{AcceptanceStatus, SpecEngine};
 use specperf::scrape::{PageFormat, ScrapeReport};
 use specperf::sim::{expected_al, Acceptance, SimConfig};
 
-use crate::common::{fake_metrics, fast, replay_at, sim, text, Page};
+use crate::common::{fake_metrics, fast, sim, text, Page, Replay};
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(
@@ -21,8 +21,6 @@ fn fixture(name: &str) -> String {
 
 /// A short replay against a fast simulator, scraping `metrics` instead of the simulator.
 async fn replay_scraping(metrics: &[&str], extra: &str) -> ScrapeReport {
-    let s = sim(fast());
-    let dir = tempfile::tempdir().unwrap();
     let mut flags = format!(
         "--request-count 8 --osl 20 --concurrency 4 \
          --metrics-interval-seconds 60 --metrics-timeout-seconds 1 {extra}"
@@ -30,7 +28,7 @@ async fn replay_scraping(metrics: &[&str], extra: &str) -> ScrapeReport {
     for m in metrics {
         flags.push_str(&format!(" --server-metrics {m}"));
     }
-    let out = replay_at(&s.url(), dir.path().to_str().unwrap(), &flags).await;
+    let out = Replay::sim(fast()).args(&flags).run().await.out;
     assert_eq!(
         out.summary.counts.success, 8,
         "the replay itself is unaffected"
@@ -46,14 +44,14 @@ async fn reported_al_equals_the_simulators_counters_and_its_expectation() {
         acceptance: Acceptance::Probability(p),
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
     let (requests, osl) = (60u64, 200u64);
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        &format!("--request-count {requests} --osl {osl} --concurrency 16"),
-    )
-    .await;
+    let out = Replay::at(&s.url())
+        .args(&format!(
+            "--request-count {requests} --osl {osl} --concurrency 16"
+        ))
+        .run()
+        .await
+        .out;
     let t = s.totals();
     let a = out.summary.acceptance.unwrap().acceptance;
     assert_eq!(a.status, AcceptanceStatus::Ok);
@@ -266,16 +264,14 @@ async fn llamacpp_flavored_page_counts_every_finished_request() {
         metrics_flavor: specperf::sim::MetricsFlavor::Llamacpp,
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        &format!(
+    let out = Replay::at(&s.url())
+        .args(&format!(
             "--model {} --concurrency 2 --request-count 6 --osl 16 --no-server-metrics",
             s.model()
-        ),
-    )
-    .await;
+        ))
+        .run()
+        .await
+        .out;
     assert_eq!(out.summary.counts.success, 6);
     let page = get_metrics(&s.url());
     assert!(!page.contains("vllm:"), "{page}");

@@ -166,9 +166,14 @@ impl Replay {
         argv
     }
 
+    /// The validated config (as [`config`]); a temporary artifact dir lives as long as `self`.
+    pub(crate) fn config(&self) -> RunConfig {
+        config(&self.argv())
+    }
+
     /// Runs the replay (as [`run`]).
     pub(crate) async fn run(self) -> Replayed {
-        let out = run(config(&self.argv())).await;
+        let out = run(self.config()).await;
         Replayed { out, dir: self.dir }
     }
 }
@@ -200,6 +205,11 @@ impl AsRef<std::ffi::OsStr> for Artifacts {
 }
 
 impl Artifacts {
+    /// The directory (as `TempDir::path`).
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// `records.jsonl`.
     pub(crate) fn records(&self) -> Vec<Value> {
         records(self)

@@ -1,6 +1,6 @@
 //! End-to-end replays: exact counts and token totals, streaming and not, both endpoints.
 
-use crate::common::{config, fast, read_json, records, replay_at, run, sim};
+use crate::common::{config, fast, read_json, records, run, sim, Replay, Replayed};
 use specperf::sim::SimConfig;
 use specperf::{LoadMode, TokenSource};
 use std::time::Duration;
@@ -8,13 +8,10 @@ use std::time::Duration;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_streams_at_concurrency_64_are_exact() {
     let s = sim(fast());
-    let dir = tempfile::tempdir().unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        "--concurrency 64 --request-count 2000 --osl 256",
-    )
-    .await;
+    let Replayed { out, dir } = Replay::at(&s.url())
+        .args("--concurrency 64 --request-count 2000 --osl 256")
+        .run()
+        .await;
     let c = &out.summary.counts;
     assert_eq!(
         (c.total, c.success, c.failed, c.cancelled),
@@ -42,7 +39,7 @@ async fn two_thousand_streams_at_concurrency_64_are_exact() {
     ids.sort_unstable();
     assert_eq!(ids, (0..2000).collect::<Vec<_>>());
     assert_eq!(specperf::exit_code(&out, 0.05), 0);
-    let summary: serde_json::Value = read_json(&dir.path().join("summary.json"));
+    let summary = dir.summary();
     assert_eq!(summary["schema_version"], specperf::SUMMARY_SCHEMA);
     assert_eq!(summary["counts"]["success"], 2000);
 }
@@ -76,19 +73,20 @@ async fn completions_non_streaming_and_per_chunk_usage() {
         reasoning_tokens: 5,
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap();
-    let out = replay_at(
-        &s.url(),
-        d,
-        "--endpoint-type completions --streaming false --request-count 20 --osl 32",
-    )
-    .await;
+    let out = Replay::at(&s.url())
+        .args("--endpoint-type completions --streaming false --request-count 20 --osl 32")
+        .run()
+        .await
+        .out;
     assert_eq!(out.summary.counts.success, 20);
     assert_eq!(out.summary.total_completion_tokens, 20 * 32);
     assert_eq!(out.summary.tokens_counted_by[&TokenSource::UsageFinal], 20);
 
-    let out = replay_at(&s.url(), d, "--per-chunk-usage --request-count 20 --osl 64").await;
+    let out = Replay::at(&s.url())
+        .args("--per-chunk-usage --request-count 20 --osl 64")
+        .run()
+        .await
+        .out;
     assert_eq!(out.summary.counts.success, 20);
     assert_eq!(
         out.summary.tokens_counted_by[&TokenSource::UsagePerChunk],
@@ -170,13 +168,11 @@ async fn measured_times_track_the_simulator_schedule() {
         acceptance: specperf::sim::Acceptance::Probability(0.0),
         ..SimConfig::default()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        "--concurrency 4 --request-count 8 --osl 11",
-    )
-    .await;
+    let out = Replay::at(&s.url())
+        .args("--concurrency 4 --request-count 8 --osl 11")
+        .run()
+        .await
+        .out;
     assert_eq!(out.summary.counts.success, 8);
     let ttft = &out.summary.metrics["time_to_first_token_ms"];
     assert!(
@@ -222,28 +218,15 @@ async fn metrics_pages_of_two_servers_with_two_engines_each_match_the_stream() {
     });
     let urls = s.urls();
     assert_eq!(urls.len(), 2);
-    let dir = tempfile::tempdir().unwrap();
     let (m0, m1) = (
         format!("{}/metrics", urls[0]),
         urls[1].trim_start_matches("http://").to_owned(),
     );
-    let out = run(config(&[
-        "--url",
-        &urls[0],
-        "--request-count",
-        "40",
-        "--osl",
-        "50",
-        "--concurrency",
-        "8",
-        "--server-metrics",
-        &m0,
-        "--server-metrics",
-        &m1,
-        "--artifact-dir",
-        dir.path().to_str().unwrap(),
-    ]))
-    .await;
+    let Replayed { out, dir } = Replay::at(&urls[0])
+        .args("--request-count 40 --osl 50 --concurrency 8")
+        .args(&format!("--server-metrics {m0} --server-metrics {m1}"))
+        .run()
+        .await;
     assert_eq!(out.summary.counts.success, 40);
     let page = |i: usize, when: &str| {
         std::fs::read_to_string(
@@ -305,13 +288,11 @@ async fn metrics_pages_of_two_servers_with_two_engines_each_match_the_stream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_loop_requests_carry_their_precomputed_arrival_times() {
     let s = sim(fast());
-    let dir = tempfile::tempdir().unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        "--request-rate 400 --arrival-pattern poisson --random-seed 5 --request-count 40 --osl 8",
-    )
-    .await;
+    let Replayed { out, dir } = Replay::at(&s.url())
+        .args("--request-rate 400 --arrival-pattern poisson --random-seed 5")
+        .args("--request-count 40 --osl 8")
+        .run()
+        .await;
     assert_eq!(out.summary.counts.success, 40);
     let load = &out.summary.meta.load;
     assert_eq!((load.mode, load.dispatch.issued), (LoadMode::Open, 40));
@@ -337,14 +318,13 @@ async fn a_capped_open_loop_against_a_slow_server_reports_lag_and_late_arrivals(
         itl: Duration::from_millis(10),
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
     // 100/s offered, at most 2 in flight, ~100 ms each: the server manages ~20/s.
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        "--request-rate 100 --arrival-pattern constant --concurrency 2 --request-count 20 --osl 30",
-    )
-    .await;
+    let out = Replay::at(&s.url())
+        .args("--request-rate 100 --arrival-pattern constant --concurrency 2")
+        .args("--request-count 20 --osl 30")
+        .run()
+        .await
+        .out;
     assert_eq!(out.summary.counts.success, 20, "nothing silently dropped");
     let d = out.summary.meta.load.dispatch;
     assert!(d.late >= 15, "{d:?}");
@@ -360,13 +340,10 @@ async fn a_capped_open_loop_against_a_slow_server_reports_lag_and_late_arrivals(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warmup_is_recorded_but_excluded_from_statistics() {
     let s = sim(fast());
-    let dir = tempfile::tempdir().unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        "--warmup-request-count 6 --warmup-concurrency 2 --request-count 10 --osl 8",
-    )
-    .await;
+    let Replayed { out, dir } = Replay::at(&s.url())
+        .args("--warmup-request-count 6 --warmup-concurrency 2 --request-count 10 --osl 8")
+        .run()
+        .await;
     let c = &out.summary.counts;
     assert_eq!((c.warmup, c.total, c.success), (6, 10, 10));
     let recs = records(dir.path());
@@ -383,13 +360,10 @@ async fn duration_limit_then_grace_cancels_stragglers_as_failures() {
         itl: Duration::from_millis(20),
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        "--concurrency 3 --osl 1000 --benchmark-duration 0.3 --benchmark-grace-period 0.2",
-    )
-    .await;
+    let Replayed { out, dir } = Replay::at(&s.url())
+        .args("--concurrency 3 --osl 1000 --benchmark-duration 0.3 --benchmark-grace-period 0.2")
+        .run()
+        .await;
     let c = &out.summary.counts;
     assert_eq!(c.total, 3, "three started before the limit, none after");
     assert_eq!(c.failed_by_kind.get("grace_period_expired"), Some(&3));
@@ -414,22 +388,19 @@ async fn mooncake_trace_replays_at_its_timestamps_within_the_window() {
         })
         .collect();
     std::fs::write(&trace, rows).unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().join("out").to_str().unwrap(),
-        &format!(
-            "--input-file {} --custom-dataset-type mooncake_trace --fixed-schedule-auto-offset \
-             --fixed-schedule-end-offset 2000 --trace-speedup 10",
-            trace.display()
-        ),
-    )
-    .await;
+    let Replayed { out, dir: d } = Replay::at(&s.url())
+        .arg("--input-file")
+        .arg(&trace)
+        .args("--custom-dataset-type mooncake_trace --fixed-schedule-auto-offset")
+        .args("--fixed-schedule-end-offset 2000 --trace-speedup 10")
+        .run()
+        .await;
     assert_eq!(
         out.summary.counts.success, 5,
         "the 5000 ms row is outside the window"
     );
     assert_eq!(out.summary.meta.load.mode, LoadMode::Trace);
-    let mut recs = records(&dir.path().join("out"));
+    let mut recs = d.records();
     recs.sort_by_key(|r| r["id"].as_u64().unwrap());
     let t0 = recs[0]["intended_ns"].as_u64().unwrap();
     let offsets: Vec<u64> = recs

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{config, fast, kind, records, replay_at, run, sim};
+use crate::common::{fast, kind, records, sim, Replay, Replayed};
 use specperf::sim::{Fault, SimConfig, TlsFiles};
 
 /// Healthy requests between the faults, so every fault runs beside a healthy neighbour.
@@ -208,7 +208,6 @@ async fn every_fault_mixed_with_healthy_requests_for_every_mode_and_protocol() {
                         oversized_bytes: 256 << 10,
                         ..fast()
                     });
-                    let dir = tempfile::tempdir().unwrap();
                     // Eight replays at once on a two-core machine: scrape once a second (the
                     // default before AIPerf's 0.333 s cadence), so the healthy requests' header
                     // times measure the faults, not eight scrapers' load. Faults go by arrival
@@ -226,7 +225,7 @@ async fn every_fault_mixed_with_healthy_requests_for_every_mode_and_protocol() {
                         ttft_timeout().as_secs_f64(),
                         idle_timeout().as_secs_f64(),
                     );
-                    let out = replay_at(&s.url(), dir.path().to_str().unwrap(), &args).await;
+                    let Replayed { out, dir } = Replay::at(&s.url()).args(&args).run().await;
                     let label = format!("streaming={streaming} {endpoint} {http}");
                     check_run(&label, &out, &records(dir.path()));
                     if http == "http2" {
@@ -259,27 +258,16 @@ async fn server_killed_mid_run_fails_the_rest_fast_and_loses_no_record() {
     });
     let (url, model) = (s.url(), s.model().to_owned());
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_owned();
     let started = Instant::now();
-    let replay = tokio::spawn(async move {
-        run(config(&[
-            "--url",
-            &url,
-            "--model",
-            &model,
-            "--concurrency",
-            "4",
-            "--request-count",
-            "60",
-            "--osl",
-            "64",
-            "--connect-timeout-seconds",
-            "2",
-            "--artifact-dir",
-            d.to_str().unwrap(),
-        ]))
-        .await
-    });
+    let replay = tokio::spawn(
+        Replay::at(&url)
+            .dir(dir.path())
+            .args(&format!(
+                "--model {model} --concurrency 4 --request-count 60 --osl 64"
+            ))
+            .args("--connect-timeout-seconds 2")
+            .run(),
+    );
     let path = dir.path().join("records.jsonl");
     while std::fs::read_to_string(&path).map_or(0, |t| t.lines().count()) < 40 {
         assert!(started.elapsed() < Duration::from_secs(20), "no records");
@@ -287,7 +275,7 @@ async fn server_killed_mid_run_fails_the_rest_fast_and_loses_no_record() {
     }
     // Dropping the handle stops the simulator and closes every connection it holds.
     tokio::task::spawn_blocking(move || drop(s)).await.unwrap();
-    let out = replay.await.unwrap();
+    let out = replay.await.unwrap().out;
     let c = &out.summary.counts;
     assert_eq!(c.total, 60);
     assert_eq!(
@@ -320,13 +308,10 @@ async fn a_dead_server_gives_a_trickle_of_connect_records_not_a_flood() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let dir = tempfile::tempdir().unwrap();
-    let out = replay_at(
-        &format!("http://127.0.0.1:{port}"),
-        dir.path().to_str().unwrap(),
-        "--model m --concurrency 16 --benchmark-duration 1 --benchmark-grace-period 1",
-    )
-    .await;
+    let Replayed { out, dir } = Replay::at(&format!("http://127.0.0.1:{port}"))
+        .args("--model m --concurrency 16 --benchmark-duration 1 --benchmark-grace-period 1")
+        .run()
+        .await;
     let c = &out.summary.counts;
     assert_eq!(c.failed_by_kind["connect"], c.total, "{c:?}");
     assert!(c.total >= 16 && c.total < 400, "{c:?}");
@@ -339,15 +324,12 @@ async fn nothing_listening_and_a_name_that_does_not_resolve_are_connect_records(
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap();
     let t = Instant::now();
-    let out = replay_at(
-        &format!("http://127.0.0.1:{port}"),
-        d,
-        "--model m --request-count 5 --connect-timeout-seconds 2",
-    )
-    .await;
+    let out = Replay::at(&format!("http://127.0.0.1:{port}"))
+        .args("--model m --request-count 5 --connect-timeout-seconds 2")
+        .run()
+        .await
+        .out;
     assert_eq!(out.summary.counts.failed_by_kind["connect"], 5);
     assert!(t.elapsed() < Duration::from_secs(5));
 
@@ -355,21 +337,9 @@ async fn nothing_listening_and_a_name_that_does_not_resolve_are_connect_records(
     // (issue 19 item 11), so the run fails at once with that error instead of leaving a
     // connect record per request; a slow resolver is bounded by the connect timeout.
     let t = Instant::now();
-    let cfg = crate::common::config(&[
-        "--url",
-        "http://specperf-fault-matrix.invalid:8000",
-        "--artifact-dir",
-        d,
-        "--model",
-        "m",
-        "--concurrency",
-        "1",
-        "--request-count",
-        "3",
-        "--connect-timeout-seconds",
-        "2",
-    ]);
-    let e = crate::common::replay_err(cfg, "an unresolvable host stops the run").await;
+    let r = Replay::at("http://specperf-fault-matrix.invalid:8000")
+        .args("--model m --concurrency 1 --request-count 3 --connect-timeout-seconds 2");
+    let e = crate::common::replay_err(r.config(), "an unresolvable host stops the run").await;
     assert!(matches!(e, specperf::EngineError::Resolve { .. }), "{e}");
     assert!(t.elapsed() < Duration::from_secs(10));
 }
@@ -391,17 +361,12 @@ async fn certificate_for_another_name_is_refused_even_from_a_trusted_ca() {
         ..fast()
     });
     let url = s.url().replace("127.0.0.1", "localhost");
-    let art = dir.path().join("a");
-    let out = replay_at(
-        &url,
-        art.to_str().unwrap(),
-        &format!(
-            "--model {} --ca-file {} --request-count 3",
-            s.model(),
-            cert.display()
-        ),
-    )
-    .await;
+    let Replayed { out, dir: art } = Replay::at(&url)
+        .args(&format!("--model {} --ca-file", s.model()))
+        .arg(&cert)
+        .args("--request-count 3")
+        .run()
+        .await;
     assert_eq!(out.summary.counts.failed_by_kind["connect"], 3);
     for r in records(&art) {
         let e = r["error"].as_str().unwrap().to_lowercase();
@@ -460,19 +425,17 @@ async fn metrics_endpoints_that_answer_garbage_hang_or_oversize_cannot_hold_up_t
     let (huge_port, u) = raw_server(Some(huge.to_vec()), 4);
 
     let s = sim(fast());
-    let dir = tempfile::tempdir().unwrap();
     let t = Instant::now();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        &format!(
+    let out = Replay::at(&s.url())
+        .args(&format!(
             "--request-count 20 --osl 8 --metrics-timeout-seconds 0.5 \
              --server-metrics {}/metrics --server-metrics 127.0.0.1:{garbage_port} \
              --server-metrics 127.0.0.1:{hang_port} --server-metrics 127.0.0.1:{huge_port}",
             s.url()
-        ),
-    )
-    .await;
+        ))
+        .run()
+        .await
+        .out;
     assert!(
         t.elapsed() < Duration::from_secs(5),
         "took {:?}",
@@ -525,17 +488,14 @@ async fn a_server_closing_kept_alive_connections_after_done_loses_no_stream() {
         ..fast()
     });
     for concurrency in [1, 2] {
-        let dir = tempfile::tempdir().unwrap();
-        let out = replay_at(
-            &s.url(),
-            dir.path().to_str().unwrap(),
-            &format!(
+        let Replayed { out, dir } = Replay::at(&s.url())
+            .args(&format!(
                 "--model {} --http http1 --streaming true --concurrency {concurrency} \
                  --request-count 20 --osl {OSL}",
                 s.model()
-            ),
-        )
-        .await;
+            ))
+            .run()
+            .await;
         let c = &out.summary.counts;
         let recs = records(dir.path());
         assert_eq!(recs.len(), 20, "concurrency {concurrency}: one record each");
@@ -576,18 +536,15 @@ async fn a_rate_limited_gateway_admits_its_burst_and_answers_the_rest_429_with_r
         ..fast()
     });
     for streaming in [true, false] {
-        let dir = tempfile::tempdir().unwrap();
         let before = s.rate_limited();
-        let out = replay_at(
-            &s.url(),
-            dir.path().to_str().unwrap(),
-            &format!(
+        let Replayed { out, dir } = Replay::at(&s.url())
+            .args(&format!(
                 "--model {} --streaming {streaming} --concurrency 10 --request-count 10 \
                  --osl {OSL}",
                 s.model()
-            ),
-        )
-        .await;
+            ))
+            .run()
+            .await;
         let label = format!("streaming={streaming}");
         let c = &out.summary.counts;
         let recs = records(dir.path());
@@ -655,16 +612,13 @@ async fn rate_limit_retries_wait_the_retry_after_and_go_again_when_asked() {
         }),
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        &format!(
+    let Replayed { out, dir } = Replay::at(&s.url())
+        .args(&format!(
             "--model {} --concurrency 3 --request-count 3 --osl {OSL} --rate-limit-retries 20",
             s.model()
-        ),
-    )
-    .await;
+        ))
+        .run()
+        .await;
     let c = &out.summary.counts;
     assert_eq!((c.success, c.failed), (3, 0), "{:?}", c.failed_by_kind);
     let recs = records(dir.path());

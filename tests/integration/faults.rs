@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{config, fast, kind, records, replay_at, run_with, sim};
+use crate::common::{fast, kind, records, run_with, sim, Replay, Replayed};
 use specperf::sim::SimConfig;
 use specperf::{StopReason, Stopper};
 
@@ -14,10 +14,9 @@ async fn with_fault(
     n: usize,
     extra: &str,
 ) -> (specperf::RunOutcome, Vec<serde_json::Value>) {
-    let dir = tempfile::tempdir().unwrap();
     let args =
         format!("--concurrency 2 --request-count {n} --osl 16 -H x-specperf-fault:{fault} {extra}");
-    let out = replay_at(&s.url(), dir.path().to_str().unwrap(), &args).await;
+    let Replayed { out, dir } = Replay::at(&s.url()).args(&args).run().await;
     let recs = records(dir.path());
     assert_eq!(
         recs.len() as u64,
@@ -121,13 +120,11 @@ async fn slow_stream_hits_the_total_timeout() {
         itl: Duration::from_millis(50),
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        "--concurrency 2 --request-count 2 --osl 200 --request-timeout-seconds 0.3",
-    )
-    .await;
+    let out = Replay::at(&s.url())
+        .args("--concurrency 2 --request-count 2 --osl 200 --request-timeout-seconds 0.3")
+        .run()
+        .await
+        .out;
     assert_eq!(out.summary.counts.failed_by_kind["total_timeout"], 2);
 }
 
@@ -140,13 +137,11 @@ async fn faults_at_a_rate_mix_with_healthy_requests_and_counts_add_up() {
         ],
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        "--concurrency 8 --request-count 300 --osl 16",
-    )
-    .await;
+    let out = Replay::at(&s.url())
+        .args("--concurrency 8 --request-count 300 --osl 16")
+        .run()
+        .await
+        .out;
     let c = &out.summary.counts;
     assert_eq!(c.total, 300);
     assert_eq!(c.success + c.failed, 300);
@@ -169,14 +164,11 @@ async fn run_deadline_cancels_in_flight_requests_and_still_writes_the_summary() 
         itl: Duration::from_millis(20),
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
     let t = Instant::now();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        "--concurrency 4 --request-count 100 --osl 500 --timeout-seconds 0.5",
-    )
-    .await;
+    let Replayed { out, dir } = Replay::at(&s.url())
+        .args("--concurrency 4 --request-count 100 --osl 500 --timeout-seconds 0.5")
+        .run()
+        .await;
     assert!(t.elapsed() < Duration::from_secs(10));
     assert_eq!(out.stopped_by, Some(StopReason::Deadline));
     assert_eq!(
@@ -194,7 +186,7 @@ async fn external_stop_is_the_same_cancellation_path() {
         itl: Duration::from_millis(20),
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
+    let r = Replay::at(&s.url()).args("--concurrency 3 --request-count 50 --osl 500");
     let stop = Stopper::new();
     // Stop once the requests are streaming (start-up is slow on a loaded machine); all three
     // are dispatched together, and each streams for seconds.
@@ -206,24 +198,7 @@ async fn external_stop_is_the_same_cancellation_path() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         stop.stop(StopReason::Terminated);
     };
-    let (out, ()) = tokio::join!(
-        run_with(
-            config(&[
-                "--url",
-                &s.url(),
-                "--concurrency",
-                "3",
-                "--request-count",
-                "50",
-                "--osl",
-                "500",
-                "--artifact-dir",
-                dir.path().to_str().unwrap(),
-            ]),
-            stop.clone(),
-        ),
-        stopper,
-    );
+    let (out, ()) = tokio::join!(run_with(r.config(), stop.clone()), stopper,);
     assert_eq!(out.stopped_by, Some(StopReason::Terminated));
     assert_eq!(out.summary.counts.cancelled, 3);
     assert_eq!(specperf::exit_code(&out, 0.05), 143);

@@ -8,7 +8,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 use specperf::sim::SimConfig;
 
-use crate::common::{fast, records, replay_at, sim, tokenizer_path};
+use crate::common::{fast, sim, tokenizer_path, Replay, Replayed};
 
 fn manifest() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -136,16 +136,12 @@ async fn multi_turn_sessions_thread_the_replies_into_the_next_turn() {
          {\"session_id\": \"b\", \"turns\": [{\"text\": \"b1\"}, {\"text\": \"b2\"}]}\n",
     )
     .unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().join("out").to_str().unwrap(),
-        &format!(
-            "--input-file {} --custom-dataset-type multi_turn --concurrency 2 --osl 5 \
-             --temperature 0.5",
-            file.display()
-        ),
-    )
-    .await;
+    let Replayed { out, dir: d } = Replay::at(&s.url())
+        .arg("--input-file")
+        .arg(&file)
+        .args("--custom-dataset-type multi_turn --concurrency 2 --osl 5 --temperature 0.5")
+        .run()
+        .await;
     assert_eq!(out.summary.counts.success, 5, "every turn of both sessions");
     let reqs = s.requests();
     let session_a: Vec<&Value> = reqs
@@ -167,7 +163,7 @@ async fn multi_turn_sessions_thread_the_replies_into_the_next_turn() {
     assert_eq!(m[4]["content"], "a3");
     assert_eq!(last["max_completion_tokens"], 3);
     assert_eq!(last["temperature"], 0.5);
-    let recs = records(&dir.path().join("out"));
+    let recs = d.records();
     let mut turns: Vec<(u64, u64)> = recs
         .iter()
         .map(|r| (r["id"].as_u64().unwrap(), r["turn"].as_u64().unwrap()))
@@ -190,15 +186,13 @@ async fn sharegpt_first_human_turn_is_the_prompt() {
             {"id": "lonely", "conversations": [{"from": "human", "value": "no reply"}]}]"#,
     )
     .unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().join("out").to_str().unwrap(),
-        &format!(
-            "--input-file {} --custom-dataset-type sharegpt --osl 4",
-            file.display()
-        ),
-    )
-    .await;
+    let out = Replay::at(&s.url())
+        .arg("--input-file")
+        .arg(&file)
+        .args("--custom-dataset-type sharegpt --osl 4")
+        .run()
+        .await
+        .out;
     assert_eq!(
         out.summary.counts.success, 1,
         "conversations without a reply are skipped"
@@ -214,17 +208,15 @@ async fn synthetic_prompts_have_exact_token_lengths_and_client_counts_match() {
         record_requests: 100,
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        &format!(
+    let out = Replay::at(&s.url())
+        .args(&format!(
             "--synthetic --tokenizer {} --isl 300 --isl-stddev 40 --num-dataset-entries 12 \
              --random-seed 3 --endpoint-type completions --osl 4",
             tok_path.display()
-        ),
-    )
-    .await;
+        ))
+        .run()
+        .await
+        .out;
     assert_eq!(out.summary.counts.success, 12);
     let reqs = s.requests();
     let lens: Vec<usize> = reqs
@@ -245,16 +237,15 @@ async fn synthetic_prompts_have_exact_token_lengths_and_client_counts_match() {
         client.sum
     );
     // Without spread, every prompt is exactly --isl tokens.
-    let dir = tempfile::tempdir().unwrap();
-    let out = replay_at(
-        &s.url(),
-        dir.path().to_str().unwrap(),
-        &format!(
-            "--synthetic --tokenizer {} --isl 257 --num-dataset-entries 5 --endpoint-type completions --osl 4",
+    let out = Replay::at(&s.url())
+        .args(&format!(
+            "--synthetic --tokenizer {} --isl 257 --num-dataset-entries 5 \
+             --endpoint-type completions --osl 4",
             tok_path.display()
-        ),
-    )
-    .await;
+        ))
+        .run()
+        .await
+        .out;
     let c = &out.summary.metrics["client_input_sequence_length"];
     assert_eq!((c.min, c.max, c.count), (257.0, 257.0, 5));
     for r in &s.requests()[12..] {
