@@ -99,7 +99,9 @@ pub(crate) async fn replay_at(url: &str, dir: &str, args: &str) -> RunOutcome {
 }
 
 /// A replay's command line: `--url` a server (a fresh simulator with [`Replay::sim`]),
-/// `--artifact-dir` a fresh temporary directory unless [`Replay::dir`] names one, then the flags.
+/// `--artifact-dir` `run/` in a fresh temporary directory unless [`Replay::dir`] names one, then
+/// the flags. The temporary directory (inputs, artifacts) lives as long as the replay's
+/// [`Artifacts`].
 ///
 /// ```ignore
 /// let Replayed { out, dir } = Replay::sim(fast()).args("--request-count 8").run().await;
@@ -129,19 +131,23 @@ impl Replay {
             _sim: None,
             dir: Artifacts {
                 path: tmp.path().join("run"),
-                _tmp: Some(tmp),
+                tmp,
             },
             args: Vec::new(),
         }
     }
 
-    /// Artifacts in `dir` instead of a temporary directory.
+    /// Artifacts in `dir` instead of the temporary `run/`.
     pub(crate) fn dir(mut self, dir: impl Into<PathBuf>) -> Replay {
-        self.dir = Artifacts {
-            path: dir.into(),
-            _tmp: None,
-        };
+        self.dir.path = dir.into();
         self
+    }
+
+    /// `--input-file`: `text` written as `name` in the temporary directory.
+    pub(crate) fn input_file(self, name: &str, text: &str) -> Replay {
+        let path = self.dir.tmp.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        self.arg("--input-file").arg(path)
     }
 
     /// Further flags, whitespace-separated.
@@ -188,7 +194,7 @@ pub(crate) struct Replayed {
 /// writes there; each fails the test naming the file.
 pub(crate) struct Artifacts {
     path: PathBuf,
-    _tmp: Option<tempfile::TempDir>,
+    tmp: tempfile::TempDir,
 }
 
 impl std::ops::Deref for Artifacts {

@@ -374,8 +374,6 @@ async fn duration_limit_then_grace_cancels_stragglers_as_failures() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mooncake_trace_replays_at_its_timestamps_within_the_window() {
     let s = sim(fast());
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("trace.jsonl");
     let rows: String = [1000, 1100, 1250, 1600, 1700, 5000]
         .iter()
         .enumerate()
@@ -387,10 +385,8 @@ async fn mooncake_trace_replays_at_its_timestamps_within_the_window() {
             )
         })
         .collect();
-    std::fs::write(&trace, rows).unwrap();
     let Replayed { out, dir: d } = Replay::at(&s.url())
-        .arg("--input-file")
-        .arg(&trace)
+        .input_file("trace.jsonl", &rows)
         .args("--custom-dataset-type mooncake_trace --fixed-schedule-auto-offset")
         .args("--fixed-schedule-end-offset 2000 --trace-speedup 10")
         .run()

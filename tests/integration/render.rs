@@ -128,17 +128,10 @@ async fn multi_turn_sessions_thread_the_replies_into_the_next_turn() {
         record_requests: 100,
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("sessions.jsonl");
-    std::fs::write(
-        &file,
-        "{\"session_id\": \"a\", \"turns\": [{\"text\": \"a1\"}, {\"text\": \"a2\", \"delay\": 50}, {\"text\": \"a3\", \"max_tokens\": 3}]}\n\
-         {\"session_id\": \"b\", \"turns\": [{\"text\": \"b1\"}, {\"text\": \"b2\"}]}\n",
-    )
-    .unwrap();
+    let sessions = "{\"session_id\": \"a\", \"turns\": [{\"text\": \"a1\"}, {\"text\": \"a2\", \"delay\": 50}, {\"text\": \"a3\", \"max_tokens\": 3}]}\n\
+         {\"session_id\": \"b\", \"turns\": [{\"text\": \"b1\"}, {\"text\": \"b2\"}]}\n";
     let Replayed { out, dir: d } = Replay::at(&s.url())
-        .arg("--input-file")
-        .arg(&file)
+        .input_file("sessions.jsonl", sessions)
         .args("--custom-dataset-type multi_turn --concurrency 2 --osl 5 --temperature 0.5")
         .run()
         .await;
@@ -178,17 +171,10 @@ async fn sharegpt_first_human_turn_is_the_prompt() {
         record_requests: 10,
         ..fast()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("sg.json");
-    std::fs::write(
-        &file,
-        r#"[{"id": "x", "conversations": [{"from": "human", "value": "hello"}, {"from": "gpt", "value": "hi"}]},
-            {"id": "lonely", "conversations": [{"from": "human", "value": "no reply"}]}]"#,
-    )
-    .unwrap();
+    let conversations = r#"[{"id": "x", "conversations": [{"from": "human", "value": "hello"}, {"from": "gpt", "value": "hi"}]},
+            {"id": "lonely", "conversations": [{"from": "human", "value": "no reply"}]}]"#;
     let out = Replay::at(&s.url())
-        .arg("--input-file")
-        .arg(&file)
+        .input_file("sg.json", conversations)
         .args("--custom-dataset-type sharegpt --osl 4")
         .run()
         .await

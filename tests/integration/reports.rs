@@ -417,17 +417,10 @@ async fn profile_export_aiperf_json_has_aiperf_0_13_input_config() {
 /// root session, and `turn_index` is the turn of a multi-turn session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profile_export_jsonl_metadata_is_aiperfs() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("sessions.jsonl");
-    std::fs::write(
-        &input,
-        "{\"session_id\": \"a\", \"turns\": [{\"text\": \"Hello there\"}, {\"text\": \"And then?\"}]}\n\
-         {\"session_id\": \"b\", \"turns\": [{\"text\": \"Name a colour\"}, {\"text\": \"Another\"}]}\n",
-    )
-    .unwrap();
+    let sessions = "{\"session_id\": \"a\", \"turns\": [{\"text\": \"Hello there\"}, {\"text\": \"And then?\"}]}\n\
+         {\"session_id\": \"b\", \"turns\": [{\"text\": \"Name a colour\"}, {\"text\": \"Another\"}]}\n";
     let Replayed { out, dir: d } = Replay::sim(fast())
-        .arg("--input-file")
-        .arg(&input)
+        .input_file("sessions.jsonl", sessions)
         .args("--custom-dataset-type multi_turn --warmup-request-count 1 --concurrency 2 --osl 8")
         .run()
         .await;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::{config, fast, records, replay_at, replay_err, self_signed, sim};
+use crate::common::{fast, records, replay_err, self_signed, sim, Replay, Replayed};
 use specperf::sim::SimConfig;
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
@@ -22,29 +22,27 @@ async fn tls_is_verified_by_default_and_insecure_is_explicit_and_loud() {
         ..fast()
     });
     let url = s.url().replace("127.0.0.1", "localhost");
-    let art = dir.path().join("a");
-    let a = art.to_str().unwrap();
 
     // Default: the self-signed certificate is refused, no request is sent.
-    let err = replay_err(
-        config(&["--url", &url, "--request-count", "1", "--artifact-dir", a]),
-        "self-signed certificate refused by default",
-    )
-    .await;
+    let r = Replay::at(&url).args("--request-count 1");
+    let err = replay_err(r.config(), "self-signed certificate refused by default").await;
     assert!(
         err.to_string().to_lowercase().contains("certificate"),
         "{err}"
     );
 
     // --insecure: the run works, and the summary says what was given up.
-    let out = replay_at(&url, a, "--insecure --request-count 4 --osl 8").await;
+    let Replayed { out, dir: art } = Replay::at(&url)
+        .args("--insecure --request-count 4 --osl 8")
+        .run()
+        .await;
     assert_eq!(out.summary.counts.success, 4);
     assert!(
         out.summary.warnings[0].contains("--insecure"),
         "{:?}",
         out.summary.warnings
     );
-    let summary = std::fs::read_to_string(art.join("summary.json")).unwrap();
+    let summary = art.text("summary.json");
     assert!(summary.contains("TLS certificate verification is OFF"));
     assert!(std::fs::read_to_string(art.join("console.txt"))
         .unwrap()
@@ -161,10 +159,18 @@ fn credentials_never_reach_files_the_console_help_or_another_host() {
     // A metrics endpoint on another origin: it must never see a credential.
     let (metrics, metrics_heads, t2) = echo_server(stop.clone());
     let dir = tempfile::tempdir().unwrap();
-    let run = |args: &[&str], art: &str| -> Output {
-        Command::new(BIN)
-            .args(["replay", "--url", &format!("http://127.0.0.1:{target}")])
-            .args(["--model", "m", "--request-count", "3", "--concurrency", "1"])
+    // `requests` requests with `header`, artifacts in `art`, `OPENAI_API_KEY` set to `key`.
+    let run = |requests: &str, header: &str, art: &str, key: Option<&str>| -> Output {
+        let mut c = Command::new(BIN);
+        c.args(["replay", "--url", &format!("http://127.0.0.1:{target}")])
+            .args([
+                "--model",
+                "m",
+                "--request-count",
+                requests,
+                "--concurrency",
+                "1",
+            ])
             .args([
                 "--progress-interval",
                 "0.05",
@@ -172,31 +178,18 @@ fn credentials_never_reach_files_the_console_help_or_another_host() {
                 "1",
             ])
             .args(["--server-metrics", &format!("127.0.0.1:{metrics}")])
+            .args(["-H", header])
             .arg("--artifact-dir")
             .arg(dir.path().join(art))
-            .args(args)
-            .env("OPENAI_API_KEY", KEY)
-            .output()
-            .unwrap()
+            .env_remove("OPENAI_API_KEY");
+        if let Some(key) = key {
+            c.env("OPENAI_API_KEY", key);
+        }
+        c.output().unwrap()
     };
     // The key from the environment plus a custom key header; then a custom Authorization.
-    let a = run(&["-H", &format!("X-Api-Key: {HEADER_KEY}")], "a");
-    let b = Command::new(BIN)
-        .args(["replay", "--url", &format!("http://127.0.0.1:{target}")])
-        .args(["--model", "m", "--request-count", "2", "--concurrency", "1"])
-        .args([
-            "--progress-interval",
-            "0.05",
-            "--metrics-timeout-seconds",
-            "1",
-        ])
-        .args(["--server-metrics", &format!("127.0.0.1:{metrics}")])
-        .args(["-H", &format!("Authorization: Bearer {BEARER}")])
-        .arg("--artifact-dir")
-        .arg(dir.path().join("b"))
-        .env_remove("OPENAI_API_KEY")
-        .output()
-        .unwrap();
+    let a = run("3", &format!("X-Api-Key: {HEADER_KEY}"), "a", Some(KEY));
+    let b = run("2", &format!("Authorization: Bearer {BEARER}"), "b", None);
     for o in [&a, &b] {
         assert_eq!(
             o.status.code(),

@@ -2,12 +2,11 @@
 //! three prompt groups with their own acceptance probability, vLLM's per-request payload, the
 //! stream estimate, and the counters of the same window.
 
-use std::path::Path;
+use specperf::sim::{
+    expected_al, AcceptanceGroup, MetricsFlavor, PerRequestSpec, SimConfig, SimHandle,
+};
 
-use serde_json::Value;
-use specperf::sim::{expected_al, AcceptanceGroup, MetricsFlavor, PerRequestSpec, SimConfig};
-
-use crate::common::{fast, replay_at, sim};
+use crate::common::{fast, sim, Replay, Replayed};
 
 /// (prompt marker, `category`, per-position acceptance probability), k = 3.
 const GROUPS: [(&str, &str, f64); 3] = [
@@ -17,9 +16,9 @@ const GROUPS: [(&str, &str, f64); 3] = [
 ];
 const PER_GROUP: usize = 16;
 
-/// A single_turn collection: `PER_GROUP` rows per group, the marker in the text and the group's
-/// name in a `category` field.
-fn collection(dir: &Path) -> String {
+/// A replay against `s`, with `flags`, of a single_turn collection: `PER_GROUP` rows per group,
+/// the marker in the text and the group's name in a `category` field.
+async fn replay_groups(s: &SimHandle, flags: &str) -> Replayed {
     let mut text = String::new();
     for i in 0..PER_GROUP {
         for (marker, name, _) in GROUPS {
@@ -31,12 +30,15 @@ fn collection(dir: &Path) -> String {
             text.push('\n');
         }
     }
-    let path = dir.join("rows.jsonl");
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
+    Replay::at(&s.url())
+        .input_file("rows.jsonl", &text)
+        .args("--custom-dataset-type single_turn")
+        .args(flags)
+        .run()
+        .await
 }
 
-fn grouped_sim(extra: SimConfig) -> specperf::sim::SimHandle {
+fn grouped_sim(extra: SimConfig) -> SimHandle {
     sim(SimConfig {
         k: 3,
         acceptance_groups: GROUPS
@@ -70,33 +72,17 @@ fn standard_error(hist: &[u64]) -> f64 {
     ((sq - mean * mean).max(0.0) / n).sqrt()
 }
 
-fn profile_lines(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("profile_export.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_category_acceptance_from_the_payload_is_the_simulators_truth() {
     let s = grouped_sim(SimConfig {
         per_request_spec: PerRequestSpec::Summary,
         ..fast()
     });
-    let tmp = tempfile::tempdir().unwrap();
-    let input = collection(tmp.path());
-    let dir = tmp.path().join("run");
     let n = GROUPS.len() * PER_GROUP;
-    let out = replay_at(
-        &s.url(),
-        dir.to_str().unwrap(),
-        &format!(
-            "--input-file {input} --custom-dataset-type single_turn --group-by category \
-             --request-count {n} --osl 96 --concurrency 6 --per-chunk-usage"
-        ),
-    )
-    .await;
+    let flags = format!(
+        "--group-by category --request-count {n} --osl 96 --concurrency 6 --per-chunk-usage"
+    );
+    let Replayed { out, dir } = replay_groups(&s, &flags).await;
     let sum = &out.summary;
     assert_eq!(sum.counts.success, n as u64);
     let spec = sum.spec_decode.as_ref().expect("spec_decode section");
@@ -174,7 +160,7 @@ async fn per_category_acceptance_from_the_payload_is_the_simulators_truth() {
         .unwrap();
     assert!(e.reliable, "{e:?}");
     // Per request: the six AIPerf tags and the acceptance record in profile_export.jsonl.
-    for line in profile_lines(&dir) {
+    for line in dir.profile_export() {
         let m = &line["metrics"];
         for tag in [
             "spec_decode_acceptance_length",
@@ -194,12 +180,12 @@ async fn per_category_acceptance_from_the_payload_is_the_simulators_truth() {
         );
     }
     // summary.json keeps to its schema with the new section.
-    let summary = crate::common::read_json(&dir.join("summary.json"));
+    let summary = dir.summary();
     assert!(summary["spec_decode"]["by_group"]["easy"].is_object());
     let errors = crate::common::schema_errors("summary.v1.json", &summary);
     assert!(errors.is_empty(), "{errors:#?}");
     // And in records.jsonl, with the group.
-    let recs = crate::common::records(&dir);
+    let recs = dir.records();
     assert!(recs
         .iter()
         .all(|r| r["spec"]["source"] == "vllm" && r["group"].is_string()));
@@ -213,17 +199,8 @@ async fn a_stream_that_splits_steps_is_marked_unreliable_against_the_counters() 
         split_steps: true,
         ..fast()
     });
-    let tmp = tempfile::tempdir().unwrap();
-    let input = collection(tmp.path());
-    let out = replay_at(
-        &s.url(),
-        tmp.path().join("run").to_str().unwrap(),
-        &format!(
-            "--input-file {input} --custom-dataset-type single_turn --request-count 12 \
-             --osl 48 --concurrency 4 --per-chunk-usage"
-        ),
-    )
-    .await;
+    let flags = "--request-count 12 --osl 48 --concurrency 4 --per-chunk-usage";
+    let out = replay_groups(&s, flags).await.out;
     let spec = out
         .summary
         .spec_decode
@@ -250,21 +227,9 @@ async fn llama_cpp_timings_sum_to_its_counters_without_a_made_up_al() {
         metrics_flavor: MetricsFlavor::Llamacpp,
         ..fast()
     });
-    let tmp = tempfile::tempdir().unwrap();
-    let input = collection(tmp.path());
     for streaming in [true, false] {
-        let out = replay_at(
-            &s.url(),
-            tmp.path()
-                .join(format!("run-{streaming}"))
-                .to_str()
-                .unwrap(),
-            &format!(
-                "--input-file {input} --custom-dataset-type single_turn --request-count 9 \
-                 --osl 40 --concurrency 3 --streaming {streaming}"
-            ),
-        )
-        .await;
+        let flags = format!("--request-count 9 --osl 40 --concurrency 3 --streaming {streaming}");
+        let out = replay_groups(&s, &flags).await.out;
         assert_eq!(out.summary.counts.success, 9);
         let a = &out.summary.acceptance.as_ref().unwrap().acceptance.numbers;
         let spec = out.summary.spec_decode.as_ref().unwrap();
@@ -293,22 +258,12 @@ async fn sglang_spec_tokens_details_are_read_when_the_request_asks_for_them() {
     // and correct drafts add up to the counters, and its own accept length (completion tokens
     // over verify steps, the prefill token included) is kept apart as the server's figure.
     let s = grouped_sim(fast());
-    let tmp = tempfile::tempdir().unwrap();
-    let input = collection(tmp.path());
     for streaming in [true, false] {
-        let out = replay_at(
-            &s.url(),
-            tmp.path()
-                .join(format!("run-{streaming}"))
-                .to_str()
-                .unwrap(),
-            &format!(
-                "--input-file {input} --custom-dataset-type single_turn --group-by category \
-                 --request-count 9 --osl 40 --concurrency 3 --streaming {streaming} \
-                 --extra-inputs return_spec_tokens_details:true"
-            ),
-        )
-        .await;
+        let flags = format!(
+            "--group-by category --request-count 9 --osl 40 --concurrency 3 \
+             --streaming {streaming} --extra-inputs return_spec_tokens_details:true"
+        );
+        let out = replay_groups(&s, &flags).await.out;
         assert_eq!(out.summary.counts.success, 9);
         let a = &out.summary.acceptance.as_ref().unwrap().acceptance.numbers;
         let spec = out.summary.spec_decode.as_ref().unwrap();
