@@ -40,56 +40,7 @@ fn counting_sim() -> (SimHandle, Arc<tokenizer_encoders::Tokenizer>) {
 /// InferenceX's argv (`benchmark_lib.sh build_replay_cmd`) with a local trace directory, a
 /// short duration and t* pinned to the middle of every trace (equal start ratios).
 fn argv(url: &str, out: &Path, duration: u32) -> Vec<String> {
-    let tok = tokenizer_path();
-    let traces = traces_dir();
-    let s = |x: &str| x.to_string();
-    vec![
-        s("--scenario"),
-        s("inferencex-agentx-mvp"),
-        s("--url"),
-        s(url),
-        s("--endpoint"),
-        s("/v1/chat/completions"),
-        s("--endpoint-type"),
-        s("chat"),
-        s("--streaming"),
-        s("--model"),
-        s("specperf-sim"),
-        s("--concurrency"),
-        s("3"),
-        s("--benchmark-duration"),
-        duration.to_string(),
-        s("--stats-interval"),
-        s("30"),
-        s("--random-seed"),
-        s("42"),
-        s("--failed-request-threshold"),
-        s("0.25"),
-        s("--trajectory-start-min-ratio"),
-        s("0.5"),
-        s("--trajectory-start-max-ratio"),
-        s("0.5"),
-        s("--warmup-grace-period"),
-        s("120"),
-        s("--use-server-token-count"),
-        s("--no-gpu-telemetry"),
-        s("--tokenizer-trust-remote-code"),
-        s("--slice-duration"),
-        s("1.0"),
-        s("--output-artifact-dir"),
-        out.display().to_string(),
-        s("--unsafe-override"),
-        // The scenario's 10 s whole-system idle cap, shortened (hence --unsafe-override too):
-        // the primer spread and the long recorded gaps then take seconds, not tens of seconds.
-        s("--system-idle-gap-cap-seconds"),
-        s("3"),
-        s("--input-file"),
-        traces.display().to_string(),
-        s("--custom-dataset-type"),
-        s("weka_trace"),
-        s("--tokenizer"),
-        tok.display().to_string(),
-    ]
+    crate::common::agentx_argv(url, out, duration, &tokenizer_path())
 }
 
 /// Runs `specperf profile ARGS`, failing the test on a non-zero exit (with its output).
@@ -440,20 +391,11 @@ fn the_replay_matches_aiperf_0_13_on_the_same_traces_and_server() {
     let (s, _) = counting_sim();
     let tmp = tempfile::tempdir().unwrap();
     // AIPerf reads a Hugging Face tokenizer directory.
-    let tok = tmp.path().join("tok");
-    std::fs::create_dir(&tok).unwrap();
-    std::fs::copy(tokenizer_path(), tok.join("tokenizer.json")).unwrap();
-    std::fs::write(
-        tok.join("tokenizer_config.json"),
-        r#"{"tokenizer_class":"PreTrainedTokenizerFast"}"#,
-    )
-    .unwrap();
+    let tok = crate::common::aiperf_tokenizer_dir(tmp.path());
     let a_out = tmp.path().join("aiperf");
     let s_out = tmp.path().join("specperf");
 
-    let mut args = argv(&s.url(), &a_out, 12);
-    let t = args.iter().position(|a| a == "--tokenizer").unwrap();
-    args[t + 1] = tok.display().to_string();
+    let args = crate::common::agentx_argv(&s.url(), &a_out, 12, &tok);
     // Not HF_HUB_OFFLINE: AIPerf 0.13 then reads a local tokenizer path as a hub id and fails.
     // A local directory never reaches the hub either way.
     let mut child = Command::new(&aiperf)
