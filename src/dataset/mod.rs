@@ -139,7 +139,7 @@ pub(crate) fn load_file(
     path: &Path,
     kind: DatasetKind,
     select: &SpeedBenchSelect,
-) -> Result<Vec<Sample>, DatasetError> {
+) -> Result<Loaded, DatasetError> {
     use std::io::Read;
     let name = path.display().to_string();
     let read_err = |source| DatasetError::Read {
@@ -178,13 +178,28 @@ pub(crate) fn load_file(
     load_str(&text, &name, kind, select)
 }
 
+/// A loaded collection: its samples in replay order, and what the file says that does not stop
+/// the run but must not pass in silence (rows left unprepared outside the selection, say).
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    pub(crate) samples: Vec<Sample>,
+    pub(crate) warnings: Vec<String>,
+}
+
+impl std::ops::Deref for Loaded {
+    type Target = [Sample];
+    fn deref(&self) -> &[Sample] {
+        &self.samples
+    }
+}
+
 /// Parses `text` (named `name` in errors) as `kind`.
 pub(crate) fn load_str(
     text: &str,
     name: &str,
     kind: DatasetKind,
     select: &SpeedBenchSelect,
-) -> Result<Vec<Sample>, DatasetError> {
+) -> Result<Loaded, DatasetError> {
     let invalid = |Invalid(message)| DatasetError::Invalid {
         path: name.to_owned(),
         message,
@@ -201,8 +216,9 @@ pub(crate) fn load_str(
             cap: format!("{MAX_LINE_BYTES} bytes"),
         });
     }
+    let mut warnings = Vec::new();
     let samples = match kind {
-        DatasetKind::SpeedBench => speed_bench(text, select).map_err(invalid)?,
+        DatasetKind::SpeedBench => speed_bench(text, select, &mut warnings).map_err(invalid)?,
         DatasetKind::SingleTurn => {
             single_turn(text, select.group_by.as_deref()).map_err(invalid)?
         }
@@ -227,7 +243,11 @@ pub(crate) fn load_str(
             "no samples selected (empty file or category matched nothing)".into(),
         )));
     }
-    Ok(samples)
+    let warnings = warnings
+        .into_iter()
+        .map(|w| format!("{name}: {w}"))
+        .collect();
+    Ok(Loaded { samples, warnings })
 }
 
 /// A collection's text does not fit its format: the message names the line (or entry) and the
@@ -352,6 +372,36 @@ mod tests {
             e.contains("f.jsonl") && e.contains("line 1") && e.contains("`level`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn unprepared_rows_outside_the_selected_category_are_counted_in_a_warning() {
+        // The coding run loads; the three placeholder rows of other categories used to pass
+        // without a word (the file was never fully prepared).
+        let p = |id: &str, c: &str| row(id, c, &format!("{PLACEHOLDER}\n\n{{question}}"));
+        let text = [
+            row("a", "coding", "x"),
+            p("b", "math"),
+            p("c", "math"),
+            p("d", "rag"),
+            row("e", "rag", "y"),
+        ]
+        .join("\n");
+        let sel = SpeedBenchSelect {
+            category: Some("coding".into()),
+            ..SpeedBenchSelect::default()
+        };
+        let l = load_str(&text, "q.jsonl", DatasetKind::SpeedBench, &sel).unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l.warnings.len(), 1, "{:?}", l.warnings);
+        let w = &l.warnings[0];
+        assert!(
+            w.starts_with("q.jsonl: 3 rows") && w.contains("math 2, rag 1"),
+            "{w}"
+        );
+        let clean = [row("a", "coding", "x"), row("e", "rag", "y")].join("\n");
+        let l = load_str(&clean, "q.jsonl", DatasetKind::SpeedBench, &sel).unwrap();
+        assert!(l.warnings.is_empty());
     }
 
     #[test]

@@ -20,11 +20,31 @@ struct SpeedRow {
     messages: Option<Vec<Value>>,
 }
 
-pub(super) fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<Sample>, Invalid> {
+/// Whether any message of the row still holds [`PLACEHOLDER`].
+fn unprepared(messages: Option<&Vec<Value>>) -> bool {
+    messages.is_some_and(|ms| {
+        ms.iter().any(|m| {
+            m.get("content")
+                .and_then(Value::as_str)
+                .is_some_and(|c| c.contains(PLACEHOLDER))
+        })
+    })
+}
+
+/// The rows in replay order. A row still holding the placeholder is refused when selected; left
+/// out by `--category`, it is counted per category in `warnings` (the file was not fully
+/// prepared, and another category's run would be refused).
+pub(super) fn speed_bench(
+    text: &str,
+    select: &SpeedBenchSelect,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Sample>, Invalid> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     // Categories of the rows --category left out, to list when it matched nothing.
     let mut categories = std::collections::BTreeSet::new();
+    // Unprepared rows --category left out, per category.
+    let mut left_unprepared = std::collections::BTreeMap::<String, usize>::new();
     for (n, line) in lines(text) {
         let row: SpeedRow = serde_json::from_str(line).map_err(|e| format!("line {n}: {e}"))?;
         let id = match row.question_id {
@@ -42,6 +62,9 @@ pub(super) fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<S
             .category
             .ok_or_else(|| format!("line {n}: row {id} has no `category`"))?;
         if select.category.as_deref().is_some_and(|c| c != category) {
+            if unprepared(row.messages.as_ref()) {
+                *left_unprepared.entry(category.clone()).or_default() += 1;
+            }
             categories.insert(category);
             continue;
         }
@@ -59,15 +82,10 @@ pub(super) fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<S
         if content.is_empty() {
             return invalid(format!("line {n}: row {id}: the first user turn is empty"));
         }
-        for m in &messages {
-            if m.get("content")
-                .and_then(Value::as_str)
-                .is_some_and(|c| c.contains(PLACEHOLDER))
-            {
-                return invalid(format!(
-                    "SPEED-Bench row {id} still holds the unresolved placeholder (re-run the preparer with access to its sources)"
-                ));
-            }
+        if unprepared(Some(&messages)) {
+            return invalid(format!(
+                "SPEED-Bench row {id} still holds the unresolved placeholder (re-run the preparer with access to its sources)"
+            ));
         }
         if !seen.insert(id.clone()) {
             return invalid(format!("line {n}: duplicate question_id {id}"));
@@ -100,6 +118,19 @@ pub(super) fn speed_bench(text: &str, select: &SpeedBenchSelect) -> Result<Vec<S
             turns,
             group,
         });
+    }
+    if !left_unprepared.is_empty() {
+        let total: usize = left_unprepared.values().sum();
+        let per: Vec<String> = left_unprepared
+            .iter()
+            .map(|(c, k)| format!("{c} {k}"))
+            .collect();
+        warnings.push(format!(
+            "{total} rows outside the selected category still hold the unresolved placeholder \
+             ({}): the file was not fully prepared (re-run the preparer with access to its \
+             sources before running those categories)",
+            per.join(", ")
+        ));
     }
     if let Some(seed) = select.shuffle_seed {
         python_shuffle(&mut out, seed);

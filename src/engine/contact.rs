@@ -142,14 +142,18 @@ pub(super) async fn resolve_once(
 
 /// Opens up to `n` keep-alive connections before the clock starts, so the first requests do not
 /// pay for TCP and TLS set-up inside their TTFT. Each answer moves the start-up line's count.
+/// Runs beside the rest of the start (the AL baseline scrape among it): `done` is cancelled when
+/// it ends, and the clock waits for that.
 pub(super) async fn warm_pool(
-    client: &Client,
-    base: &str,
+    client: Client,
+    base: String,
     n: usize,
     limit: Duration,
-    progress: &watch::Sender<Progress>,
+    progress: watch::Sender<Progress>,
+    done: tokio_util::sync::CancellationToken,
 ) {
-    let Ok(uri) = join(base, "/health") else {
+    let _done = done.drop_guard();
+    let Ok(uri) = join(&base, "/health") else {
         return;
     };
     let n = n.min(1024);

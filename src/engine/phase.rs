@@ -115,6 +115,11 @@ pub(super) async fn run(
     // Warmup: its own closed-loop phase, finished before the AL baseline and the profiling clock.
     let mut warmup = None;
     let mut warnings = Vec::new();
+    // A warmup phase goes on warmed connections; without one the baseline scrape overlaps the
+    // connection warm-up, and the clock waits for both.
+    if agentx.is_some() || cfg.load.warmup.is_some() {
+        ready.pool_warm.cancelled().await;
+    }
     if let Some(replay) = agentx.as_mut() {
         progress.send_modify(|p| p.start_step(StartStep::Warmup));
         let w = replay.warmup().await;
@@ -159,6 +164,7 @@ pub(super) async fn run(
         }
         None => None,
     };
+    ready.pool_warm.cancelled().await;
     progress.send_modify(|p| {
         p.planned = ready.plan.len();
         p.duration_s = cfg.load.duration.map(|d| d.as_secs_f64());

@@ -47,6 +47,8 @@ pub(super) struct Ready {
     pub(super) notes: Vec<String>,
     /// The AgentX replay's traces and prompts, when the run is one (`RunConfig::agentx`).
     pub(super) agentx: Option<AgentxReady>,
+    /// Cancelled once the connection warm-up ([`warm_pool`]) ended; the clock waits for it.
+    pub(super) pool_warm: tokio_util::sync::CancellationToken,
 }
 
 /// The most the `nvext.session_control` check waits for its one-token answer.
@@ -108,6 +110,7 @@ pub(super) async fn prepare(
             samples: Vec::new(),
             encoder: Arc::new(Encoder::None),
             tokenizer: None,
+            warnings: Vec::new(),
         },
         None => load_collection(&cfg)?,
     };
@@ -188,14 +191,18 @@ pub(super) async fn prepare(
         (None, Some(n)) => cfg.concurrency.min(n as usize),
         _ => cfg.concurrency,
     };
-    warm_pool(
-        &client,
-        &base_url,
+    // Beside the AL baseline (phase), not before it: against a server that accepts and never
+    // answers, the two waits used to add up before the first request. Neither waits longer than
+    // a request may take.
+    let pool_warm = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(warm_pool(
+        client.clone(),
+        base_url.clone(),
         pool,
-        cfg.client.timeouts.connect,
-        progress,
-    )
-    .await;
+        cfg.client.timeouts.connect.min(cfg.client.timeouts.total),
+        progress.clone(),
+        pool_warm.clone(),
+    ));
 
     let render = Arc::new(cfg.render_options(model.clone(), collection.encoder.clone()));
     let (bodies, client_isl) = render_bodies(&samples, &render, collection.tokenizer.as_ref())?;
@@ -225,6 +232,7 @@ pub(super) async fn prepare(
         .unwrap_or_else(|| default_artifact_dir(&model, &cfg));
     let mut notes: Vec<String> = move_earlier_run_aside(&dir)?.into_iter().collect();
     notes.extend(agentx_notes);
+    notes.extend(collection.warnings.iter().cloned());
     std::fs::create_dir_all(&dir).map_err(|source| EngineError::Artifacts {
         path: dir.display().to_string(),
         source,
@@ -266,6 +274,7 @@ pub(super) async fn prepare(
         dir,
         notes,
         agentx,
+        pool_warm,
     };
     Ok((ready, files))
 }
@@ -422,7 +431,9 @@ fn scrape_settings(cfg: &RunConfig, sim: Option<&SimHandle>, base: &str) -> Opti
     Some(ScrapeSettings {
         endpoints,
         interval: sc.interval,
-        timeout: sc.timeout,
+        // A scrape never waits longer than a request may (`--request-timeout-seconds 2`
+        // against a hung server: the baseline took the full 3 s metrics timeout).
+        timeout: sc.timeout.min(cfg.client.timeouts.total),
         settle,
         require_stable: sc.require_stable,
         stable_max: Duration::from_secs(30),
@@ -460,6 +471,8 @@ pub(crate) struct Collection {
     pub(crate) samples: Vec<Sample>,
     pub(crate) encoder: Arc<Encoder>,
     pub(crate) tokenizer: Option<Tokenizer>,
+    /// What the file says that must be said ([`dataset::Loaded::warnings`]).
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Loads the samples, the encoder (a chat template is read here) and the tokenizer.
@@ -486,9 +499,14 @@ pub(crate) fn load_collection(cfg: &RunConfig) -> Result<Collection, EngineError
             &cfg.select,
         )
     };
+    let mut warnings = Vec::new();
     let samples = match &cfg.dataset {
-        DatasetSource::Bundled => bundled()?,
-        DatasetSource::File { path, kind } => dataset::load_file(path, *kind, &cfg.select)?,
+        DatasetSource::Bundled => bundled()?.samples,
+        DatasetSource::File { path, kind } => {
+            let loaded = dataset::load_file(path, *kind, &cfg.select)?;
+            warnings = loaded.warnings;
+            loaded.samples
+        }
         DatasetSource::Synthetic(spec) => {
             let tok = tokenizer
                 .as_ref()
@@ -499,6 +517,7 @@ pub(crate) fn load_collection(cfg: &RunConfig) -> Result<Collection, EngineError
                 dataset::DatasetKind::SpeedBench,
                 &Default::default(),
             )?
+            .samples
             .into_iter()
             .map(|s| s.prompt)
             .collect();
@@ -510,6 +529,7 @@ pub(crate) fn load_collection(cfg: &RunConfig) -> Result<Collection, EngineError
         samples,
         encoder: Arc::new(encoder),
         tokenizer,
+        warnings,
     })
 }
 

@@ -607,3 +607,56 @@ fn a_negative_value_is_a_value_of_every_flag() {
     }
     assert!(checked > 100, "only {checked} flags checked");
 }
+
+/// Issue 30 item 2: against a server that accepts and never answers, the start-up waits (the
+/// connection warm-up and the AL baseline scrape, 3 s each) came on top of the requests' own
+/// 2 s: the run took 8.1 s. They now overlap and never wait longer than a request may, so the
+/// run ends within the request timeout plus one probe, every request counted.
+#[test]
+fn a_hung_server_costs_the_request_timeout_plus_one_probe() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let done = Arc::new(AtomicBool::new(false));
+    let held = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            // Accepts and holds every connection, never answering; bounded by the test.
+            let mut conns = Vec::new();
+            let until = Instant::now() + Duration::from_secs(60);
+            while !done.load(Relaxed) && Instant::now() < until {
+                match l.accept() {
+                    Ok((c, _)) => conns.push(c),
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        })
+    };
+    let t0 = Instant::now();
+    let (code, out, err) = replay_bin(&[
+        "--url",
+        &url,
+        "--model",
+        "m",
+        "--request-count",
+        "64",
+        "--request-timeout-seconds",
+        "2",
+    ]);
+    let took = t0.elapsed();
+    done.store(true, Relaxed);
+    held.join().unwrap();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        out.contains("Requests: 0 ok, 64 failed") && out.contains("total_timeout 64"),
+        "{out}"
+    );
+    // 2 s of requests + at most one 2 s probe; before: 3 s + 3 s + 2 s.
+    assert!(
+        took < Duration::from_millis(6_200),
+        "the run took {took:?}:\n{out}\n{err}"
+    );
+}
