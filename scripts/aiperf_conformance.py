@@ -31,6 +31,17 @@ mean request throughput as `sweep.json`; each run directory is checked as above,
 single-run plots; then `aiperf plot` over the whole sweep (multi-run mode) must draw its
 figures, leaving out only those that need GPU telemetry (`output_token_throughput_per_gpu`).
 
+An `--agentx DIR=AIPERF_DIR` pair is an AgentX replay by specperf (DIR) and by AIPerf 0.13 itself
+(AIPERF_DIR), same argv, traces and server. DIR is checked like the others but for `inputs.json`
+(neither tool writes one for this replay), then against what AIPerf wrote for the same run: every
+per-record metric tag and metadata key AIPerf wrote in a phase, every metric object of its
+summary and of its `warmup_metrics`, and its `branch_stats` keys must be in DIR too, with
+AIPerf's units, except the `http_req_*` timings specperf's client does not measure
+(`HTTP_NOT_MEASURED`); the labels must be AIPerf's (each phase's `phase_name` / `phase_index` /
+`profiling_index` / `phase_kind`, `session_num` counting each phase's requests from 0, the
+`source_kind` of each kind of conversation); and the `input_config` fields AIPerf sets for the
+replay must be there with AIPerf's values (paths and the tokenizer's name aside).
+
 A `--speed-bench DIR=CATEGORY` directory is checked like the others and then given to
 `aiperf speed-bench-report`, which must print CATEGORY and an acceptance length equal to the one in
 specperf's `summary.json` (exactly, in AIPerf's own extraction; to its two printed decimals on the
@@ -56,6 +67,40 @@ RECORDS_JSONL = "profile_export.jsonl"
 SERVER_METRICS_JSON = "server_metrics_export.json"
 INPUTS_JSON = "inputs.json"
 OUR_RECORDS = "records.jsonl"
+
+# AIPerf's http_req_* metrics that need its aiohttp trace hooks (pool wait, DNS, TCP/TLS connect,
+# the time the last request byte was written) and the ones built from them: specperf's client
+# (hyper) reports none of those times, so it writes none of these rather than estimate them.
+HTTP_NOT_MEASURED = {
+    "http_req_blocked",
+    "http_req_dns_lookup",
+    "http_req_connecting",
+    "http_req_connection_overhead",
+    "http_req_sending",
+    "http_req_waiting",
+    "http_req_duration",
+    "http_req_total",
+}
+
+# input_config fields AIPerf sets for an AgentX replay that must carry its values (JSON paths).
+AGENTX_INPUT_CONFIG = [
+    ("scenario",),
+    ("unsafe_override",),
+    ("endpoint", "use_server_token_count"),
+    ("endpoint", "streaming"),
+    ("datasets", 0, "type"),
+    ("datasets", 0, "format"),
+    ("datasets", 0, "random_seed"),
+    ("datasets", 0, "trace_idle_gap_cap_seconds"),
+    ("phases", -1, "name"),
+    ("phases", -1, "type"),
+    ("phases", -1, "timing_mode"),
+    ("phases", -1, "concurrency"),
+    ("phases", -1, "duration"),
+    ("phases", -1, "trajectory_start_min_ratio"),
+    ("phases", -1, "trajectory_start_max_ratio"),
+    ("phases", -1, "system_idle_gap_cap_seconds"),
+]
 
 # AIPerf 0.13's per-request spec-decode tags and units (aiperf/metrics/types/spec_decode_metrics.py).
 SPEC_UNITS = {
@@ -462,6 +507,95 @@ def check_sweep(d: Path, fails: Failures) -> None:
         fails.add(d, "aiperf plot", "did not read the sweep as several runs")
 
 
+def _records_by_phase(d: Path) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for line in (d / RECORDS_JSONL).read_text().splitlines():
+        r = json.loads(line)
+        if r.get("error"):
+            continue
+        out.setdefault(r["metadata"].get("benchmark_phase", "profiling"), []).append(r)
+    return out
+
+
+def _conversation_kind(conv: str) -> str:
+    """root, subagent (`::sa:`, its chains included) or flat (a chain split off the root)."""
+    if "::" not in conv:
+        return "root"
+    return "subagent" if conv.split("::", 1)[1].startswith("sa:") else "flat"
+
+
+def _at(doc, path):
+    for k in path:
+        try:
+            doc = doc[k]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return doc
+
+
+def check_agentx_against_aiperf(d: Path, a: Path, fails: Failures) -> None:
+    """What AIPerf 0.13 wrote for the same AgentX replay, specperf must write too."""
+    ours, theirs = _records_by_phase(d), _records_by_phase(a)
+    path = d / RECORDS_JSONL
+    for phase, recs in sorted(theirs.items()):
+        mine = ours.get(phase, [])
+        if not mine:
+            fails.add(path, phase, f"no successful {phase} records (AIPerf wrote {len(recs)})")
+            continue
+        units = lambda rs: {t: m.get("unit") for r in rs for t, m in r["metrics"].items() if isinstance(m, dict)}
+        want, got = units(recs), units(mine)
+        for tag in sorted(set(want) - set(got) - HTTP_NOT_MEASURED):
+            fails.add(path, f"{phase}: metrics.{tag}", "AIPerf writes it for this run, specperf does not")
+        for tag in sorted(set(want) & set(got)):
+            if want[tag] != got[tag]:
+                fails.add(path, f"{phase}: metrics.{tag}.unit", f"{got[tag]!r}, AIPerf writes {want[tag]!r}")
+        keys = lambda rs: {k for r in rs for k, v in r["metadata"].items() if v is not None}
+        for k in sorted(keys(recs) - keys(mine)):
+            fails.add(path, f"{phase}: metadata.{k}", "AIPerf writes it for this run, specperf does not")
+        for k in ("phase_name", "phase_index", "profiling_index", "phase_kind"):
+            w = {json.dumps(r["metadata"].get(k)) for r in recs}
+            g = {json.dumps(r["metadata"].get(k)) for r in mine}
+            if w != g:
+                fails.add(path, f"{phase}: metadata.{k}", f"{sorted(g)}, AIPerf writes {sorted(w)}")
+        nums = sorted(r["metadata"]["session_num"] for r in mine)
+        if nums[0] != 0 or len(set(nums)) != len(nums):
+            fails.add(path, f"{phase}: metadata.session_num",
+                      f"from {nums[0]}, {len(nums) - len(set(nums))} repeated; AIPerf counts each phase's requests from 0")
+        kinds = lambda rs: {(_conversation_kind(r["metadata"]["conversation_id"]), r["metadata"]["source_kind"]) for r in rs}
+        w = dict(kinds(recs))
+        for kind, sk in sorted(kinds(mine)):
+            if kind in w and w[kind] != sk:
+                fails.add(path, f"{phase}: metadata.source_kind", f"{sk!r} for a {kind} conversation, AIPerf writes {w[kind]!r}")
+
+    ps, pa = load_json(d / PROFILE_JSON, fails), load_json(a / PROFILE_JSON, fails)
+    if ps is None or pa is None:
+        return
+    path = d / PROFILE_JSON
+    def objects(doc):
+        return {k: v.get("unit") for k, v in (doc or {}).items() if isinstance(v, dict) and "unit" in v}
+    for where, w, g in (("", objects(pa), objects(ps)),
+                        ("warmup_metrics.", objects(pa.get("warmup_metrics")), objects(ps.get("warmup_metrics")))):
+        for tag in sorted(set(w) - set(g) - HTTP_NOT_MEASURED):
+            fails.add(path, where + tag, "AIPerf writes it for this run, specperf does not")
+        for tag in sorted(set(w) & set(g)):
+            if w[tag] != g[tag]:
+                fails.add(path, f"{where}{tag}.unit", f"{g[tag]!r}, AIPerf writes {w[tag]!r}")
+    if isinstance(pa.get("branch_stats"), dict):
+        missing = set(pa["branch_stats"]) - set(ps.get("branch_stats") or {})
+        if missing:
+            fails.add(path, "branch_stats", f"missing {sorted(missing)}")
+    for field in AGENTX_INPUT_CONFIG:
+        w, g = _at(pa.get("input_config"), field), _at(ps.get("input_config"), field)
+        if w is not None and g != w:
+            loc = "input_config." + ".".join(str(f) for f in field)
+            fails.add(path, loc, f"{g!r}, AIPerf writes {w!r}")
+    if _at(pa, ("input_config", "tokenizer", "name")) and not _at(ps, ("input_config", "tokenizer", "name")):
+        fails.add(path, "input_config.tokenizer.name", "missing")
+    n = sum(len(v) for v in ours.values())
+    print(f"  against AIPerf's own run ({a}): {n} records, {len(objects(ps))} metrics, "
+          f"{len(objects(ps.get('warmup_metrics')))} warmup metrics")
+
+
 def specperf_al(d: Path, fails: Failures) -> float | None:
     summary = load_json(d / "summary.json", fails)
     if summary is None:
@@ -519,6 +653,13 @@ def main() -> int:
         help="a SPEED-Bench run's directory and its category",
     )
     ap.add_argument(
+        "--agentx",
+        action="append",
+        default=[],
+        metavar="DIR=AIPERF_DIR",
+        help="an AgentX replay's directory and AIPerf 0.13's own for the same run",
+    )
+    ap.add_argument(
         "--sweep",
         action="append",
         default=[],
@@ -533,10 +674,16 @@ def main() -> int:
             ap.error(f"--speed-bench {s!r}: expected DIR=CATEGORY, e.g. run-coding=coding")
         d, c = s.rsplit("=", 1)
         speed.append((Path(d), c))
-    dirs = list(args.dirs) + [d for d, _ in speed]
+    agentx = []
+    for s in args.agentx:
+        if "=" not in s:
+            ap.error(f"--agentx {s!r}: expected DIR=AIPERF_DIR")
+        d, a = s.split("=", 1)
+        agentx.append((Path(d), Path(a)))
+    dirs = list(args.dirs) + [d for d, _ in speed] + [d for d, _ in agentx]
     if not dirs and not args.sweep:
         ap.error("no artifact directory given")
-    for d in dirs + args.sweep:
+    for d in dirs + args.sweep + [a for _, a in agentx]:
         if not d.is_dir():
             ap.error(f"{d} is not a directory (give specperf's --artifact-dir)")
 
@@ -547,8 +694,12 @@ def main() -> int:
         check_profile(d, fails)
         n = check_records(d, fails)
         check_server_metrics(d, fails)
-        check_inputs(d, fails)
+        replay = [a for ad, a in agentx if ad == d]
+        if not replay:
+            check_inputs(d, fails)
         check_plot(d, fails)
+        for a in replay:
+            check_agentx_against_aiperf(d, a, fails)
         for sd, cat in speed:
             if sd == d:
                 check_speed_bench(d, cat, fails)

@@ -68,6 +68,11 @@ pub(crate) fn prompt(messages: &[Value], o: &RenderOptions) -> Result<String, En
     o.encoder.render(messages, &o.chat_template_kwargs, None)
 }
 
+/// The output length a body asks for: the sample's own `max_tokens`, else `--osl`.
+pub(crate) fn requested_osl(max_tokens: Option<u32>, o: &RenderOptions) -> Option<u32> {
+    max_tokens.or(o.osl)
+}
+
 /// Builds the JSON body for one request: chat requests carry the messages and the
 /// `chat_template_kwargs` (the server renders); completions requests carry the prompt the
 /// encoder rendered client-side.
@@ -92,7 +97,7 @@ pub(crate) fn body(
             b.insert("prompt".into(), Value::String(prompt(messages, o)?));
         }
     }
-    if let Some(n) = max_tokens.or(o.osl) {
+    if let Some(n) = requested_osl(max_tokens, o) {
         let key = if o.endpoint == EndpointType::Chat && !o.legacy_max_tokens {
             "max_completion_tokens"
         } else {

@@ -79,6 +79,7 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
             .unwrap_or_else(|| "category".to_owned()),
     ));
     summary.agentx_run = cfg.agentx.as_deref().map(|x| x.run_meta());
+    summary.branch_stats = m.branch_stats;
     summary
         .warnings
         .splice(0..0, cfg.warnings.iter().cloned().chain(notes));

@@ -32,6 +32,8 @@ pub(super) struct Measured {
     pub(super) start_unix_s: f64,
     /// What the run itself learnt that the reader should know (AgentX: warmup grace expiry).
     pub(super) warnings: Vec<String>,
+    /// AgentX: what became of the traces' spawns and joins over profiling.
+    pub(super) branch_stats: Option<crate::metrics::BranchStats>,
 }
 
 /// Runs the warmup and profiling phases of a prepared run, feeding every record to the one
@@ -171,8 +173,13 @@ pub(super) async fn run(
         p.profiling_started = Some(Instant::now());
         p.starting = None;
     });
+    let mut branch_stats = None;
     let dispatch = match agentx {
-        Some(replay) => replay.profile().await,
+        Some(replay) => {
+            let (dispatch, branch) = replay.profile().await;
+            branch_stats = Some(branch);
+            dispatch
+        }
         None => {
             run_phase(
                 &ctx,
@@ -210,6 +217,7 @@ pub(super) async fn run(
         warmup,
         start_unix_s: start_unix.as_secs_f64(),
         warnings,
+        branch_stats,
     }
 }
 
@@ -366,6 +374,11 @@ async fn run_session(
         let mut rec = RequestRecord::started(id, sample_index, intended, ctx.clock.now_ns());
         rec.phase = phase;
         rec.turn = turn as u32;
+        let asked = match turn {
+            0 => sample.max_tokens,
+            t => sample.turns[t - 1].max_tokens,
+        };
+        rec.requested_osl = render::requested_osl(asked, &ctx.render).map(u64::from);
         rec.group.clone_from(&sample.group);
         let mut rec = ctx.client.execute(&req, rec, &ctx.clock, requests).await;
         if rec.outcome == Outcome::Cancelled && !stopped.is_cancelled() {

@@ -159,3 +159,70 @@ async fn aiperf_0_13_reads_every_aiperf_named_artifact() {
         ],
     );
 }
+
+/// Issue 27 §3.2–3.4: an AgentX replay by specperf beside AIPerf 0.13's own replay of the same
+/// traces, argv and simulator. AIPerf's models read specperf's files, and everything AIPerf
+/// writes for that run specperf writes too (`--agentx`: per-record tags and metadata, summary
+/// and warmup metrics with their units, `branch_stats`, the replay's `input_config`), with
+/// AIPerf's labels; only the HTTP timings specperf's client does not measure are left out. The
+/// trace idle cap, which AIPerf 0.13's scenario forbids, is named in specperf's warnings.
+#[test]
+fn an_agentx_replay_writes_what_aiperf_0_13_writes_for_the_same_run() {
+    let _machine = crate::common::exclusive();
+    let python = venv_python();
+    let s = sim(specperf::sim::SimConfig {
+        ttft: Duration::from_millis(2),
+        itl: Duration::from_millis(2),
+        ..fast()
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let a_out = tmp.path().join("aiperf");
+    let s_out = tmp.path().join("specperf");
+    let with_cap = |mut v: Vec<String>| {
+        v.extend(["--trace-idle-gap-cap-seconds".into(), "300".into()]);
+        v
+    };
+    let tok = crate::common::aiperf_tokenizer_dir(tmp.path());
+    // Not HF_HUB_OFFLINE: AIPerf 0.13 then reads a local tokenizer path as a hub id and fails.
+    let mut child = Command::new(python.with_file_name("aiperf"))
+        .arg("profile")
+        .args(with_cap(crate::common::agentx_argv(
+            &s.url(),
+            &a_out,
+            12,
+            &tok,
+        )))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let st = wait_exit(&mut child, scaled(Duration::from_secs(240)));
+    assert!(st.success(), "aiperf profile exited {st}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
+        .arg("profile")
+        .args(with_cap(crate::common::agentx_argv(
+            &s.url(),
+            &s_out,
+            12,
+            &crate::common::tokenizer_path(),
+        )))
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "specperf profile: {stderr}");
+    assert!(
+        stderr.contains("--trace-idle-gap-cap-seconds 300: AIPerf 0.13's scenario forbids it"),
+        "{stderr}"
+    );
+
+    conformance(
+        &python,
+        tmp.path(),
+        &[
+            "--agentx".into(),
+            format!("{}={}", s_out.display(), a_out.display()).into(),
+        ],
+    );
+}

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use crate::common::{config, fast, records, replay_at, replay_err, self_signed, sim};
+use crate::common::{
+    config, fast, records, replay_at, replay_err, self_signed, sim, Replay, Replayed,
+};
 use specperf::sim::SimConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,4 +122,81 @@ async fn unreachable_server_without_a_model_is_not_ready_and_with_one_is_connect
     let out = replay_at(&url, d, "--model m --request-count 5").await;
     assert_eq!(out.summary.counts.failed_by_kind["connect"], 5);
     assert_eq!(specperf::exit_code(&out, 0.05), 1);
+}
+
+/// Issue 27 §3.3: what the HTTP exchange measured goes in each record and, under AIPerf 0.13's
+/// `http_req_*` tags and units, in `profile_export.jsonl`, beside the server's `usage.total_tokens`
+/// and the output length asked for (its `usage_*` and `osl_mismatch_diff_pct`). One lane: after
+/// the first request, each goes out on the kept-alive connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_record_carries_its_http_exchange_and_the_servers_usage() {
+    let Replayed { out, dir } = Replay::sim(fast())
+        .args("--concurrency 1 --request-count 4 --osl 16")
+        .run()
+        .await;
+    assert_eq!(out.summary.counts.success, 4);
+    let mut recs = dir.records();
+    recs.sort_by_key(|r| r["id"].as_u64());
+    for (i, r) in recs.iter().enumerate() {
+        let h = &r["http"];
+        if i > 0 {
+            assert_eq!(h["connection_reused"], true, "request {i}: {h}");
+        }
+        assert!(h["bytes_sent"].as_u64().unwrap() > 100, "{h}");
+        assert_eq!(h["frames_received"], r["reads"], "one frame per body read");
+        assert!(h["bytes_received"].as_u64() >= h["frames_received"].as_u64());
+        assert!(h["first_frame_ns"].as_u64() <= h["last_frame_ns"].as_u64());
+        assert!(h["first_frame_ns"].as_u64() >= r["headers_ns"].as_u64());
+        let (p, c) = (r["prompt_tokens"].as_u64(), r["completion_tokens"].as_u64());
+        assert_eq!(r["total_tokens"].as_u64(), Some(p.unwrap() + c.unwrap()));
+        assert_eq!(r["requested_osl"], 16);
+    }
+    let lines = dir.profile_export();
+    assert_eq!(lines.len(), 4);
+    for (rec, line) in recs.iter().zip(lines.iter().map(|l| &l["metrics"])) {
+        let h = &rec["http"];
+        let m = |tag: &str| {
+            let v = &line[tag];
+            (v["value"].as_f64().unwrap(), v["unit"].as_str().unwrap())
+        };
+        let f = |v: &serde_json::Value| v.as_f64().unwrap();
+        assert_eq!(
+            m("http_req_chunks_received"),
+            (f(&h["frames_received"]), "count")
+        );
+        assert_eq!(m("http_req_chunks_sent"), (1.0, "count"));
+        let reused = f64::from(u8::from(h["connection_reused"] == true));
+        assert_eq!(m("http_req_connection_reused"), (reused, "ratio"));
+        assert_eq!(
+            m("http_req_data_sent"),
+            (f(&h["bytes_sent"]) / 1024.0, "KB")
+        );
+        assert_eq!(
+            m("http_req_data_received"),
+            (f(&h["bytes_received"]) / 1024.0, "KB")
+        );
+        let span = f(&h["last_frame_ns"]) - f(&h["first_frame_ns"]);
+        assert_eq!(m("http_req_receiving"), (span / 1e6, "ms"));
+        let osl = f(&rec["completion_tokens"]);
+        assert_eq!(m("usage_completion_tokens"), (osl, "tokens"));
+        assert_eq!(m("usage_total_tokens"), (f(&rec["total_tokens"]), "tokens"));
+        assert_eq!(
+            m("osl_mismatch_diff_pct"),
+            ((osl - 16.0) / 16.0 * 100.0, "%")
+        );
+        // Not measured by specperf's client, so not written (AIPerf writes none either without
+        // its aiohttp trace): pool wait, DNS, connect, send and first-byte times.
+        for tag in [
+            "http_req_blocked",
+            "http_req_dns_lookup",
+            "http_req_connecting",
+            "http_req_sending",
+            "http_req_waiting",
+            "http_req_duration",
+            "http_req_total",
+            "http_req_connection_overhead",
+        ] {
+            assert!(line.get(tag).is_none(), "{tag} is not measured");
+        }
+    }
 }

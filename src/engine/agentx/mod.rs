@@ -57,6 +57,7 @@ use crate::agentx::snapshot::{self, Snapshot, StreamState};
 use crate::agentx::Trace;
 use crate::client::{Client, Clock, Prepared};
 use crate::config::AgentxSettings;
+use crate::metrics::BranchStats;
 use crate::record::{Outcome, Phase, RequestRecord, SessionMeta};
 use crate::schedule::DispatchStats;
 use crate::stop::{StopReason, Stopper};
@@ -187,6 +188,8 @@ struct Shared {
     progress: Option<Arc<watch::Sender<crate::progress::Progress>>>,
     /// Idle-cap jumps, for the report.
     jumps: AtomicU64,
+    /// Spawns and joins over profiling (`profile_export_aiperf.json`'s `branch_stats`).
+    branch: Mutex<BranchStats>,
 }
 
 /// Idle bookkeeping of the system or of one tree, and its clock skip.
@@ -322,6 +325,7 @@ impl Replay {
             live: Mutex::new((0, 0)),
             issued: AtomicU64::new(0),
             jumps: AtomicU64::new(0),
+            branch: Mutex::new(BranchStats::default()),
         });
         let shared = if shared.benchmark_id.is_empty() {
             let bid = shared.uuid();
@@ -448,14 +452,26 @@ impl Replay {
             let mut handles = Vec::with_capacity(lanes.len());
             for l in lanes {
                 let (sh, expired, per_lane) = (sh.clone(), expired.clone(), per_lane.clone());
-                handles.push(tokio::spawn(async move {
-                    sh.per_lane_warmup(l, quota, &expired, &per_lane).await
-                }));
+                let lane = l.tree.lane;
+                handles.push((
+                    lane,
+                    tokio::spawn(
+                        async move { sh.per_lane_warmup(l, quota, &expired, &per_lane).await },
+                    ),
+                ));
             }
             let mut out = Vec::with_capacity(handles.len());
-            for h in handles {
-                if let Ok(Some(l)) = h.await {
-                    out.push(l);
+            for (lane, h) in handles {
+                match h.await {
+                    Ok(Some(l)) => out.push(l),
+                    // The warmup drained the lane's tree: the lane starts profiling with the
+                    // next root, from turn 0, as a drained tree recycles during profiling (it
+                    // was dropped, and with every lane drained profiling sent nothing).
+                    _ => {
+                        if let Some((tree, snap)) = sh.recycle(lane) {
+                            out.push(LaneStart { tree, snap });
+                        }
+                    }
                 }
             }
             out
@@ -481,11 +497,12 @@ impl Replay {
     }
 
     /// The profiling phase: every lane's tree from its snapshot, recycled as trees drain, until
-    /// the duration (then `grace` for what is in flight, then cancel) or a stop.
-    pub(crate) async fn profile(self) -> DispatchStats {
+    /// the duration (then `grace` for what is in flight, then cancel) or a stop. Returns what
+    /// was dispatched and what became of the spawns and joins.
+    pub(crate) async fn profile(self) -> (DispatchStats, BranchStats) {
         let sh = self.shared;
         if sh.stop.token().is_cancelled() {
-            return DispatchStats::default();
+            return (DispatchStats::default(), BranchStats::default());
         }
         if let Some(d) = sh.duration {
             let (t, end) = (sh.no_new_turns.clone(), Instant::now() + d);
@@ -519,10 +536,12 @@ impl Replay {
         }
         done.cancel();
         let _ = monitor.await;
-        DispatchStats {
+        let dispatch = DispatchStats {
             issued: sh.issued.load(Relaxed),
             ..DispatchStats::default()
-        }
+        };
+        let branch = *lock(&sh.branch);
+        (dispatch, branch)
     }
 }
 
@@ -757,6 +776,10 @@ impl Shared {
         };
         let now = self.tree_now(&tree);
         for s in &snap.states {
+            if s.conv != ConvRef::Root {
+                // Live at t*: started here, as AIPerf seeds it.
+                self.branched(|b| b.children_spawned += 1);
+            }
             let first = if s.waiting_on_children {
                 First::Join
             } else {
@@ -825,6 +848,9 @@ impl Shared {
         let turns = &trace.conversation(conv).turns;
         let mut first = Some(first);
         let mut failed = false;
+        // A child's end, for the branch counts: its last response, and whether an overflow
+        // ended it.
+        let (mut last_ok, mut overflowed) = (None, false);
         while k < turns.len() {
             let turn = &turns[k];
             // Decided as the previous turn returns (AIPerf 0.13's `_maybe_suspend_parent`): a
@@ -833,6 +859,16 @@ impl Shared {
             let blocked = conv == ConvRef::Root && self.joins_pending(&tree, &turn.joins);
             let gated = conv == ConvRef::Root
                 && turn.joins.iter().any(|b| lock(&tree.gates).contains_key(b));
+            // A root turn that waits at its join for children still running (AIPerf's
+            // suspended parent), from the t* snapshot or as its previous turn returned.
+            let suspended = match &first {
+                Some(First::Join) => true,
+                Some(First::At(_)) => false,
+                None => blocked,
+            };
+            if suspended {
+                self.branched(|b| b.parents_suspended += 1);
+            }
             let due = match first.take() {
                 Some(First::At(d)) => Some(d),
                 Some(First::Join) => None,
@@ -847,10 +883,21 @@ impl Shared {
                 }
             }
             if gated && !self.wait_joins(&tree, &turn.joins).await {
+                if !self.no_new_turns.is_cancelled() {
+                    self.branched(|b| b.parents_failed_due_to_child_error += 1);
+                } else if suspended {
+                    self.branched(|b| b.joins_suppressed += 1);
+                }
                 break;
             }
             if !self.wait_after(&tree, turn).await || self.no_new_turns.is_cancelled() {
+                if suspended {
+                    self.branched(|b| b.joins_suppressed += 1);
+                }
                 break;
+            }
+            if suspended {
+                self.branched(|b| b.parents_resumed += 1);
             }
             if conv == ConvRef::Root {
                 // A branch that started before its spawning turn's recorded end overlapped it in
@@ -874,6 +921,8 @@ impl Shared {
                 .send(&tree, conv, k, Phase::Profiling, None, &self.requests)
                 .await;
             failed |= !r.ok;
+            last_ok = Some(r.ok);
+            overflowed = r.overflow;
             tree.progress[ci(conv)].send_replace(k + 1);
             if r.cancelled {
                 break;
@@ -898,6 +947,13 @@ impl Shared {
                 }
             }
             ConvRef::Child(c) => {
+                // AIPerf's child outcomes: its final turn answered (or failed), or it was cut short.
+                self.branched(|s| match (k >= turns.len(), last_ok) {
+                    (true, Some(false)) => s.children_errored += 1,
+                    (true, _) => s.children_completed += 1,
+                    (false, _) if overflowed => s.children_errored += 1,
+                    (false, _) => s.children_truncated += 1,
+                });
                 let b = trace.children[c].subagent_branch();
                 if let Some(g) = lock(&tree.gates).get(&b) {
                     g.send_modify(|g| {
@@ -944,12 +1000,22 @@ impl Shared {
                         .as_ref()
                         .map_or(0.0, |s| s.first_turn_offset_ms),
                 };
+                self.branched(|b| {
+                    b.children_spawned += 1;
+                    // Its first turn waits for its recorded offset from the spawn.
+                    b.children_delayed += u64::from(off > 0.0);
+                });
                 let (sh, t) = (self.clone(), tree.clone());
                 let first = First::At(now + (off.max(0.0) * 1e6) as u64);
                 tree.tracker
                     .spawn(async move { sh.stream(t, ConvRef::Child(c), 0, first).await });
             }
         }
+    }
+
+    /// Updates the branch counts.
+    fn branched(&self, f: impl FnOnce(&mut BranchStats)) {
+        f(&mut lock(&self.branch));
     }
 
     /// Whether a child of any of `joins` is still live (its gate not yet satisfied).

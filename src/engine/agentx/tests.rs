@@ -86,6 +86,8 @@ struct Run {
     bodies: Vec<Value>,
     stop: Stopper,
     warmup: WarmupStats,
+    /// What profiling did with the spawns and joins.
+    branch: BranchStats,
 }
 
 async fn run(
@@ -150,10 +152,10 @@ async fn run_only(
     });
     let bounded = async {
         let warmup = replay.warmup().await;
-        replay.profile().await;
-        warmup
+        let (_, branch) = replay.profile().await;
+        (warmup, branch)
     };
-    let warmup = tokio::time::timeout(Duration::from_secs(60), bounded)
+    let (warmup, branch) = tokio::time::timeout(Duration::from_secs(60), bounded)
         .await
         .expect("the replay ends");
     let records = collect.await.unwrap();
@@ -162,6 +164,7 @@ async fn run_only(
         bodies: sim.requests(),
         stop,
         warmup,
+        branch,
     }
 }
 
@@ -408,6 +411,32 @@ async fn warmup_requests_per_lane_continue_the_tree_then_hand_off() {
             "{turns:?}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_whose_tree_drains_in_warmup_profiles_a_recycled_tree() {
+    // InferenceX's default --warmup-requests-per-lane 10 is more than any fixture tree holds
+    // (5 to 9 requests): every lane's tree drained in warmup, the lanes were dropped, and
+    // profiling sent nothing. Each lane now starts profiling with the next root.
+    let sim = sim(Vec::new(), 1);
+    let mut s = settings((0.0, 0.0));
+    s.warmup_requests_per_lane = 10;
+    let r = run(
+        &sim,
+        s,
+        3,
+        Some(Duration::from_secs(2)),
+        Some(Duration::from_secs(5)),
+    )
+    .await;
+    assert_eq!(r.stop.reason(), None);
+    let lanes: BTreeSet<usize> = r
+        .records
+        .iter()
+        .filter(|x| x.phase == Phase::Profiling)
+        .map(|x| meta(x).lane)
+        .collect();
+    assert_eq!(lanes, BTreeSet::from([0, 1, 2]), "every lane profiles");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -815,4 +844,45 @@ async fn records_carry_aiperf_source_kinds_phase_session_numbers_and_requested_l
         .iter()
         .filter(|x| x.phase == Phase::Warmup)
         .all(|x| x.requested_osl == Some(1)));
+}
+
+/// Issue 27 §3.3: the branch counts agree with the records. Every spawned child ends one way
+/// (completed, errored or cut short by the end of the run); every suspended parent resumes or
+/// has its join suppressed; a child counts as completed exactly when its last turn answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn branch_stats_account_for_every_child_and_suspended_parent() {
+    let sim = sim(Vec::new(), 1);
+    let s = settings((0.25, 0.75));
+    let traces = load(&s.input, &s.load).unwrap().traces;
+    let r = run(&sim, s, 3, Some(Duration::from_secs(6)), None).await;
+    let b = r.branch;
+    assert!(b.children_spawned > 0 && b.parents_suspended > 0, "{b:?}");
+    assert_eq!(
+        b.children_spawned,
+        b.children_completed + b.children_errored + b.children_truncated,
+        "{b:?}"
+    );
+    assert_eq!(
+        b.parents_suspended,
+        b.parents_resumed + b.joins_suppressed + b.parents_failed_due_to_child_error,
+        "{b:?}"
+    );
+    assert!(b.children_delayed <= b.children_spawned);
+    assert_eq!((b.graphs_admitted, b.graphs_completed_to_end), (0, 0));
+    // Completed children, from the records: a profiling success of a child's last turn.
+    let last_turn: HashMap<&str, usize> = traces
+        .iter()
+        .flat_map(|t| t.children.iter())
+        .map(|c| (c.session_id.as_str(), c.turns.len() - 1))
+        .collect();
+    let completed = r
+        .records
+        .iter()
+        .filter(|x| x.phase == Phase::Profiling && x.outcome == Outcome::Success)
+        .filter(|x| {
+            let m = meta(x);
+            last_turn.get(m.conversation_id.as_str()) == Some(&(x.turn as usize))
+        })
+        .count() as u64;
+    assert_eq!(b.children_completed, completed, "{b:?}");
 }
