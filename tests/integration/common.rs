@@ -757,3 +757,28 @@ pub(crate) fn aiperf_tokenizer_dir(dir: &Path) -> std::path::PathBuf {
     .unwrap();
     tok
 }
+
+/// A bare HTTP/1.0 exchange with a loopback URL: status and body.
+pub(crate) fn http(url: &str, method: &str, body: Option<&str>) -> Option<(u16, String)> {
+    let rest = url.strip_prefix("http://")?;
+    let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    let body = body.unwrap_or("");
+    let req = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    use std::io::{Read, Write};
+    s.write_all(req.as_bytes()).ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    Some((
+        head.split_whitespace().nth(1)?.parse().ok()?,
+        body.to_owned(),
+    ))
+}

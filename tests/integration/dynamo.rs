@@ -6,7 +6,6 @@
 //! or its own request trace; nothing of the deployment may listen or connect off loopback.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -18,7 +17,7 @@ use serde_json::Value;
 use specperf::scrape::prom::{self, Format};
 use specperf::{Progress, RunOutcome, Stopper};
 
-use crate::common::{config, read_json, scaled, tokenizer_path, wait_exit, Backlog};
+use crate::common::{config, http, read_json, scaled, tokenizer_path, wait_exit, Backlog};
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
 
@@ -163,30 +162,6 @@ impl Drop for Dynamo {
     }
 }
 
-/// A bare HTTP/1.0 exchange with a loopback URL: status and body.
-fn http(url: &str, method: &str, body: Option<&str>) -> Option<(u16, String)> {
-    let rest = url.strip_prefix("http://")?;
-    let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let path = if path.is_empty() { "/" } else { path };
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    let body = body.unwrap_or("");
-    let req = format!(
-        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).ok()?;
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).ok()?;
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    Some((
-        head.split_whitespace().nth(1)?.parse().ok()?,
-        body.to_owned(),
-    ))
-}
-
 /// One /metrics page: each sample as `name{labels}` (labels sorted) with its value.
 struct Samples(BTreeMap<String, f64>);
 
@@ -245,29 +220,13 @@ fn page(url: &str) -> Samples {
     )
 }
 
-/// A streaming chat request that keeps a slot of the deployment busy (4,000 tokens at the
+/// A streaming chat request (through the shared [`crate::common::held_stream`]; Dynamo ignores
+/// its simulator fault header) that keeps a slot of the deployment busy (4,000 tokens at the
 /// mocker's ~6 ms each) until the returned socket is dropped; read up to its first token.
 fn held_stream(d: &Dynamo) -> TcpStream {
-    let addr = d.url.strip_prefix("http://").unwrap();
     let body = serde_json::json!({"model": d.model, "stream": true, "max_tokens": 4000,
-        "messages": [{"role": "user", "content": "Count from one to one thousand in words."}]})
-    .to_string();
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let req = format!(
-        "POST /v1/chat/completions HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&seen).contains("data: ") {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "closed before the first token");
-        seen.extend_from_slice(&buf[..n]);
-    }
-    s
+        "messages": [{"role": "user", "content": "Count from one to one thousand in words."}]});
+    crate::common::held_stream(&d.url, &body)
 }
 
 // ---- Loopback: every socket of the deployment, from /proc ----

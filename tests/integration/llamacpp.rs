@@ -4,8 +4,6 @@
 //! the server's own counters say over the same window.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -172,24 +170,9 @@ impl Llama {
     }
 }
 
-/// A bare HTTP/1.0 exchange on loopback: status and body.
+/// [`crate::common::http`] on a path of the server's base URL.
 fn http(url: &str, method: &str, path: &str, body: Option<&str>) -> Option<(u16, String)> {
-    let addr = url.strip_prefix("http://")?;
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    let body = body.unwrap_or("");
-    let req = format!(
-        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).ok()?;
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).ok()?;
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, body.to_owned()))
+    crate::common::http(&format!("{url}{path}"), method, body)
 }
 
 fn get(url: &str, path: &str) -> Option<(u16, String)> {
