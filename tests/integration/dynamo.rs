@@ -882,53 +882,19 @@ fn the_gate_on_the_mocker_skips_with_no_counters() {
 
 // ---- AgentX ----
 
-/// InferenceX's AgentX argv (`build_replay_cmd`) against `d`, on the fixture traces, short.
+/// InferenceX's AgentX argv ([`crate::common::agentx_argv`], 10 s) against `d`, with the
+/// deployment's model name and every worker's page as --server-metrics.
 fn agentx_argv(d: &Dynamo, out: &Path, extra: &[&str]) -> Vec<String> {
-    let traces = root().join("tests/fixtures/agentx/traces");
-    let mut a: Vec<String> = [
-        "profile",
-        "--scenario",
-        "inferencex-agentx-mvp",
-        "--url",
+    let mut a = vec!["profile".to_string()];
+    a.extend(crate::common::agentx_argv(
         &d.url,
-        "--endpoint",
-        "/v1/chat/completions",
-        "--endpoint-type",
-        "chat",
-        "--streaming",
-        "--model",
-        &d.model,
-        "--concurrency",
-        "3",
-        "--benchmark-duration",
-        "10",
-        "--random-seed",
-        "42",
-        "--failed-request-threshold",
-        "0.25",
-        "--trajectory-start-min-ratio",
-        "0.5",
-        "--trajectory-start-max-ratio",
-        "0.5",
-        "--warmup-grace-period",
-        "60",
-        "--use-server-token-count",
-        "--no-gpu-telemetry",
-        "--tokenizer-trust-remote-code",
-        "--slice-duration",
-        "1.0",
-        "--unsafe-override",
-        "--system-idle-gap-cap-seconds",
-        "2",
-        "--custom-dataset-type",
-        "weka_trace",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    a.extend(["--input-file".into(), traces.display().to_string()]);
-    a.extend(["--tokenizer".into(), tokenizer_path().display().to_string()]);
-    a.extend(["--output-artifact-dir".into(), out.display().to_string()]);
+        out,
+        10,
+        &tokenizer_path(),
+    ));
+    if let Some(i) = a.iter().position(|x| x == "--model") {
+        a[i + 1].clone_from(&d.model);
+    }
     a.push("--server-metrics".into());
     a.extend(d.workers.iter().cloned());
     a.extend(extra.iter().map(|s| s.to_string()));
