@@ -219,7 +219,19 @@ pub(super) async fn check_session_control(
         .iter()
         .any(|f| text.to_ascii_lowercase().contains(f));
     if (400..500).contains(&status) && names_field {
-        let answer: String = text.trim().chars().take(300).collect();
+        // Whole words, up to ~600 characters (Dynamo lists every field it knows after the one
+        // it refused; the list is cut, not the sentence that names the field).
+        let mut answer = String::new();
+        for w in text.split_whitespace() {
+            if answer.len() + w.len() > 600 {
+                answer.push_str(" …");
+                break;
+            }
+            if !answer.is_empty() {
+                answer.push(' ');
+            }
+            answer.push_str(w);
+        }
         return Err(EngineError::SessionControl {
             url: uri.to_string(),
             status,
