@@ -6,9 +6,9 @@
 //!
 //! ```text
 //!  Replay::new   lane i: trace i mod n, seeded t*, snapshot (agentx::snapshot)
-//!  warmup        primers (turn next-1, max_tokens 1) spread so every lane reaches t* together,
+//!  warmup.rs     primers (turn next-1, max_tokens 1) spread so every lane reaches t* together,
 //!                then --warmup-requests-per-lane N more per lane; grace bounds both
-//!  profile       per tree: one task per live stream (tokio timers, no thread, no polling);
+//!  profile       (here) per tree: one task per live stream (tokio timers, no thread, no polling);
 //!                children spawned when their parent turn returns, joins wait on gates;
 //!                a lane recycles with the next root when its whole tree drains
 //! ```
@@ -27,14 +27,21 @@
 //! * Without `--benchmark-duration` every lane replays its first tree once and the phase ends
 //!   when they drain (AIPerf's scenario always has a duration).
 //!
-//! Time: every timer is a due instant on its tree's *virtual* clock, `real + system skip + tree
+//! Files: this one holds the lanes, trees and streams; `warmup.rs` the warmup and its hand-off;
+//! `clock.rs` the virtual clocks and idle monitors (below both); `wire.rs` the request body.
+//!
+//! Time (`clock.rs`): every timer is a due instant on its tree's *virtual* clock, `real + system skip + tree
 //! skip`. The idle caps move a clock forward (all pending timers of the system, or of one tree,
 //! shift by the same amount) and wake the sleepers, which recompute their real deadline; nothing
 //! polls. Memory: a tree holds its prompt state per conversation, one correlation id each and a
 //! few small maps; a stream is one tokio task (a few hundred bytes) plus its request while one is
 //! in flight.
 
+mod clock;
+mod warmup;
 mod wire;
+
+use clock::{system_idle_monitor, tree_idle_monitor, Idle};
 
 #[cfg(test)]
 mod tests;
@@ -47,13 +54,13 @@ use std::time::Duration;
 use http::Uri;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::agentx::prompt::{ConvRef, Message, PromptSynth, StreamPrompts};
-use crate::agentx::snapshot::{self, Snapshot, StreamState};
+use crate::agentx::snapshot::{self, Snapshot};
 use crate::agentx::Trace;
 use crate::client::{Client, Clock, Prepared};
 use crate::config::AgentxSettings;
@@ -192,46 +199,6 @@ struct Shared {
     branch: Mutex<BranchStats>,
 }
 
-/// Idle bookkeeping of the system or of one tree, and its clock skip.
-struct Idle {
-    in_flight: AtomicUsize,
-    last_return: Mutex<Instant>,
-    /// Any request start or return.
-    activity: Notify,
-    /// Virtual-clock skip, ns.
-    skip_ns: AtomicU64,
-    /// The skip moved: sleepers recompute.
-    moved: Notify,
-}
-
-impl Idle {
-    fn new(now: Instant) -> Idle {
-        Idle {
-            in_flight: AtomicUsize::new(0),
-            last_return: Mutex::new(now),
-            activity: Notify::new(),
-            skip_ns: AtomicU64::new(0),
-            moved: Notify::new(),
-        }
-    }
-
-    fn started(&self) {
-        self.in_flight.fetch_add(1, Relaxed);
-        self.activity.notify_waiters();
-    }
-
-    fn returned(&self) {
-        *lock(&self.last_return) = Instant::now();
-        self.in_flight.fetch_sub(1, Relaxed);
-        self.activity.notify_waiters();
-    }
-
-    fn skip(&self, by: Duration) {
-        self.skip_ns.fetch_add(by.as_nanos() as u64, Relaxed);
-        self.moved.notify_waiters();
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -358,144 +325,6 @@ impl Replay {
         Replay { shared, lanes }
     }
 
-    /// Primers, then `--warmup-requests-per-lane`, bounded by the warmup grace. A root warmup
-    /// request that fails (or is cancelled other than by the grace) stops the run
-    /// ([`StopReason::WarmupFailed`]).
-    pub(crate) async fn warmup(&mut self) -> WarmupStats {
-        let sh = &self.shared;
-        let expired = sh.requests.child_token();
-        let cap_ms = sh.settings.trace_idle_cap.map(|d| d.as_secs_f64() * 1e3);
-        let lead = |l: &LaneStart, s: &StreamState| -> Option<f64> {
-            let p = s.primer()?;
-            let ts = l.tree.trace.conversation(s.conv).turns[p].timestamp_ms;
-            let lead = (l.snap.t_star_ms - ts).max(0.0);
-            Some(cap_ms.map_or(lead, |c| lead.min(c)))
-        };
-        let max_lead = self
-            .lanes
-            .iter()
-            .flat_map(|l| l.snap.states.iter().filter_map(|s| lead(l, s)))
-            .fold(0.0f64, f64::max);
-        let start = Instant::now();
-        let tasks = TaskTracker::new();
-        let primers = Arc::new(AtomicU64::new(0));
-        // The spread is long when one lane's t* is far past its primer (a 400 s recorded gap):
-        // the whole-system idle cap applies to the primer timers as to every other timer (AIPerf
-        // sends the next primer at most 10 s after the last return when nothing is in flight).
-        let clock = Arc::new(Idle::new(start));
-        let pending: Arc<Mutex<BTreeMap<u64, usize>>> = Arc::default();
-        let done = CancellationToken::new();
-        let monitor = {
-            let (sh, clock, pending, done) =
-                (sh.clone(), clock.clone(), pending.clone(), done.clone());
-            tokio::spawn(async move {
-                let earliest = || {
-                    let due = lock(&pending).keys().next().copied()?;
-                    let skip = clock.skip_ns.load(Relaxed);
-                    Some(start + Duration::from_nanos(due.saturating_sub(skip)))
-                };
-                let cap = sh.settings.system_idle_cap;
-                idle_loop(&sh.idle, &clock, cap, &done, earliest, &sh.jumps).await;
-            })
-        };
-        for l in &self.lanes {
-            for s in &l.snap.states {
-                let (Some(p), Some(ld)) = (s.primer(), lead(l, s)) else {
-                    continue;
-                };
-                let due = ((max_lead - ld) * 1e6) as u64;
-                *lock(&pending).entry(due).or_default() += 1;
-                let (sh, tree, conv, expired, primers, clock, pending) = (
-                    sh.clone(),
-                    l.tree.clone(),
-                    s.conv,
-                    expired.clone(),
-                    primers.clone(),
-                    clock.clone(),
-                    pending.clone(),
-                );
-                tasks.spawn(async move {
-                    let fired = {
-                        let _timer = Unregister(&pending, due);
-                        loop {
-                            let moved = clock.moved.notified();
-                            let skip = clock.skip_ns.load(Relaxed);
-                            let at = start + Duration::from_nanos(due.saturating_sub(skip));
-                            tokio::select! {
-                                _ = tokio::time::sleep_until(at) => break true,
-                                _ = moved => continue,
-                                _ = expired.cancelled() => break false,
-                            }
-                        }
-                    };
-                    if !fired {
-                        return;
-                    }
-                    primers.fetch_add(1, Relaxed);
-                    let r = sh
-                        .send(&tree, conv, p, Phase::Warmup, Some(1), &expired)
-                        .await;
-                    sh.warmup_result(conv, &r, &expired);
-                });
-            }
-        }
-        tasks.close();
-        let per_lane = Arc::new(AtomicU64::new(0));
-        let quota = sh.settings.warmup_requests_per_lane;
-        let grace = sh.settings.warmup_grace;
-        let lanes = std::mem::take(&mut self.lanes);
-        let work = async {
-            tasks.wait().await;
-            if quota == 0 || sh.stop.token().is_cancelled() {
-                return lanes;
-            }
-            let mut handles = Vec::with_capacity(lanes.len());
-            for l in lanes {
-                let (sh, expired, per_lane) = (sh.clone(), expired.clone(), per_lane.clone());
-                let lane = l.tree.lane;
-                handles.push((
-                    lane,
-                    tokio::spawn(
-                        async move { sh.per_lane_warmup(l, quota, &expired, &per_lane).await },
-                    ),
-                ));
-            }
-            let mut out = Vec::with_capacity(handles.len());
-            for (lane, h) in handles {
-                match h.await {
-                    Ok(Some(l)) => out.push(l),
-                    // The warmup drained the lane's tree: the lane starts profiling with the
-                    // next root, from turn 0, as a drained tree recycles during profiling (it
-                    // was dropped, and with every lane drained profiling sent nothing).
-                    _ => {
-                        if let Some((tree, snap)) = sh.recycle(lane) {
-                            out.push(LaneStart { tree, snap });
-                        }
-                    }
-                }
-            }
-            out
-        };
-        tokio::pin!(work);
-        let mut grace_expired = false;
-        let lanes = tokio::select! {
-            l = &mut work => l,
-            _ = tokio::time::sleep(grace) => {
-                grace_expired = true;
-                expired.cancel();
-                work.await
-            }
-        };
-        done.cancel();
-        let _ = monitor.await;
-        self.lanes = lanes;
-        WarmupStats {
-            primers: primers.load(Relaxed),
-            per_lane: per_lane.load(Relaxed),
-            grace_expired,
-        }
-    }
-
     /// The profiling phase: every lane's tree from its snapshot, recycled as trees drain, until
     /// the duration (then `grace` for what is in flight, then cancel) or a stop. Returns what
     /// was dispatched and what became of the spawns and joins.
@@ -595,105 +424,6 @@ impl Shared {
             marker,
             trace,
         })
-    }
-
-    /// A root warmup failure stops the run; the grace's own cancel does not.
-    fn warmup_result(&self, conv: ConvRef, r: &Sent, expired: &CancellationToken) {
-        if conv == ConvRef::Root && !r.ok && !expired.is_cancelled() {
-            self.stop.stop(StopReason::WarmupFailed);
-        }
-    }
-
-    /// `--warmup-requests-per-lane` for one lane (spec §3.3; the rule for open question 2):
-    /// the lane sends `quota` requests one after another, each the pending turn with the
-    /// earliest recorded start among its live streams (a root join turn only once the branch's
-    /// children have no turn left), idle delays removed, `max_tokens` 1. Every request counts,
-    /// root or subagent; a root turn that spawns adds its children at turn 0. A tree that drains
-    /// first ends the lane's quota early. Handoff: the lane's snapshot is taken at the earliest
-    /// pending turn, which then starts profiling at once; the others keep their recorded spacing
-    /// from it. `None` when the tree drained (the lane starts profiling with a recycled tree).
-    async fn per_lane_warmup(
-        self: &Arc<Self>,
-        mut l: LaneStart,
-        quota: u32,
-        expired: &CancellationToken,
-        sent: &AtomicU64,
-    ) -> Option<LaneStart> {
-        let trace = l.tree.trace.clone();
-        let mut states: Vec<StreamState> = l.snap.states.clone();
-        let mut spawned: HashSet<usize> = l.snap.spawned_branches.iter().copied().collect();
-        let ts = |s: &StreamState| trace.conversation(s.conv).turns[s.next].timestamp_ms;
-        for _ in 0..quota {
-            if expired.is_cancelled() || self.stop.token().is_cancelled() {
-                break;
-            }
-            let blocked = |s: &StreamState| {
-                s.conv == ConvRef::Root
-                    && trace.root.turns[s.next].joins.iter().any(|&b| {
-                        states.iter().any(|o| {
-                            matches!(o.conv, ConvRef::Child(c) if trace.branches[b].children.contains(&c))
-                        })
-                    })
-            };
-            let Some(pick) = (0..states.len())
-                .filter(|&i| !blocked(&states[i]))
-                .min_by(|&a, &b| ts(&states[a]).total_cmp(&ts(&states[b])))
-            else {
-                break;
-            };
-            let (conv, k) = (states[pick].conv, states[pick].next);
-            sent.fetch_add(1, Relaxed);
-            let r = self
-                .send(&l.tree, conv, k, Phase::Warmup, Some(1), expired)
-                .await;
-            self.warmup_result(conv, &r, expired);
-            let turns = &trace.conversation(conv).turns;
-            if conv == ConvRef::Root {
-                for &b in &turns[k].spawns {
-                    if spawned.insert(b) {
-                        for &c in &trace.branches[b].children {
-                            states.push(StreamState {
-                                conv: ConvRef::Child(c),
-                                next: 0,
-                                next_dispatch_offset_ms: 0.0,
-                                waiting_on_children: false,
-                            });
-                        }
-                    }
-                }
-            }
-            states[pick].next += 1;
-            if states[pick].next >= turns.len() {
-                states.remove(pick);
-            }
-        }
-        if states.is_empty() {
-            return None;
-        }
-        let t0 = states.iter().map(ts).fold(f64::INFINITY, f64::min);
-        let live_children: Vec<usize> = states
-            .iter()
-            .filter_map(|s| match s.conv {
-                ConvRef::Child(c) => Some(c),
-                ConvRef::Root => None,
-            })
-            .collect();
-        for s in &mut states {
-            s.next_dispatch_offset_ms = ts(s) - t0;
-            s.waiting_on_children = s.conv == ConvRef::Root
-                && trace.root.turns[s.next].joins.iter().any(|&b| {
-                    trace.branches[b]
-                        .children
-                        .iter()
-                        .any(|c| live_children.contains(c))
-                });
-        }
-        l.snap = Snapshot {
-            t_star_ms: t0,
-            states,
-            spawned_branches: spawned.into_iter().collect(),
-        };
-        Some(l)
     }
 
     /// One lane: its tree, then (with a duration) recycled trees until no new turn may start.
@@ -803,43 +533,6 @@ impl Shared {
             None => tree.tracker.wait().await,
         }
         lock(&self.trees).remove(&tree.id);
-    }
-
-    /// The tree's virtual now, ns.
-    fn tree_now(&self, tree: &Tree) -> u64 {
-        self.origin.elapsed().as_nanos() as u64
-            + self.idle.skip_ns.load(Relaxed)
-            + tree.idle.skip_ns.load(Relaxed)
-    }
-
-    /// The real instant of tree-virtual `due`.
-    fn real_at(&self, tree: &Tree, due: u64) -> Instant {
-        let skip = self.idle.skip_ns.load(Relaxed) + tree.idle.skip_ns.load(Relaxed);
-        self.origin + Duration::from_nanos(due.saturating_sub(skip))
-    }
-
-    /// Sleeps until tree-virtual `due` (moved earlier by the idle caps). False when no new turn
-    /// may start.
-    async fn sleep_until(&self, tree: &Tree, due: u64) -> bool {
-        *lock(&tree.pending).entry(due).or_insert(0) += 1;
-        let _unregister = Unregister(&tree.pending, due);
-        loop {
-            let g = self.idle.moved.notified();
-            let t = tree.idle.moved.notified();
-            tokio::pin!(g, t);
-            g.as_mut().enable();
-            t.as_mut().enable();
-            let at = self.real_at(tree, due);
-            if Instant::now() >= at {
-                return !self.no_new_turns.is_cancelled();
-            }
-            tokio::select! {
-                _ = tokio::time::sleep_until(at) => {}
-                _ = g => {}
-                _ = t => {}
-                _ = self.no_new_turns.cancelled() => return false,
-            }
-        }
     }
 
     /// One stream of a tree, from turn `k`: wait, send, spawn, advance.
@@ -1177,118 +870,11 @@ impl Shared {
             self.stop.stop(StopReason::FailedThreshold);
         }
     }
-
-    /// The earliest pending timer of any live tree, as a real instant.
-    fn earliest_timer(&self) -> Option<Instant> {
-        let trees: Vec<Arc<Tree>> = lock(&self.trees).values().cloned().collect();
-        trees
-            .iter()
-            .filter_map(|t| {
-                let due = lock(&t.pending).keys().next().copied()?;
-                Some(self.real_at(t, due))
-            })
-            .min()
-    }
-}
-
-/// Removes a timer from its tree's pending set when its sleep ends (fired or abandoned).
-struct Unregister<'a>(&'a Mutex<BTreeMap<u64, usize>>, u64);
-
-impl Drop for Unregister<'_> {
-    fn drop(&mut self) {
-        let mut p = lock(self.0);
-        if let Some(n) = p.get_mut(&self.1) {
-            *n -= 1;
-            if *n == 0 {
-                p.remove(&self.1);
-            }
-        }
-    }
 }
 
 impl crate::agentx::Conversation {
     /// The branch of a child conversation (`usize::MAX` for the root, which belongs to none).
     fn subagent_branch(&self) -> usize {
         self.subagent.as_ref().map_or(usize::MAX, |s| s.branch)
-    }
-}
-
-/// The whole-system idle cap (spec §3.4): when no request is in flight, the earliest pending
-/// timer fires at most `cap` after the last return; every pending timer moves by the same
-/// amount (the system clock skips).
-async fn system_idle_monitor(sh: Arc<Shared>, done: CancellationToken) {
-    let cap = sh.settings.system_idle_cap;
-    let earliest = || sh.earliest_timer();
-    idle_loop(&sh.idle, &sh.idle, cap, &done, earliest, &sh.jumps).await;
-}
-
-/// The per-tree idle cap (fork semantics): a tree with nothing in flight for `cap` has its own
-/// pending timers advanced so the earliest fires now.
-async fn tree_idle_monitor(
-    sh: Arc<Shared>,
-    tree: Arc<Tree>,
-    cap: Duration,
-    done: CancellationToken,
-) {
-    let earliest = || {
-        let due = lock(&tree.pending).keys().next().copied()?;
-        Some(sh.real_at(&tree, due))
-    };
-    idle_loop(&tree.idle, &tree.idle, cap, &done, earliest, &sh.jumps).await;
-}
-
-/// Waits for idleness (nothing in flight in `idle`), then, `cap` after the last return, skips
-/// `clock` so the earliest pending timer fires now. Event driven: it sleeps on activity or on the
-/// cap's deadline. `clock` is `idle` itself except in the warmup, whose primer timers have their
-/// own clock (the profiling clock starts unskipped).
-async fn idle_loop(
-    idle: &Idle,
-    clock: &Idle,
-    cap: Duration,
-    done: &CancellationToken,
-    earliest: impl Fn() -> Option<Instant>,
-    jumps: &AtomicU64,
-) {
-    loop {
-        let act = idle.activity.notified();
-        tokio::pin!(act);
-        act.as_mut().enable();
-        if idle.in_flight.load(Relaxed) > 0 {
-            tokio::select! {
-                _ = act => continue,
-                _ = done.cancelled() => return,
-            }
-        }
-        let fire_by = *lock(&idle.last_return) + cap;
-        if Instant::now() < fire_by {
-            tokio::select! {
-                _ = tokio::time::sleep_until(fire_by) => {}
-                _ = &mut act => continue,
-                _ = done.cancelled() => return,
-            }
-        }
-        if idle.in_flight.load(Relaxed) > 0 {
-            continue;
-        }
-        let now = Instant::now();
-        match earliest() {
-            Some(at) if at > now + Duration::from_millis(1) => {
-                clock.skip(at - now);
-                jumps.fetch_add(1, Relaxed);
-                // Let the woken timers start their requests before looking again.
-                tokio::select! {
-                    _ = act => {}
-                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                    _ = done.cancelled() => return,
-                }
-            }
-            // Nothing pending (streams wait on gates or dependencies) or a timer about to fire:
-            // wait for the next request to start or return.
-            _ => tokio::select! {
-                _ = act => {}
-                _ = tokio::time::sleep(cap.max(Duration::from_millis(50))) => {}
-                _ = done.cancelled() => return,
-            },
-        }
     }
 }
