@@ -74,7 +74,7 @@ pub enum Command {
     Render(Box<RenderArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(CompletionsArgs),
-    /// Write man pages (specperf.1 and one per subcommand, specperf-<command>.1) into a
+    /// Write man pages (`specperf.1` and one per subcommand, `specperf-COMMAND.1`) into a
     /// directory.
     Man(ManArgs),
 }
@@ -816,7 +816,7 @@ pub struct AgentxArgs {
 
     /// AgentX trace corpus by AIPerf alias (e.g. semianalysis_cc_traces_weka_062126), read
     /// offline from the Hugging Face hub cache: $HF_HUB_CACHE (else $HF_HOME/hub, else
-    /// ~/.cache/huggingface/hub)/datasets--<org>--<name>/snapshots/<rev>/traces.jsonl. Fetch it
+    /// ~/.cache/huggingface/hub)/`datasets--ORG--NAME/snapshots/REV/traces.jsonl`. Fetch it
     /// first with `hf download --repo-type dataset <repo>`.
     #[arg(long, conflicts_with = "input_file")]
     pub public_dataset: Option<String>,

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::record::{Outcome, Phase, RequestRecord, SessionMeta};
 
-/// Counts from the records' [`SessionMeta`](crate::record::SessionMeta), over profiling
+/// Counts from the records' `SessionMeta`, over profiling
 /// records (present in the summary only when a record carried session metadata).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct AgentxCounts {
