@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use crate::common::read_json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
 
@@ -110,11 +110,6 @@ fn harness(infx: &Path, work: &Path, env: &[(&str, &str)]) -> Run {
 fn tail(s: &str, lines: usize) -> String {
     let v: Vec<&str> = s.lines().collect();
     v[v.len().saturating_sub(lines)..].join("\n")
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 #[test]

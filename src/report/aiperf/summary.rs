@@ -590,13 +590,15 @@ fn input_config(s: &Summary) -> Obj {
         p.put(key, Obj::new().with("duration", ramp));
     }
     phases.push(J::O(p));
+    config_core(&m.model, endpoint, dataset, phases)
+}
+
+/// What every `input_config` holds: the one model, the endpoint, the dataset and the phases.
+fn config_core(model: &str, endpoint: Obj, dataset: Obj, phases: Vec<J>) -> Obj {
     Obj::new()
         .with(
             "models",
-            Obj::new().with(
-                "items",
-                vec![J::O(Obj::new().with("name", m.model.as_str()))],
-            ),
+            Obj::new().with("items", vec![J::O(Obj::new().with("name", model))]),
         )
         .with("endpoint", endpoint)
         .with("datasets", vec![J::O(dataset)])
@@ -649,17 +651,7 @@ fn agentx_input_config(s: &Summary, run: &crate::metrics::AgentxRunMeta, endpoin
         .put("trajectory_start_min_ratio", x.trajectory_start_ratios.0)
         .put("trajectory_start_max_ratio", x.trajectory_start_ratios.1)
         .put("system_idle_gap_cap_seconds", x.system_idle_gap_cap_s);
-    let mut o = Obj::new()
-        .with(
-            "models",
-            Obj::new().with(
-                "items",
-                vec![J::O(Obj::new().with("name", m.model.as_str()))],
-            ),
-        )
-        .with("endpoint", endpoint)
-        .with("datasets", vec![J::O(dataset)])
-        .with("phases", vec![J::O(p)])
+    let mut o = config_core(&m.model, endpoint, dataset, vec![J::O(p)])
         .with("tokenizer", Obj::new().with("name", x.tokenizer.as_str()));
     if let Some(name) = &run.scenario {
         o.put("scenario", name.as_str());
