@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::client::{ConnectionReuse, HttpVersion};
-use crate::dataset::DatasetKind;
 use crate::render::EndpointType;
 use crate::schedule::ArrivalPattern;
 use crate::scrape::acceptance::SpecEngine;
@@ -543,11 +542,18 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub input_file: Option<PathBuf>,
 
-    /// Format of --input-file (default speed_bench; needs --input-file).
-    #[arg(long, value_enum)]
-    pub custom_dataset_type: Option<DatasetKind>,
+    /// Format of --input-file (default speed_bench; needs --input-file). AIPerf's SPEED-Bench
+    /// names are accepted too and select as AIPerf 0.13 does (file order, every turn of a row):
+    /// `speed_bench_qualitative`, `speed_bench_<category>` (e.g. `speed_bench_coding`),
+    /// `speed_bench_throughput_<N>k` and `speed_bench_throughput_<N>k_<tier>` (N 1, 2, 8, 16, 32;
+    /// tier low_entropy, mixed, high_entropy).
+    #[arg(long, value_parser = crate::dataset::DatasetTypeParser)]
+    pub custom_dataset_type: Option<crate::dataset::DatasetType>,
 
-    /// SPEED-Bench: keep only rows of this category (exact, case-sensitive), e.g. `coding`.
+    /// SPEED-Bench: keep only rows of this category or tier (exact, case-sensitive), e.g.
+    /// `coding` or `mixed`. A comma list, or `all` (every one in the file), runs them one after
+    /// another, each in its own directory under --artifact-dir with the drain wait between, so
+    /// each gets the counters' acceptance length (servers without per-request figures).
     #[arg(long)]
     pub category: Option<String>,
 

@@ -119,6 +119,7 @@ pub fn dataset(data: &[u8]) {
         shuffle_seed: (c & 0x20 != 0).then_some(u64::from(c)),
         all_turns: c & 0x40 != 0,
         group_by: (c & 0x80 != 0).then(|| "category".to_owned()),
+        split: None,
     };
     if let Ok(samples) = dataset::load_str(&text, "fuzz", kind, &select) {
         assert!(!samples.is_empty(), "a loaded collection has samples");

@@ -73,7 +73,7 @@ pub use cli::{
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
 pub use config::{drain_config, sim_config, ConfigError, DrainConfig, RunConfig};
-pub use dataset::{DatasetError, DatasetKind, Sample};
+pub use dataset::{AiperfName, DatasetError, DatasetKind, DatasetType, Sample, Split};
 pub use engine::{render_requests, replay, EngineError, RunOutcome};
 pub use exit::{exit_code, ExitStatus};
 pub use fdlimit::FdLimitError;
@@ -83,8 +83,8 @@ pub use inject::{
 };
 pub use merge::{merge, MergeError, MergeOutcome};
 pub use metrics::{
-    AgentxCounts, Aggregate, Counts, Goodput, LoadMeta, RunMeta, Slo, SloMetric, Stat, Summary,
-    TimeoutKind, SUMMARY_SCHEMA,
+    AgentxCounts, Aggregate, Counts, Goodput, GroupIsl, IslCheck, LoadMeta, RunMeta, Slo,
+    SloMetric, Stat, Summary, TimeoutKind, SUMMARY_SCHEMA,
 };
 pub use progress::{Progress, StartStep, Starting};
 pub use record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};

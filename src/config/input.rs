@@ -9,23 +9,7 @@ use serde_json::{Map, Value};
 use super::{err, ConfigError};
 use crate::cli::ReplayArgs;
 use crate::dataset::synthetic::SyntheticSpec;
-use crate::dataset::DatasetKind;
-
-/// The SPEED-Bench qualitative categories AIPerf 0.13 has a dataset format for
-/// (`speed_bench_<category>`).
-const AIPERF_SPEED_BENCH_CATEGORIES: [&str; 11] = [
-    "coding",
-    "humanities",
-    "math",
-    "multilingual",
-    "qa",
-    "rag",
-    "reasoning",
-    "roleplay",
-    "stem",
-    "summarization",
-    "writing",
-];
+use crate::dataset::{AiperfName, DatasetKind, SpeedBenchSelect, Split};
 
 /// Where samples come from.
 #[derive(Clone, Debug)]
@@ -57,20 +41,22 @@ impl DatasetSource {
     }
 
     /// AIPerf 0.13's name for this collection's format (`input_config.datasets[].format`, the
-    /// value of its `--custom-dataset-type`): `speed_bench_<category>` for a SPEED-Bench category
-    /// AIPerf knows (what `aiperf speed-bench-report` reads the category from), else
-    /// `speed_bench_qualitative`; `None` where AIPerf has no file format (ShareGPT, synthetic).
-    pub(crate) fn aiperf_format(&self, category: Option<&str>) -> Option<String> {
+    /// value of its `--custom-dataset-type`): for SPEED-Bench the split's and category's name
+    /// (`speed_bench_coding`, `speed_bench_throughput_8k_mixed`: what `aiperf speed-bench-report`
+    /// reads the category from), else `speed_bench_qualitative`; `None` where AIPerf has no file
+    /// format (ShareGPT, synthetic).
+    pub(crate) fn aiperf_format(&self, select: &SpeedBenchSelect) -> Option<String> {
         let kind = match self {
             DatasetSource::Bundled => DatasetKind::SpeedBench,
             DatasetSource::File { kind, .. } => *kind,
             DatasetSource::Synthetic(_) => return None,
         };
         Some(match kind {
-            DatasetKind::SpeedBench => match category {
-                Some(c) if AIPERF_SPEED_BENCH_CATEGORIES.contains(&c) => format!("speed_bench_{c}"),
-                _ => "speed_bench_qualitative".to_owned(),
-            },
+            DatasetKind::SpeedBench => AiperfName::format(
+                select.split.unwrap_or(Split::Qualitative),
+                select.category.as_deref(),
+            )
+            .unwrap_or_else(|| "speed_bench_qualitative".to_owned()),
             DatasetKind::SingleTurn => "single_turn".to_owned(),
             DatasetKind::MultiTurn => "multi_turn".to_owned(),
             DatasetKind::MooncakeTrace => "mooncake_trace".to_owned(),
@@ -84,15 +70,22 @@ impl DatasetSource {
         if let Some(p) = &a.input_file {
             return Ok(DatasetSource::File {
                 path: p.clone(),
-                kind: a.custom_dataset_type.unwrap_or(DatasetKind::SpeedBench),
+                kind: a
+                    .custom_dataset_type
+                    .as_ref()
+                    .map_or(DatasetKind::SpeedBench, |t| t.kind),
             });
         }
-        if let Some(kind) = a.custom_dataset_type {
+        if let Some(t) = &a.custom_dataset_type {
             return err(format!(
                 "--custom-dataset-type {} says the format of --input-file, which is not given: \
                  add --input-file PATH (or drop --custom-dataset-type for the bundled collection)",
-                clap::ValueEnum::to_possible_value(&kind)
-                    .map_or_else(String::new, |v| v.get_name().to_owned())
+                t.aiperf
+                    .as_ref()
+                    .and_then(|n| AiperfName::format(n.split, n.category.as_deref()))
+                    .or_else(|| clap::ValueEnum::to_possible_value(&t.kind)
+                        .map(|v| v.get_name().to_owned()))
+                    .unwrap_or_default()
             ));
         }
         if !a.synthetic {
@@ -121,6 +114,69 @@ impl DatasetSource {
             seed: a.load.random_seed,
         }))
     }
+}
+
+/// The SPEED-Bench selection: `--category`, the order and the turns, or what AIPerf's dataset
+/// name selects (its split's category or tier, file order as AIPerf's sequential sampling, every
+/// turn of a row as AIPerf's loader sends them). The split comes from that name, else from the
+/// file's name, for the prompt-length check and the run's AIPerf name.
+pub(super) fn select(
+    a: &ReplayArgs,
+    dataset: &DatasetSource,
+    warnings: &mut Vec<String>,
+) -> Result<SpeedBenchSelect, ConfigError> {
+    let aiperf = a
+        .custom_dataset_type
+        .as_ref()
+        .and_then(|t| t.aiperf.clone());
+    let file_split = match dataset {
+        DatasetSource::Bundled => Some(Split::Qualitative),
+        DatasetSource::File {
+            path,
+            kind: DatasetKind::SpeedBench,
+        } => Split::of_file(path),
+        _ => None,
+    };
+    let mut category = a.category.clone();
+    if let Some(c) = &category {
+        if c == "all" || c.contains(',') {
+            return err(format!(
+                "--category {c:?} runs one category after another; this command runs one \
+                 (give a single category, or use `specperf replay`)"
+            ));
+        }
+    }
+    if let Some(n) = &aiperf {
+        let name = AiperfName::format(n.split, n.category.as_deref()).unwrap_or_default();
+        match (&category, &n.category) {
+            (Some(c), Some(nc)) if c != nc => {
+                return err(format!(
+                    "--category {c} and --custom-dataset-type {name} select different rows: \
+                     give one of them"
+                ))
+            }
+            (None, Some(nc)) => category = Some(nc.clone()),
+            _ => {}
+        }
+        if let Some(fs) = file_split.filter(|s| *s != n.split) {
+            warnings.push(format!(
+                "--custom-dataset-type {name} names the {} split but --input-file is a {} \
+                 file: the prompt-length check and the run's dataset name follow the flag",
+                n.split.name(),
+                fs.name()
+            ));
+        }
+    }
+    Ok(SpeedBenchSelect {
+        category,
+        shuffle_seed: match (&aiperf, a.no_shuffle) {
+            (Some(_), _) | (None, true) => None,
+            (None, false) => Some(a.seed),
+        },
+        all_turns: a.all_turns || aiperf.is_some(),
+        group_by: a.group_by.clone(),
+        split: aiperf.map(|n| n.split).or(file_split),
+    })
 }
 
 /// `--encoder`, validated (the template itself is loaded with the collection).

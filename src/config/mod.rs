@@ -169,6 +169,7 @@ impl RunConfig {
         let sampling = input::sampling(a)?;
         let mut extra_inputs = parse_extra_inputs(&a.extra_inputs)?;
         let mut warnings = target::warnings(a);
+        let select = input::select(a, &dataset, &mut warnings)?;
         let agentx = AgentxSettings::from_args(
             &a.agentx,
             &agentx::Common {
@@ -215,12 +216,7 @@ impl RunConfig {
             load,
             request_count: a.request_count(),
             dataset,
-            select: SpeedBenchSelect {
-                category: a.category.clone(),
-                shuffle_seed: (!a.no_shuffle).then_some(a.seed),
-                all_turns: a.all_turns,
-                group_by: a.group_by.clone(),
-            },
+            select,
             encoder,
             chat_template_kwargs,
             sampling,
@@ -309,7 +305,7 @@ fn check_counts(a: &ReplayArgs) -> Result<(), ConfigError> {
     }
     if a.group_by.is_some()
         && matches!(
-            a.custom_dataset_type,
+            a.custom_dataset_type.as_ref().map(|t| t.kind),
             Some(DatasetKind::MooncakeTrace | DatasetKind::Sharegpt)
         )
     {

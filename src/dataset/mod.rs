@@ -24,6 +24,7 @@ use speed_bench::speed_bench;
 use trace::{mooncake_trace, TraceError, TRACE_CAPS};
 
 pub(crate) use pyrandom::python_shuffle;
+pub use speed_bench::{AiperfName, Split};
 
 /// One prompt to send.
 #[derive(Clone, Debug, PartialEq)]
@@ -73,6 +74,99 @@ pub enum DatasetKind {
     /// Mooncake-style trace JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`
     /// (or `text_input`); replayed at its timestamps.
     MooncakeTrace,
+}
+
+/// `--custom-dataset-type`: a format, or one of AIPerf 0.13's SPEED-Bench names
+/// (`speed_bench_coding`, `speed_bench_throughput_8k_mixed`, ...), which is the SPEED-Bench format
+/// plus AIPerf's selection: its split, its category or tier, file order and every turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatasetType {
+    /// The file format.
+    pub kind: DatasetKind,
+    /// The AIPerf name it was given as, if it was.
+    pub aiperf: Option<AiperfName>,
+}
+
+impl From<DatasetKind> for DatasetType {
+    fn from(kind: DatasetKind) -> Self {
+        DatasetType { kind, aiperf: None }
+    }
+}
+
+/// Parses `--custom-dataset-type`: the formats by their names (shown in `--help` and
+/// completions) and AIPerf's SPEED-Bench names (accepted, listed in the flag's help as patterns).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DatasetTypeParser;
+
+impl clap::builder::TypedValueParser for DatasetTypeParser {
+    type Value = DatasetType;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<DatasetType, clap::Error> {
+        let text = value.to_str().unwrap_or_default();
+        if let Ok(kind) = <DatasetKind as clap::ValueEnum>::from_str(text, false) {
+            return Ok(kind.into());
+        }
+        if let Some(name) = AiperfName::parse(text) {
+            return Ok(DatasetType {
+                kind: DatasetKind::SpeedBench,
+                aiperf: Some(name),
+            });
+        }
+        let mut e = clap::Error::new(clap::error::ErrorKind::InvalidValue).with_cmd(cmd);
+        use clap::error::{ContextKind, ContextValue};
+        e.insert(
+            ContextKind::InvalidArg,
+            ContextValue::String(arg.map_or_else(String::new, ToString::to_string)),
+        );
+        e.insert(
+            ContextKind::InvalidValue,
+            ContextValue::String(text.to_owned()),
+        );
+        e.insert(
+            ContextKind::ValidValue,
+            ContextValue::Strings(
+                <DatasetKind as clap::ValueEnum>::value_variants()
+                    .iter()
+                    .filter_map(clap::ValueEnum::to_possible_value)
+                    .map(|v| v.get_name().to_owned())
+                    .chain([
+                        "speed_bench_<category>".to_owned(),
+                        "speed_bench_qualitative".to_owned(),
+                        "speed_bench_throughput_<1k|2k|8k|16k|32k>[_<low_entropy|mixed|high_entropy>]"
+                            .to_owned(),
+                    ])
+                    .collect(),
+            ),
+        );
+        Err(e)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        static AIPERF: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+        let aiperf = AIPERF.get_or_init(|| {
+            AiperfName::all()
+                .into_iter()
+                .map(|n| &*Box::leak(n.into_boxed_str()))
+                .collect()
+        });
+        Some(Box::new(
+            <DatasetKind as clap::ValueEnum>::value_variants()
+                .iter()
+                .filter_map(clap::ValueEnum::to_possible_value)
+                .chain(
+                    aiperf
+                        .iter()
+                        .map(|n| clap::builder::PossibleValue::new(*n).hide(true)),
+                ),
+        ))
+    }
 }
 
 /// Loading failures.
@@ -132,6 +226,9 @@ pub(crate) struct SpeedBenchSelect {
     /// Group rows by this field (`--group-by`) instead of SPEED-Bench's `category`; read from
     /// SPEED-Bench, `single_turn` and `multi_turn` rows.
     pub(crate) group_by: Option<String>,
+    /// The SPEED-Bench split read (from AIPerf's name, else the file's name): its nominal prompt
+    /// length for the ISL check, and AIPerf's name for the run.
+    pub(crate) split: Option<Split>,
 }
 
 /// Loads `path` as `kind`.
@@ -324,6 +421,7 @@ mod tests {
             shuffle_seed: Some(0),
             all_turns: false,
             group_by: None,
+            split: None,
         };
         let s = load_str(&text, "t", DatasetKind::SpeedBench, &sel).unwrap();
         let order: Vec<&str> = s.iter().map(|x| x.prompt.as_str()).collect();
@@ -331,6 +429,45 @@ mod tests {
             order,
             ["p7", "p8", "p1", "p5", "p3", "p4", "p2", "p0", "p9", "p6"]
         );
+    }
+
+    #[test]
+    fn every_aiperf_speed_bench_name_reads_back_to_itself() {
+        let names = AiperfName::all();
+        // AIPerf 0.13's plugins: 1 + 11 Qualitative, 5 x (1 + 3) Throughput.
+        assert_eq!(names.len(), 32);
+        for n in &names {
+            let a = AiperfName::parse(n).unwrap_or_else(|| panic!("{n}"));
+            assert_eq!(
+                AiperfName::format(a.split, a.category.as_deref()).as_deref(),
+                Some(n.as_str())
+            );
+        }
+        let tier = AiperfName::parse("speed_bench_throughput_16k_high_entropy").unwrap();
+        assert_eq!(tier.split, Split::Throughput16k);
+        assert_eq!(tier.category.as_deref(), Some("high_entropy"));
+        assert_eq!(tier.split.nominal_isl(), Some(16_000));
+        for not in [
+            "speed_bench",
+            "speed_bench_Coding",
+            "speed_bench_qualitative_coding",
+            "speed_bench_throughput_4k",
+            "speed_bench_throughput_8k_mixed_entropy",
+            "spec_al_gsm8k",
+        ] {
+            assert_eq!(AiperfName::parse(not), None, "{not}");
+        }
+        // A tier with the Qualitative split, or a category AIPerf has no name for: none.
+        assert_eq!(AiperfName::format(Split::Qualitative, Some("mixed")), None);
+        assert_eq!(
+            AiperfName::format(Split::Throughput2k, Some("coding")),
+            None
+        );
+        assert_eq!(
+            Split::of_file(Path::new("/data/sb/throughput_32k.jsonl")),
+            Some(Split::Throughput32k)
+        );
+        assert_eq!(Split::of_file(Path::new("throughput_32k.json")), None);
     }
 
     #[test]
@@ -427,6 +564,7 @@ mod tests {
             shuffle_seed: None,
             all_turns: false,
             group_by: None,
+            split: None,
         };
         assert!(load_str(&row("a", "coding", "x"), "f", DatasetKind::SpeedBench, &sel).is_err());
     }

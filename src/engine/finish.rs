@@ -63,7 +63,7 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         // An AgentX replay reads weka traces (AIPerf's `weka_trace` loader), not the collection.
         dataset_format: match cfg.agentx {
             Some(_) => Some("weka_trace".to_owned()),
-            None => cfg.dataset.aiperf_format(cfg.select.category.as_deref()),
+            None => cfg.dataset.aiperf_format(&cfg.select),
         },
         start_unix_s: m.start_unix_s,
         stopped_by,
@@ -83,8 +83,10 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
     summary
         .warnings
         .splice(0..0, cfg.warnings.iter().cloned().chain(notes));
+    let isl_warnings = isl_check(&cfg, &m.agg, &mut summary);
     let run_warnings: Vec<String> = per_chunk_usage_ignored(&cfg, &summary)
         .into_iter()
+        .chain(isl_warnings)
         .chain(m.warnings)
         .collect();
     summary.warnings.extend(run_warnings.iter().cloned());
@@ -112,6 +114,37 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         artifact_error,
         stopped_by,
         run_warnings,
+    }
+}
+
+/// SPEED-Bench Throughput splits: each tier's median prompt against the split's nominal length
+/// (in the summary), and a warning for each tier off by more than 10%.
+fn isl_check(
+    cfg: &RunConfig,
+    agg: &crate::metrics::Aggregate,
+    summary: &mut crate::metrics::Summary,
+) -> Vec<String> {
+    let is_speed_bench = matches!(
+        cfg.dataset,
+        crate::config::DatasetSource::File {
+            kind: crate::dataset::DatasetKind::SpeedBench,
+            ..
+        }
+    );
+    let Some((split, nominal)) = cfg
+        .select
+        .split
+        .filter(|_| is_speed_bench && cfg.agentx.is_none())
+        .and_then(|s| Some((s, s.nominal_isl()?)))
+    else {
+        return Vec::new();
+    };
+    match agg.isl_by_group.check(split.name(), nominal) {
+        Some((check, warnings)) => {
+            summary.speed_bench_isl = Some(check);
+            warnings
+        }
+        None => Vec::new(),
     }
 }
 

@@ -233,7 +233,7 @@ impl Plan {
         r.result_dir = None;
         r.url = Some(url);
         r.input_file = Some(prompts);
-        r.custom_dataset_type = Some(DatasetKind::SpeedBench);
+        r.custom_dataset_type = Some(DatasetKind::SpeedBench.into());
         r.category = Some(c.category.clone());
         r.seed = c.seed.unwrap_or(0);
         r.endpoint_type = endpoint;

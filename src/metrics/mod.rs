@@ -11,6 +11,7 @@
 
 mod agentx;
 mod goodput;
+mod isl;
 mod key;
 mod request;
 mod spec;
@@ -31,6 +32,8 @@ use tokio::sync::{mpsc, watch};
 pub use agentx::AgentxCounts;
 pub(crate) use agentx::{AgentxInputs, AgentxRunMeta, BranchStats, Provenance};
 pub use goodput::{Goodput, Slo, SloMetric};
+pub(crate) use isl::IslByGroup;
+pub use isl::{GroupIsl, IslCheck};
 pub(crate) use key::MetricKey;
 pub(crate) use request::RecordMetrics;
 pub(crate) use spec::{spec_metrics, SpecSummary, VsCounters, AL_BIN_WIDTH, RELIABLE_WITHIN_PCT};
@@ -102,6 +105,9 @@ pub struct Aggregate {
     pub(crate) write_error: Option<String>,
     /// Client-side input token counts per sample (`--tokenizer`), for first turns.
     pub(crate) client_isl: Option<Arc<[u64]>>,
+    /// Successful first turns' prompt tokens per group (usage, else the client's count), for
+    /// SPEED-Bench's prompt-length check.
+    pub(crate) isl_by_group: IslByGroup,
     /// The first failure of each kind, to explain a failed run.
     first_failures: BTreeMap<FailureKind, FirstFailure>,
     /// Speculative decoding per request (reported figures, stream estimate, groups).
@@ -206,6 +212,7 @@ impl Aggregate {
             good: 0,
             write_error: None,
             client_isl: None,
+            isl_by_group: IslByGroup::default(),
             first_failures: BTreeMap::new(),
             spec: spec::SpecAgg::default(),
             osl_mismatch: 0,
@@ -377,13 +384,17 @@ impl Aggregate {
         if output > 0 {
             self.push(MetricKey::OutputTokenCount, output as f64);
         }
-        if let Some(n) = self
+        let client_isl = self
             .client_isl
             .as_ref()
             .filter(|_| r.turn == 0)
             .and_then(|c| c.get(r.sample_index))
-        {
-            self.push(MetricKey::ClientInputSequenceLength, *n as f64);
+            .copied();
+        if let Some(n) = client_isl {
+            self.push(MetricKey::ClientInputSequenceLength, n as f64);
+        }
+        if let (Some(g), Some(n), 0) = (&r.group, m.isl.or(client_isl), r.turn) {
+            self.isl_by_group.add(g, n);
         }
         let optional = [
             (MetricKey::InputSequenceLength, m.isl.map(|v| v as f64)),
@@ -536,6 +547,7 @@ impl Aggregate {
             warnings,
             acceptance: None,
             spec_decode: self.spec.summary(),
+            speed_bench_isl: None,
             agentx: self.agentx.clone(),
             agentx_run: None,
             first_failures: self.first_failures.clone(),

@@ -178,6 +178,10 @@ pub struct Summary {
     /// be estimated).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spec_decode: Option<super::SpecSummary>,
+    /// SPEED-Bench Throughput splits: each tier's prompt tokens against the split's nominal
+    /// length (absent for other collections).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speed_bench_isl: Option<super::IslCheck>,
     /// First send, Unix seconds.
     pub benchmark_start_unix_s: f64,
     /// Last end, Unix seconds.

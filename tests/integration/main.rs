@@ -30,5 +30,6 @@ mod server_metrics;
 mod shards;
 mod sim_cache;
 mod spec_per_request;
+mod speed_bench;
 mod sweep;
 mod transport;

@@ -1,0 +1,262 @@
+//! SPEED-Bench's six splits: AIPerf 0.13's dataset names select and order rows as AIPerf's own
+//! loader does on the same files (checked against AIPerf run on them), and a Throughput file
+//! whose prompts are not the split's length is warned about.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+use crate::common::{fast, output_ok, Replay};
+
+/// The splits' groups, as the prepared files carry them.
+const CATEGORIES: [&str; 11] = [
+    "coding",
+    "humanities",
+    "math",
+    "multilingual",
+    "qa",
+    "rag",
+    "reasoning",
+    "roleplay",
+    "stem",
+    "summarization",
+    "writing",
+];
+const TIERS: [&str; 3] = ["low_entropy", "mixed", "high_entropy"];
+
+/// A prepared-file row in the preparer's column order; `turns` user turns.
+fn row(n: usize, category: &str, turns: &[String]) -> String {
+    json!({
+        "question_id": format!("{n:032x}"),
+        "category": category,
+        "sub_category": "fixture",
+        "source": "specperf-fixture",
+        "src_id": n.to_string(),
+        "difficulty": "",
+        "multiturn": turns.len() > 1,
+        "messages": turns.iter().map(|t| json!({"role": "user", "content": t})).collect::<Vec<_>>(),
+    })
+    .to_string()
+}
+
+/// A small file of `groups` shape: `per` rows a group, interleaved (so a filter and an order
+/// both show), every fourth row with a second user turn; `prompt(group, n)` writes each first
+/// turn.
+fn split_file(groups: &[&str], per: usize, prompt: impl Fn(&str, usize) -> String) -> String {
+    let mut lines = Vec::new();
+    for i in 0..per * groups.len() {
+        let g = groups[(i * 7) % groups.len()];
+        let mut turns = vec![prompt(g, i)];
+        if i % 4 == 1 {
+            turns.push(format!("follow-up {i}"));
+        }
+        lines.push(row(i, g, &turns));
+    }
+    lines.join("\n") + "\n"
+}
+
+fn aiperf_python() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let venv = std::env::var_os("SPECPERF_AIPERF_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/aiperf-venv"));
+    let python = venv.join("bin/python");
+    python.exists().then_some(python)
+}
+
+/// AIPerf 0.13's conversations for each (file, name): (first turn, turns) in its order. One
+/// Python process for all (AIPerf's imports take seconds).
+fn aiperf_selects(python: &Path, cases: &[(PathBuf, String)]) -> Vec<Vec<(String, usize)>> {
+    let mut cmd = Command::new(python);
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/speed_bench_aiperf_select.py"));
+    for (file, name) in cases {
+        cmd.arg(file).arg(name);
+    }
+    let out = output_ok(&mut cmd);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["conversations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    let turns = c["turns"].as_array().unwrap();
+                    (turns[0].as_str().unwrap().to_owned(), turns.len())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// What specperf sends for `name`: the first turns in replay order (`render`) and each
+/// session's number of turns (a replay at concurrency 1 against the simulator).
+async fn specperf_selects(file: &Path, name: &str) -> Vec<(String, usize)> {
+    let out = output_ok(
+        Command::new(env!("CARGO_BIN_EXE_specperf"))
+            .args(["render", "--count", "10000", "--custom-dataset-type", name])
+            .arg("--input-file")
+            .arg(file),
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let firsts: Vec<String> = serde_json::Deserializer::from_str(&text)
+        .into_iter::<Value>()
+        .map(|b| {
+            b.unwrap()["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let run = Replay::sim(fast())
+        .args("--concurrency 1 --osl 4 --custom-dataset-type")
+        .arg(name)
+        .arg("--input-file")
+        .arg(file)
+        .run()
+        .await;
+    assert_eq!(run.out.summary.counts.failed, 0);
+    let mut turns = vec![0usize; firsts.len()];
+    for r in run.dir.records() {
+        turns[r["sample_index"].as_u64().unwrap() as usize] += 1;
+    }
+    firsts.into_iter().zip(turns).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperf_names_select_and_order_every_split_as_aiperf_0_13_does() {
+    let Some(python) = aiperf_python() else {
+        panic!(
+            "no AIPerf venv at target/aiperf-venv: run `scripts/aiperf-conformance.sh --setup` \
+             (aiperf==0.13.0 from PyPI, cached) or point SPECPERF_AIPERF_VENV at one"
+        );
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let qualitative = tmp.path().join("qualitative.jsonl");
+    std::fs::write(
+        &qualitative,
+        split_file(&CATEGORIES, 3, |g, i| format!("{g} question {i}")),
+    )
+    .unwrap();
+    let mut cases: Vec<(PathBuf, String)> = vec![
+        (qualitative.clone(), "speed_bench_qualitative".into()),
+        (qualitative.clone(), "speed_bench_coding".into()),
+        (qualitative.clone(), "speed_bench_writing".into()),
+    ];
+    for split in ["1k", "2k", "8k", "16k", "32k"] {
+        let file = tmp.path().join(format!("throughput_{split}.jsonl"));
+        std::fs::write(
+            &file,
+            split_file(&TIERS, 3, |g, i| format!("{split} {g} text {i}")),
+        )
+        .unwrap();
+        cases.push((file.clone(), format!("speed_bench_throughput_{split}")));
+        for tier in TIERS {
+            cases.push((
+                file.clone(),
+                format!("speed_bench_throughput_{split}_{tier}"),
+            ));
+        }
+    }
+    let aiperf = aiperf_selects(&python, &cases);
+    assert_eq!(aiperf.len(), cases.len());
+    for ((file, name), theirs) in cases.iter().zip(aiperf) {
+        let ours = specperf_selects(file, name).await;
+        assert!(!theirs.is_empty(), "{name}: AIPerf selected nothing");
+        assert_eq!(ours, theirs, "{name} on {}", file.display());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throughput_tier_whose_prompts_miss_the_split_length_is_warned_about() {
+    // The simulator counts ceil((chars + 16) / 4) prompt tokens per chat message: 3,984
+    // characters make the split's 1,000; the `mixed` rows were cut to about 600.
+    let text = split_file(&TIERS, 4, |g, i| {
+        let chars = if g == "mixed" { 2_384 } else { 3_984 };
+        let head = format!("{g} {i} ");
+        head.clone() + &"x".repeat(chars - head.len())
+    });
+    let run = Replay::sim(fast())
+        .args("--osl 4 --custom-dataset-type speed_bench_throughput_1k")
+        .input_file("throughput_1k.jsonl", &text)
+        .run()
+        .await;
+    let s = run.dir.summary();
+    let check = &s["speed_bench_isl"];
+    assert_eq!(check["split"], "throughput_1k", "{check}");
+    assert_eq!(check["nominal_isl"], 1000);
+    assert_eq!(
+        check["by_group"]["low_entropy"]["median"], 1000.0,
+        "{check}"
+    );
+    assert_eq!(check["by_group"]["low_entropy"]["ok"], true);
+    assert_eq!(check["by_group"]["mixed"]["median"], 600.0, "{check}");
+    assert_eq!(check["by_group"]["mixed"]["ok"], false);
+    let warned: Vec<&String> = run
+        .out
+        .run_warnings
+        .iter()
+        .filter(|w| w.contains("throughput_1k"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{:?}", run.out.run_warnings);
+    assert!(
+        warned[0].contains("mixed") && warned[0].contains("-40%"),
+        "{}",
+        warned[0]
+    );
+    // The run is AIPerf's `speed_bench_throughput_1k`; with --category the file's name gives
+    // the split: `speed_bench_throughput_1k_mixed`.
+    let format = |a: &Value| a["input_config"]["datasets"][0]["format"].clone();
+    assert_eq!(format(&run.dir.aiperf()), "speed_bench_throughput_1k");
+    let tier = Replay::sim(fast())
+        .args("--osl 4 --custom-dataset-type speed_bench --category mixed")
+        .input_file("throughput_1k.jsonl", &text)
+        .run()
+        .await;
+    assert_eq!(
+        format(&tier.dir.aiperf()),
+        "speed_bench_throughput_1k_mixed"
+    );
+    assert_eq!(tier.out.summary.counts.success, 4);
+}
+
+#[test]
+fn an_aiperf_name_that_selects_nothing_names_what_the_file_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("throughput_8k.jsonl");
+    std::fs::write(
+        &file,
+        split_file(&["low_entropy", "high_entropy"], 2, |g, i| {
+            format!("{g} {i}")
+        }),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
+        .args([
+            "render",
+            "--custom-dataset-type",
+            "speed_bench_throughput_8k_mixed",
+            "--input-file",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("\"mixed\"") && err.contains("high_entropy, low_entropy"),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
+        .args(["render", "--custom-dataset-type", "speed_bench_code"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("speed_bench_<category>"),
+        "{err}"
+    );
+}
