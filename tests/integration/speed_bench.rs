@@ -185,6 +185,8 @@ async fn a_throughput_tier_whose_prompts_miss_the_split_length_is_warned_about()
         .run()
         .await;
     let s = run.dir.summary();
+    let errors = crate::common::schema_errors("summary.v1.json", &s);
+    assert!(errors.is_empty(), "{errors:?}");
     let check = &s["speed_bench_isl"];
     assert_eq!(check["split"], "throughput_1k", "{check}");
     assert_eq!(check["nominal_isl"], 1000);
