@@ -25,6 +25,9 @@ fn main() -> ExitCode {
     };
     let code = rt.block_on(async {
         match cli.command {
+            Command::Replay(args) if specperf::sweep::categories_wanted(&args) => {
+                categories(&args).await
+            }
             Command::Replay(args) if specperf::sweep::wanted(&args) => {
                 sweep(specperf::sweep::SweepConfig::from_replay(&args)).await
             }
@@ -244,6 +247,59 @@ async fn sweep(cfg: Result<specperf::sweep::SweepConfig, specperf::ConfigError>)
             e.exit_code()
         }
     }
+}
+
+/// `replay --category a,b` or `all`: one run per category, the drain wait between, then the
+/// matrix.
+async fn categories(args: &specperf::ReplayArgs) -> i32 {
+    let mut plan = match specperf::sweep::CategoryPlan::from_replay(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return exit::USAGE;
+        }
+    };
+    plan.set_cli_command(command_line());
+    for w in &plan.warnings {
+        eprintln!("WARNING: {w}");
+    }
+    let (ui, every) = plan.progress();
+    let stop = Stopper::new();
+    spawn_signal_handlers(&stop);
+    let (ptx, prx) = watch::channel(Progress::default());
+    let terminal = std::io::stderr().is_terminal();
+    let printer = start_printer(ui, terminal, every, prx);
+    let clear = move || {
+        if terminal {
+            eprint!("\r\x1b[2K");
+        }
+    };
+    use specperf::sweep::CategoryEvent;
+    let outcome = specperf::sweep::run_categories(plan, stop, ptx, |ev| {
+        clear();
+        match ev {
+            CategoryEvent::Start {
+                category,
+                index,
+                total,
+            } => eprintln!("=== category {index}/{total}: {category} ==="),
+            CategoryEvent::DrainPoll(p) => eprintln!("{p}"),
+            CategoryEvent::Drained(o) => eprintln!("{}", o.summary_line()),
+            CategoryEvent::Done(o) => print_run(o),
+            CategoryEvent::Failed { category, error } => {
+                eprintln!("error: category {category}: {error:#}; the next one goes on")
+            }
+            CategoryEvent::Warning(w) => eprintln!("WARNING: {w}"),
+        }
+    })
+    .await;
+    if let Some(p) = printer {
+        p.abort();
+        clear();
+    }
+    print!("{}", outcome.table());
+    println!("Categories: {}", outcome.dir.display());
+    outcome.exit_code(args.failed_request_threshold)
 }
 
 /// The gate is report-only: its outcome is the result file and the console line; exit 0 unless

@@ -25,6 +25,7 @@ use trace::{mooncake_trace, TraceError, TRACE_CAPS};
 
 pub(crate) use pyrandom::python_shuffle;
 pub use speed_bench::{AiperfName, Split};
+pub(crate) use speed_bench::{QUALITATIVE_CATEGORIES, THROUGHPUT_TIERS};
 
 /// One prompt to send.
 #[derive(Clone, Debug, PartialEq)]

@@ -475,6 +475,18 @@ pub(crate) struct Collection {
     pub(crate) warnings: Vec<String>,
 }
 
+/// The groups (SPEED-Bench categories, or the `--group-by` field's values) of the configured
+/// collection, for `--category all`.
+pub(crate) fn collection_groups(
+    cfg: &RunConfig,
+) -> Result<std::collections::BTreeSet<String>, EngineError> {
+    Ok(load_collection(cfg)?
+        .samples
+        .into_iter()
+        .filter_map(|s| s.group)
+        .collect())
+}
+
 /// Loads the samples, the encoder (a chat template is read here) and the tokenizer.
 pub(crate) fn load_collection(cfg: &RunConfig) -> Result<Collection, EngineError> {
     let tokenizer = cfg

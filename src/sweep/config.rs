@@ -511,7 +511,7 @@ fn cooldown(flag: &str, v: f64) -> Result<Duration, ConfigError> {
 
 /// The drain wait between points: the `--url`'s `/metrics` and every `--server-metrics`
 /// endpoint (the environment as for replay), polled as `specperf drain` polls them.
-fn drain(
+pub(super) fn drain(
     s: &SweepArgs,
     url: Option<&str>,
     server_metrics: &[String],

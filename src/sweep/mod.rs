@@ -13,6 +13,7 @@
 //! (a run's deadline or stall ends that run only).
 
 mod aiperf;
+mod categories;
 mod config;
 mod index;
 mod plan;
@@ -22,6 +23,10 @@ mod search;
 mod stats;
 mod values;
 
+pub use categories::{
+    categories_wanted, run_categories, CategoriesOutcome, CategoryEvent, CategoryPlan,
+    CategoryResult,
+};
 pub use config::{check_single, wanted, wanted_profile, SweepConfig};
 pub use index::{IndexError, PointEntry, PointStatus, RunEntry, SweepIndex, SWEEP_SCHEMA};
 pub use plan::{Param, Point};

@@ -262,3 +262,134 @@ fn an_aiperf_name_that_selects_nothing_names_what_the_file_holds() {
         "{err}"
     );
 }
+
+/// The simulator's truth for one acceptance group: 1 + accepted / drafts from its
+/// `specperf_sim:group_spec_decode_*` counters.
+fn group_truth(page: &str, group: &str) -> f64 {
+    let value = |name: &str| -> f64 {
+        let key = format!("specperf_sim:group_spec_decode_{name}_total{{group=\"{group}\"");
+        page.lines()
+            .find(|l| l.starts_with(&key))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{key} not on the page"))
+    };
+    1.0 + value("num_accepted_tokens") / value("num_drafts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_invocation_runs_every_category_and_takes_the_counters_al_of_each() {
+    use specperf::sim::{AcceptanceGroup, SimConfig};
+    // Three categories the simulator accepts differently; it reports nothing per request, so
+    // only one run per category can tell them apart.
+    let groups = [("coding", 0.9), ("math", 0.3), ("writing", 0.6)];
+    let s = crate::common::sim(SimConfig {
+        k: 3,
+        acceptance_groups: groups
+            .iter()
+            .map(|(g, p)| AcceptanceGroup {
+                text: format!("<{g}>"),
+                probability: *p,
+            })
+            .collect(),
+        ..fast()
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("qualitative.jsonl");
+    let names: Vec<&str> = groups.iter().map(|g| g.0).collect();
+    std::fs::write(
+        &file,
+        split_file(&names, 6, |g, i| format!("<{g}> question {i}")),
+    )
+    .unwrap();
+    let out_dir = tmp.path().join("matrix");
+    let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
+        .args([
+            "replay",
+            "--url",
+            &s.url(),
+            "--osl",
+            "48",
+            "--progress-interval",
+            "0",
+        ])
+        .args([
+            "--metrics-settle-seconds",
+            "0",
+            "--category",
+            "all",
+            "--input-file",
+        ])
+        .arg(&file)
+        .args([
+            "--drain-poll-interval-seconds",
+            "0.1",
+            "--drain-idle-polls",
+            "2",
+        ])
+        .arg("--artifact-dir")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The drain wait ran between the runs (two of them), not before the first.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("drain: drained after").count(),
+        2,
+        "{stderr}"
+    );
+    let page = crate::common::http(&format!("{}/metrics", s.url()), "GET", None)
+        .unwrap()
+        .1;
+    for (g, _) in groups {
+        let dir = out_dir.join(format!("category_{g}"));
+        let summary = crate::common::read_json(&dir.join("summary.json"));
+        assert_eq!(summary["counts"]["success"], 6, "{g}");
+        let al = summary["acceptance"]["acceptance"]["acceptance_length"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{g}: no counters' AL"));
+        let truth = group_truth(&page, &format!("<{g}>"));
+        assert!(
+            (al - truth).abs() < 1e-9,
+            "{g}: {al} vs the simulator's {truth}"
+        );
+        let format = &crate::common::read_json(&dir.join("profile_export_aiperf.json"))
+            ["input_config"]["datasets"][0]["format"];
+        assert_eq!(format, &format!("speed_bench_{g}"));
+        // The console's matrix has the category's row with its AL.
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(g) && l.contains(&format!("{al:.2}"))),
+            "{stdout}"
+        );
+    }
+    // A listed category the file lacks is refused before anything runs, naming what it holds.
+    let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
+        .args([
+            "replay",
+            "--url",
+            &s.url(),
+            "--category",
+            "coding,rag",
+            "--input-file",
+        ])
+        .arg(&file)
+        .arg("--artifact-dir")
+        .arg(tmp.path().join("none"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("rag not in the collection") && err.contains("coding, math, writing"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("none").exists());
+}
