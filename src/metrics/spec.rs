@@ -82,6 +82,11 @@ pub struct SpecTotals {
     /// `1 + Σ accepted / Σ steps` over the requests with steps (the counters' definition).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_weighted_acceptance_length: Option<f64>,
+    /// Standard error of the token-weighted AL over the requests (a ratio of sums, by the delta
+    /// method; at least two requests with steps): how far another draw of the same prompts may
+    /// move the figure a golden curve records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_weighted_standard_error: Option<f64>,
     /// Mean of the per-request AL (SPEED-Bench's per-category figure).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_acceptance_length: Option<f64>,
@@ -120,6 +125,9 @@ pub struct StreamEstimate {
     /// `Σ decode tokens / Σ decode events`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_weighted_acceptance_length: Option<f64>,
+    /// Its standard error over the requests (as the reported figures').
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_weighted_standard_error: Option<f64>,
     /// Mean of the per-request estimates.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_acceptance_length: Option<f64>,
@@ -213,6 +221,41 @@ pub(crate) fn spec_metrics(s: &SpecDecode) -> impl Iterator<Item = (MetricKey, S
     .filter_map(|(k, v)| Some((k, v?)))
 }
 
+/// Sums for the standard error of a ratio of sums `Σx / Σy` over requests (delta method):
+/// `SE² = Σ (x_i − R y_i)² / (n (n − 1) ȳ²)`.
+#[derive(Clone, Debug, Default)]
+struct RatioAcc {
+    n: u64,
+    x: f64,
+    y: f64,
+    xx: f64,
+    yy: f64,
+    xy: f64,
+}
+
+impl RatioAcc {
+    fn add(&mut self, x: f64, y: f64) {
+        self.n += 1;
+        self.x += x;
+        self.y += y;
+        self.xx += x * x;
+        self.yy += y * y;
+        self.xy += x * y;
+    }
+
+    /// The standard error of `Σx / Σy`; `None` below two requests or without any `y`.
+    fn standard_error(&self) -> Option<f64> {
+        if self.n < 2 || self.y <= 0.0 {
+            return None;
+        }
+        let n = self.n as f64;
+        let r = self.x / self.y;
+        let resid = (self.xx - 2.0 * r * self.xy + r * r * self.yy).max(0.0);
+        let mean_y = self.y / n;
+        Some((resid / (n * (n - 1.0))).sqrt() / mean_y)
+    }
+}
+
 /// Running sums of reported figures (one per run and one per group).
 #[derive(Clone, Debug, Default)]
 struct ReportedAcc {
@@ -228,6 +271,8 @@ struct ReportedAcc {
     al: Vec<f64>,
     /// The servers' own per-request figures, as sent.
     server_al: Vec<f64>,
+    /// (accepted, steps) per request with steps, for the token-weighted AL's standard error.
+    ratio: RatioAcc,
 }
 
 impl ReportedAcc {
@@ -239,6 +284,7 @@ impl ReportedAcc {
             self.steps += steps;
             self.accepted_with_steps += a;
             self.requests_with_steps += 1;
+            self.ratio.add(a as f64, steps as f64);
         }
         if let Some(al) = s.acceptance_length() {
             self.al.push(al);
@@ -275,6 +321,7 @@ impl ReportedAcc {
             accepted_tokens: self.accepted_tokens,
             token_weighted_acceptance_length: (self.steps > 0)
                 .then(|| 1.0 + self.accepted_with_steps as f64 / self.steps as f64),
+            token_weighted_standard_error: self.ratio.standard_error(),
             mean_acceptance_length: mean(&self.al),
             acceptance_length: Stat::of(&self.al),
             acceptance_rate: (self.draft_tokens > 0)
@@ -293,6 +340,7 @@ struct StreamAcc {
     decode_tokens: u64,
     decode_events: u64,
     al: Vec<f64>,
+    ratio: RatioAcc,
 }
 
 impl StreamAcc {
@@ -300,6 +348,7 @@ impl StreamAcc {
         self.decode_tokens += tokens;
         self.decode_events += events;
         self.al.push(tokens as f64 / events as f64);
+        self.ratio.add(tokens as f64, events as f64);
     }
 
     fn estimate(&self) -> Option<StreamEstimate> {
@@ -310,6 +359,7 @@ impl StreamAcc {
             token_weighted_acceptance_length: Some(
                 self.decode_tokens as f64 / self.decode_events as f64,
             ),
+            token_weighted_standard_error: self.ratio.standard_error(),
             mean_acceptance_length: mean(&self.al),
             acceptance_length: Stat::of(&self.al),
             vs_counters: None,
@@ -484,4 +534,29 @@ impl SpecSummary {
 
 fn mean(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RatioAcc;
+
+    #[test]
+    fn the_standard_error_of_a_ratio_of_sums_is_the_delta_methods() {
+        // Requests (accepted, steps): R = 12 / 12 = 1; residuals x − R y = -1, 1, -2, 2;
+        // Σ r² = 10; SE = sqrt(10 / (4 · 3)) / (12 / 4).
+        let mut r = RatioAcc::default();
+        for (x, y) in [(2.0, 3.0), (4.0, 3.0), (1.0, 3.0), (5.0, 3.0)] {
+            r.add(x, y);
+        }
+        let want = (10.0f64 / 12.0).sqrt() / 3.0;
+        assert!((r.standard_error().unwrap() - want).abs() < 1e-12);
+        // Every request at the same ratio: no spread, no error.
+        let mut same = RatioAcc::default();
+        same.add(2.0, 4.0);
+        same.add(3.0, 6.0);
+        assert!(same.standard_error().unwrap() < 1e-12);
+        let mut one = RatioAcc::default();
+        one.add(2.0, 4.0);
+        assert_eq!(one.standard_error(), None);
+    }
 }

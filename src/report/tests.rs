@@ -1061,6 +1061,7 @@ fn spec_totals(al: f64, rate: f64) -> crate::metrics::SpecTotals {
         draft_tokens: 258,
         accepted_tokens: 20,
         token_weighted_acceptance_length: Some(al),
+        token_weighted_standard_error: Some(0.05),
         mean_acceptance_length: Some(al + 0.01),
         acceptance_length: crate::metrics::Stat::of(&[al - 0.1, al + 0.12]),
         acceptance_rate: Some(rate),
@@ -1077,6 +1078,7 @@ fn stream_estimate(al: f64, counters: Option<f64>) -> crate::metrics::StreamEsti
         decode_tokens: (al * 100.0).round() as u64,
         decode_events: 100,
         token_weighted_acceptance_length: Some(al),
+        token_weighted_standard_error: None,
         mean_acceptance_length: Some(al),
         acceptance_length: None,
         vs_counters: counters.map(|c| {
