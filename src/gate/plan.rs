@@ -22,7 +22,8 @@ use crate::cli::{GateArgs, ReplayArgs};
 use crate::config::{metrics_endpoints, RunConfig};
 use crate::dataset::DatasetKind;
 use crate::golden::{
-    Collection, CollectionEndpoint, CurveQuery, GoldenCurve, GoldenSource, Renderer, Turns,
+    Collection, CollectionEndpoint, CurveQuery, GoldenCurve, GoldenSource, Renderer, ThinkingMode,
+    Turns,
 };
 use crate::render::EndpointType;
 use crate::scrape::acceptance::SpecEngine;
@@ -58,6 +59,90 @@ fn error(reason: Reason, message: impl Into<String>) -> Stop {
 fn replay_defaults() -> Result<ReplayArgs, clap::Error> {
     let cmd = ReplayArgs::augment_args(clap::Command::new("replay"));
     ReplayArgs::from_arg_matches(&cmd.try_get_matches_from(["replay"])?)
+}
+
+/// A collection's replay for one thinking mode, as `specperf replay` flags, and how its prompts
+/// are rendered.
+pub(crate) struct CollectionReplay {
+    /// The flags: every setting the collection records.
+    pub(crate) replay: ReplayArgs,
+    /// The endpoint posted to.
+    pub(crate) endpoint: EndpointType,
+    /// Who renders the prompt.
+    pub(crate) render: PromptRender,
+}
+
+/// The replay that measures (or measured) collection `c` in mode `thinking` with `kwargs` against
+/// `url`: prompts from `prompts`, the category, order, turns, endpoint, renderer (a template path
+/// relative to `base_dir`), output length, sampling and kwargs exactly as recorded. Shared by the
+/// gate, which replays a curve, and `specperf collect`, which measures one, so the two cannot
+/// drift apart. No raw result file is written (the caller's environment may name one).
+pub(crate) fn collection_replay(
+    c: &Collection,
+    thinking: ThinkingMode,
+    kwargs: serde_json::Map<String, Value>,
+    base_dir: Option<&Path>,
+    prompts: PathBuf,
+    url: String,
+) -> Result<CollectionReplay, clap::Error> {
+    let sampling = c.sampling.for_mode(thinking);
+    let (endpoint, encoder, render) = match &c.renderer {
+        Renderer::DeepseekV4 => (
+            EndpointType::Completions,
+            "dsv4".to_owned(),
+            PromptRender::Client,
+        ),
+        Renderer::DeepseekV41 => (
+            EndpointType::Completions,
+            "dsv41".to_owned(),
+            PromptRender::Client,
+        ),
+        Renderer::ServerTemplate => (EndpointType::Chat, "none".to_owned(), PromptRender::Server),
+        Renderer::Template(f) => {
+            let p = base_dir.map(Path::to_path_buf).unwrap_or_default().join(f);
+            (
+                EndpointType::Completions,
+                format!("template:{}", p.display()),
+                PromptRender::Client,
+            )
+        }
+    };
+    let endpoint = match c.endpoint {
+        CollectionEndpoint::Chat => EndpointType::Chat,
+        CollectionEndpoint::Completions => endpoint,
+    };
+    let mut r = replay_defaults()?;
+    r.result_filename = None;
+    r.result_dir = None;
+    r.url = Some(url);
+    r.input_file = Some(prompts);
+    r.custom_dataset_type = Some(DatasetKind::SpeedBench.into());
+    r.category = Some(c.category.clone());
+    r.seed = c.seed.unwrap_or(0);
+    r.endpoint_type = endpoint;
+    r.encoder = encoder;
+    r.osl = Some(crate::cli::List::one(c.output_len));
+    if let Some(n) = c.concurrency {
+        r.concurrency = Some(crate::cli::List::one(n as usize));
+    }
+    if !kwargs.is_empty() {
+        // The replay's flag is JSON text; RunConfig parses and validates it.
+        r.chat_template_kwargs = Some(Value::Object(kwargs).to_string());
+    }
+    r.all_turns = c.turns == Turns::All;
+    r.temperature = sampling.temperature;
+    r.top_p = sampling.top_p;
+    r.presence_penalty = sampling.presence_penalty;
+    r.repetition_penalty = sampling.repetition_penalty;
+    r.top_k = sampling.top_k;
+    if let Some(seed) = sampling.seed {
+        r.extra_inputs.push(format!("seed:{seed}"));
+    }
+    Ok(CollectionReplay {
+        replay: r,
+        endpoint,
+        render,
+    })
 }
 
 /// The collection block for the curve: `--collection-metadata` (a file, or a directory with
@@ -171,35 +256,6 @@ impl Plan {
                 ),
             ));
         }
-        let (endpoint, encoder, render) = match &c.renderer {
-            Renderer::DeepseekV4 => (
-                EndpointType::Completions,
-                "dsv4".to_owned(),
-                PromptRender::Client,
-            ),
-            Renderer::DeepseekV41 => (
-                EndpointType::Completions,
-                "dsv41".to_owned(),
-                PromptRender::Client,
-            ),
-            Renderer::ServerTemplate => {
-                (EndpointType::Chat, "none".to_owned(), PromptRender::Server)
-            }
-            Renderer::Template(f) => {
-                let p = base_dir.clone().unwrap_or_default().join(f);
-                (
-                    EndpointType::Completions,
-                    format!("template:{}", p.display()),
-                    PromptRender::Client,
-                )
-            }
-        };
-        let endpoint = match c.endpoint {
-            CollectionEndpoint::Chat => EndpointType::Chat,
-            CollectionEndpoint::Completions => endpoint,
-        };
-        rec.endpoint_kind = Some(endpoint);
-        rec.prompt_render = Some(render);
 
         // Endpoints (§9): flags, the env chain, else the server's port.
         let port = a.port.clone().unwrap_or_else(|| "8000".into());
@@ -224,21 +280,14 @@ impl Plan {
         rec.endpoints = Some(endpoints.clone());
 
         // The replay: the collection exactly as the curve was measured.
-        let mut r = replay_defaults()
+        let CollectionReplay {
+            replay: mut r,
+            endpoint,
+            render,
+        } = collection_replay(&c, thinking, kwargs, base_dir.as_deref(), prompts, url)
             .map_err(|e| error(Reason::ConfigInvalid, format!("replay flags: {e}")))?;
-        // The replay's defaults read RESULT_FILENAME / RESULT_DIR from the environment, which the
-        // benchmark stage sets for its own raw result: the gate writes only al_gate_<name>.json and
-        // its artifacts, never a `<RESULT_FILENAME>.json` a failed benchmark could leave behind.
-        r.result_filename = None;
-        r.result_dir = None;
-        r.url = Some(url);
-        r.input_file = Some(prompts);
-        r.custom_dataset_type = Some(DatasetKind::SpeedBench.into());
-        r.category = Some(c.category.clone());
-        r.seed = c.seed.unwrap_or(0);
-        r.endpoint_type = endpoint;
-        r.encoder = encoder;
-        r.osl = Some(crate::cli::List::one(c.output_len));
+        rec.endpoint_kind = Some(endpoint);
+        rec.prompt_render = Some(render);
         r.concurrency = Some(crate::cli::List::one(s.concurrency as usize));
         r.scrape.spec_engine = s.engine;
         r.scrape.num_spec_tokens = Some(s.k);
@@ -246,19 +295,6 @@ impl Plan {
         r.progress_interval = 0.0;
         r.failed_request_threshold = 0.0;
         r.scrape.metrics_settle_seconds = Some(s.settle.as_secs_f64());
-        if !kwargs.is_empty() {
-            // The replay's flag is JSON text; RunConfig parses and validates it.
-            r.chat_template_kwargs = Some(Value::Object(kwargs).to_string());
-        }
-        r.all_turns = c.turns == Turns::All;
-        r.temperature = sampling.temperature;
-        r.top_p = sampling.top_p;
-        r.presence_penalty = sampling.presence_penalty;
-        r.repetition_penalty = sampling.repetition_penalty;
-        r.top_k = sampling.top_k;
-        if let Some(seed) = sampling.seed {
-            r.extra_inputs.push(format!("seed:{seed}"));
-        }
         if let Some(m) = model(a) {
             r.model = Some(m);
         }
