@@ -71,7 +71,7 @@ pub use cli::{
     completions, render_ignored, write_man_pages, AgentxArgs, Cli, Command, CompletionsArgs,
     DrainArgs, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs, ManArgs,
     MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs, ReplayArgs, Scenario,
-    ScrapeArgs, SimArgs, Ui,
+    ScrapeArgs, ServeArgs, SimArgs, Ui,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
