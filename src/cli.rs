@@ -334,6 +334,11 @@ const NOT_FOR_RENDER: &[&str] = &[
     "slo_attainment_fraction",
     "gpus",
     "resume",
+    "serve_cmd",
+    "serve_params",
+    "serve_ready_timeout",
+    "serve_stop_grace",
+    "serve_gpu_release_timeout",
 ];
 
 /// Every value may look like a negative number: `--sim-itl-ms -1` is that flag's bad value (an
@@ -795,6 +800,10 @@ pub struct ReplayArgs {
     /// Sweeps, repeated runs and SLA search.
     #[command(flatten)]
     pub sweep: SweepArgs,
+
+    /// Sweeps that start and stop the server themselves (`--serve-cmd`).
+    #[command(flatten)]
+    pub serve: ServeArgs,
 }
 
 /// `--scenario`: which replay the traces drive.
@@ -1669,6 +1678,45 @@ pub enum SearchParameter {
     Concurrency,
     /// Open-loop request rate (bisection down to --search-tolerance of the rate).
     RequestRate,
+}
+
+/// Sweeps that own the server: `--serve-cmd` started once per cell of the `--serve-param` grid.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Sweeps that start the server (--serve-cmd)")]
+pub struct ServeArgs {
+    /// Start the server with this shell command once per cell of the --serve-param grid, run
+    /// the replay (or the whole sweep the other flags ask for) against it into
+    /// `<artifact-dir>/<cell>/`, and stop it. `{NAME}` is the cell's value of --serve-param NAME,
+    /// `{port}` a free loopback port specperf picks and targets (http://127.0.0.1:PORT; without
+    /// `{port}`, give --url). Other braces (JSON) and `${VAR}` stay as written; `{{NAME}}` is a
+    /// literal `{NAME}`. The server runs in its own process group, its output in
+    /// `<cell>/server.log`; `cells.json` in the artifact directory records every cell.
+    #[arg(long, value_name = "TEMPLATE")]
+    pub serve_cmd: Option<String>,
+
+    /// A server setting to sweep, `NAME=v1,v2,...` (repeatable): cells are the product of the
+    /// lists in the order given, the last changing fastest, named `NAME_v1__OTHER_v2`.
+    #[arg(long = "serve-param", value_name = "NAME=V1,V2", value_parser = parse_serve_param)]
+    pub serve_params: Vec<crate::serve::ServeParam>,
+
+    /// Longest wait for a started server to answer 200 on /health or /v1/models, seconds
+    /// (default 1200: a large model's load); the cell then fails and the sweep goes on.
+    #[arg(long, value_name = "SECONDS")]
+    pub serve_ready_timeout: Option<f64>,
+
+    /// After SIGTERM to the server's process group, seconds before SIGKILL (default 30).
+    #[arg(long, value_name = "SECONDS")]
+    pub serve_stop_grace: Option<f64>,
+
+    /// With nvidia-smi on PATH: longest wait after a stop for every GPU's memory to be back
+    /// (within 1 GiB) to what it used before the first server, seconds (default 300; then a
+    /// warning, and the next server starts).
+    #[arg(long, value_name = "SECONDS")]
+    pub serve_gpu_release_timeout: Option<f64>,
+}
+
+fn parse_serve_param(s: &str) -> Result<crate::serve::ServeParam, String> {
+    crate::serve::parse_param(s).map_err(|e| e.to_string())
 }
 
 /// Sweeps over load and lengths, repeated runs with confidence intervals, SLA search, the drain

@@ -32,7 +32,9 @@
 //! metrics -> report), `sim` (the built-in server with speculative-decoding counters; it needs
 //! only `stop`, `fdlimit` and the exposition writer in `scrape::prom`), `sweep` (points, repeated
 //! runs or an SLA search -> one `engine::replay` each, the drain wait between -> `sweep.json`, the
-//! table and the Pareto page). `golden` holds the golden
+//! table and the Pareto page; with `--serve-cmd`, once per server cell -> `cells.json`). `serve`
+//! (below `sweep`, above `stop`) owns a server's process group: the `--serve-cmd` template and its
+//! cells, start and readiness, stop, the GPU memory wait. `golden` holds the golden
 //! AL curves, curve selection and the framework table that gate and inject share.
 
 pub mod agentx;
@@ -58,6 +60,7 @@ mod render;
 mod report;
 mod schedule;
 pub mod scrape;
+pub mod serve;
 pub mod sim;
 mod stop;
 pub mod sweep;
@@ -68,7 +71,7 @@ pub use cli::{
     completions, render_ignored, write_man_pages, AgentxArgs, Cli, Command, CompletionsArgs,
     DrainArgs, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs, ManArgs,
     MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs, ReplayArgs, Scenario,
-    ScrapeArgs, SimArgs, Ui,
+    ScrapeArgs, ServeArgs, SimArgs, Ui,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};

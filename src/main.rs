@@ -28,6 +28,9 @@ fn main() -> ExitCode {
             Command::Replay(args) if specperf::sweep::categories_wanted(&args) => {
                 categories(&args).await
             }
+            Command::Replay(args) if specperf::sweep::serve_wanted(&args) => {
+                cells(specperf::sweep::CellsConfig::from_replay(&args)).await
+            }
             Command::Replay(args) if specperf::sweep::wanted(&args) => {
                 sweep(specperf::sweep::SweepConfig::from_replay(&args)).await
             }
@@ -190,46 +193,9 @@ async fn sweep(cfg: Result<specperf::sweep::SweepConfig, specperf::ConfigError>)
             eprint!("\r\x1b[2K");
         }
     };
-    use specperf::sweep::Event;
     let result = specperf::sweep::run_sweep(cfg, stop, ptx, |ev| {
         clear();
-        match ev {
-            Event::RunStart {
-                point,
-                index,
-                total,
-                run,
-                runs,
-            } => {
-                let of = total.map_or(String::new(), |t| format!("/{t}"));
-                let name = if point.is_empty() { "run" } else { point };
-                let run = if runs > 1 {
-                    format!(", run {run}/{runs}")
-                } else {
-                    String::new()
-                };
-                eprintln!("=== point {index}{of}: {name}{run} ===");
-            }
-            Event::Skipped { point } => {
-                eprintln!("point {point}: finished in the earlier sweep, kept (--resume)")
-            }
-            Event::DrainPoll(p) => eprintln!("{p}"),
-            Event::Drained(o) => eprintln!("{}", o.summary_line()),
-            Event::RunDone { outcome, .. } => print_run(outcome),
-            Event::RunFailed { point, error } => {
-                eprintln!("error: point {point}: {error:#}; the sweep goes on")
-            }
-            Event::Convergence { point, explain, .. } => eprintln!("point {point}: {explain}"),
-            Event::Probe { point, pass } => eprintln!(
-                "point {point}: {}",
-                if pass {
-                    "meets the objectives"
-                } else {
-                    "misses the objectives"
-                }
-            ),
-            Event::Warning(w) => eprintln!("WARNING: {w}"),
-        }
+        print_sweep_event(ev);
     })
     .await;
     if let Some(p) = printer {
@@ -240,6 +206,142 @@ async fn sweep(cfg: Result<specperf::sweep::SweepConfig, specperf::ConfigError>)
         Ok(o) => {
             print!("{}", specperf::sweep::console(&o.index));
             println!("Sweep: {}", o.dir.display());
+            o.exit_code
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            e.exit_code()
+        }
+    }
+}
+
+/// One event of a sweep on the console: run starts, skips, drain waits, each run's table,
+/// failures, convergence and search verdicts.
+fn print_sweep_event(ev: specperf::sweep::Event<'_>) {
+    use specperf::sweep::Event;
+    match ev {
+        Event::RunStart {
+            point,
+            index,
+            total,
+            run,
+            runs,
+        } => {
+            let of = total.map_or(String::new(), |t| format!("/{t}"));
+            let name = if point.is_empty() { "run" } else { point };
+            let run = if runs > 1 {
+                format!(", run {run}/{runs}")
+            } else {
+                String::new()
+            };
+            eprintln!("=== point {index}{of}: {name}{run} ===");
+        }
+        Event::Skipped { point } => {
+            eprintln!("point {point}: finished in the earlier sweep, kept (--resume)")
+        }
+        Event::DrainPoll(p) => eprintln!("{p}"),
+        Event::Drained(o) => eprintln!("{}", o.summary_line()),
+        Event::RunDone { outcome, .. } => print_run(outcome),
+        Event::RunFailed { point, error } => {
+            eprintln!("error: point {point}: {error:#}; the sweep goes on")
+        }
+        Event::Convergence { point, explain, .. } => eprintln!("point {point}: {explain}"),
+        Event::Probe { point, pass } => eprintln!(
+            "point {point}: {}",
+            if pass {
+                "meets the objectives"
+            } else {
+                "misses the objectives"
+            }
+        ),
+        Event::Warning(w) => eprintln!("WARNING: {w}"),
+    }
+}
+
+/// `replay --serve-cmd`: a line per cell start, ready and stop (the log's tail for a failed
+/// cell), each cell's runs as a run or a sweep prints them, then the table of cells.
+async fn cells(cfg: Result<specperf::sweep::CellsConfig, specperf::ConfigError>) -> i32 {
+    let mut cfg = match cfg {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return exit::USAGE;
+        }
+    };
+    cfg.set_cli_command(command_line());
+    for w in &cfg.warnings {
+        eprintln!("WARNING: {w}");
+    }
+    let stop = Stopper::new();
+    spawn_signal_handlers(&stop);
+    let (ptx, prx) = watch::channel(Progress::default());
+    let terminal = std::io::stderr().is_terminal();
+    let printer = start_printer(cfg.ui, terminal, cfg.progress_interval, prx);
+    let clear = move || {
+        if terminal {
+            eprint!("\r\x1b[2K");
+        }
+    };
+    use specperf::sweep::CellEvent;
+    let result = specperf::sweep::run_cells(cfg, stop, ptx, |ev| {
+        clear();
+        match ev {
+            CellEvent::Start {
+                cell,
+                index,
+                total,
+                command,
+                log,
+            } => {
+                eprintln!("=== cell {index}/{total}: {cell} ===");
+                eprintln!("cell {cell}: starting `{command}` (log {})", log.display());
+            }
+            CellEvent::Ready { cell, seconds, url } => {
+                eprintln!("cell {cell}: server ready at {url} after {seconds:.1} s")
+            }
+            CellEvent::ServerStopped { cell, stopped } => eprintln!(
+                "cell {cell}: server stopped in {:.1} s{}",
+                stopped.seconds,
+                if stopped.killed {
+                    " (killed after the grace)"
+                } else {
+                    ""
+                }
+            ),
+            CellEvent::Failed { cell, error, tail } => {
+                eprintln!("error: cell {cell} failed: {error}; the sweep goes on");
+                if !tail.is_empty() {
+                    eprintln!("cell {cell}: the server log ends:");
+                    for l in tail {
+                        eprintln!("  | {l}");
+                    }
+                }
+            }
+            CellEvent::Skipped { cell } => {
+                eprintln!("cell {cell}: finished in the earlier sweep, kept (--resume)")
+            }
+            CellEvent::GpuWait(w) => eprintln!("{}", w.summary_line()),
+            CellEvent::RunDone { outcome, .. } => print_run(outcome),
+            CellEvent::RunFailed { cell, error } => {
+                eprintln!("error: cell {cell}: {error:#}")
+            }
+            CellEvent::Sweep(ev) => print_sweep_event(ev),
+            CellEvent::SweepDone { outcome, .. } => {
+                print!("{}", specperf::sweep::console(&outcome.index));
+                println!("Sweep: {}", outcome.dir.display());
+            }
+            CellEvent::Warning(w) => eprintln!("WARNING: {w}"),
+        }
+    })
+    .await;
+    if let Some(p) = printer {
+        p.abort();
+        clear();
+    }
+    match result {
+        Ok(o) => {
+            print!("{}", specperf::sweep::cells_console(&o.index));
+            println!("Cells: {}", o.dir.join("cells.json").display());
             o.exit_code
         }
         Err(e) => {

@@ -282,6 +282,24 @@ fn agentx_unused_flags(a: &ReplayArgs) -> Vec<&'static str> {
 
 /// Counts and limits that must be at least 1 (or within range) whatever the rest says.
 fn check_counts(a: &ReplayArgs) -> Result<(), ConfigError> {
+    let s = &a.serve;
+    if s.serve_cmd.is_none() {
+        let given = [
+            ("--serve-param", !s.serve_params.is_empty()),
+            ("--serve-ready-timeout", s.serve_ready_timeout.is_some()),
+            ("--serve-stop-grace", s.serve_stop_grace.is_some()),
+            (
+                "--serve-gpu-release-timeout",
+                s.serve_gpu_release_timeout.is_some(),
+            ),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+            return err(format!(
+                "{flag} shapes a sweep that starts the server itself: add --serve-cmd 'TEMPLATE' \
+                 (the command that starts it), or drop {flag}"
+            ));
+        }
+    }
     if a.concurrency.as_ref().is_some_and(|l| l.0.contains(&0)) {
         return err("--concurrency must be at least 1");
     }

@@ -8,12 +8,16 @@
 //!  index ──> table (console, sweep.json, sweep.csv) and the Pareto page (report::pareto)
 //! ```
 //!
-//! Sits above `engine`, `config`, `scrape` and `report`, as `gate` does; nothing below imports
-//! it. One [`Stopper`](crate::Stopper) for the whole sweep (signals), a child of it for each run
+//! With `--serve-cmd` (`cells`), all of that runs once per server cell: the server started,
+//! the replay or sweep run against it, the server's process group stopped (`serve`), `cells.json`.
+//!
+//! Sits above `engine`, `config`, `scrape`, `serve` and `report`, as `gate` does; nothing below
+//! imports it. One [`Stopper`](crate::Stopper) for the whole sweep (signals), a child of it for each run
 //! (a run's deadline or stall ends that run only).
 
 mod aiperf;
 mod categories;
+mod cells;
 mod config;
 mod index;
 mod plan;
@@ -26,6 +30,10 @@ mod values;
 pub use categories::{
     categories_wanted, run_categories, CategoriesOutcome, CategoryEvent, CategoryPlan,
     CategoryResult,
+};
+pub use cells::{
+    cells_console, run_cells, serve_wanted, CellEntry, CellEvent, CellStatus, CellsConfig,
+    CellsIndex, CellsOutcome, ParamEntry, CELLS_SCHEMA,
 };
 pub use config::{check_single, wanted, wanted_profile, SweepConfig};
 pub use index::{IndexError, PointEntry, PointStatus, RunEntry, SweepIndex, SWEEP_SCHEMA};

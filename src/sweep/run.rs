@@ -302,7 +302,7 @@ fn new_index(cfg: &SweepConfig) -> SweepIndex {
 }
 
 /// `<dir>` -> `<dir>.prev-<unix seconds>` (an earlier sweep, kept whole).
-fn move_aside(dir: &Path) -> std::io::Result<std::path::PathBuf> {
+pub(super) fn move_aside(dir: &Path) -> std::io::Result<std::path::PathBuf> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

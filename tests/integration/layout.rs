@@ -115,6 +115,19 @@ fn no_import_circle_between_top_level_modules() {
     }
 }
 
+/// `serve` owns a server's process group for `sweep` (cells) and golden collection: it sits below
+/// both and every stage, holding only the stopper and the file helpers.
+#[test]
+fn serve_sits_below_what_runs_cells() {
+    let g = graph();
+    let serve = g.get("serve").expect("src/serve exists");
+    let allowed = ["stop", "timefmt", "fsutil"];
+    assert!(
+        serve.iter().all(|d| allowed.contains(&d.as_str())),
+        "serve imports {serve:?}; it may use only {allowed:?}"
+    );
+}
+
 #[test]
 fn pipeline_stages_import_only_earlier_stages() {
     let g = graph();

@@ -26,6 +26,7 @@ mod render;
 mod reports;
 mod reuse;
 mod security;
+mod serve;
 mod server_metrics;
 mod shards;
 mod sim_cache;

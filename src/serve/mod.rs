@@ -1,0 +1,33 @@
+//! Owns an inference server's process lifecycle for sweeps that restart it (`replay
+//! --serve-cmd`) and for golden collection: the `--serve-cmd` template and its grid of cells
+//! (`template`), one server's process group from start to stop (`server`), and the wait for GPU
+//! memory between servers (`gpu`).
+//!
+//! ```text
+//!  --serve-cmd TEMPLATE + --serve-param NAME=v1,v2 ──> Template ──> cells (product, last fastest)
+//!  per cell: Server::start (sh -c, own process group, log file, /health or /v1/models = 200)
+//!      ──> the caller runs its load ──> Server::exited? ──> Server::stop (SIGTERM, grace, SIGKILL)
+//!      ──> gpu::wait_for_release (nvidia-smi back to the baseline) ──> next cell
+//! ```
+//!
+//! Sits below `sweep` and anything else that runs cells (which decide what a cell runs and
+//! write `cells.json`); it uses only `stop` (the one cancellation path: a signal ends a
+//! readiness wait, and the caller then stops the group), `timefmt` and `fsutil`. Nothing here
+//! prints or exits. A [`Server`] dropped without [`Server::stop`] kills its group, so a panic
+//! leaves no server behind.
+
+mod gpu;
+mod server;
+mod template;
+
+pub use gpu::{wait_for_release, GpuMemory, GpuWait, MARGIN_MIB};
+pub use server::{describe, log_tail, ServeError, Server, Stopped, TAIL_LINES};
+pub use template::{parse_param, Cell, ServeParam, Template, TemplateError, PORT};
+
+/// A free TCP port on 127.0.0.1 (bound, read, released): the `{port}` of a cell. Another process
+/// may take it before the server binds it; the server then fails to start and the cell says so.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}

@@ -1,0 +1,807 @@
+//! Sweeps that own the server (`replay --serve-cmd`, vLLM's `bench sweep serve`): for each cell
+//! of the `--serve-param` grid, the server is started ([`crate::serve::Server`]), the replay runs
+//! against it (one run, or the whole sweep of points the other flags ask for) into
+//! `<artifact-dir>/<cell>/`, the server's process group is stopped, GPU memory is waited for,
+//! and `cells.json` is rewritten.
+//!
+//! ```text
+//!  flags ──> CellsConfig (template, cells, each cell's replay flags validated) ──> for each cell:
+//!     [GPU memory wait] ──> Server::start (log <cell>/server.log) ──> engine::replay or run_sweep
+//!     ──> Server::exited? ──> Server::stop ──> cells.json (after every step)
+//! ```
+//!
+//! Decisions: a server that fails to start (exits, never ready) or dies during its cell makes
+//! that cell `failed`, with its log's tail in `cells.json` and on the console, and the sweep goes
+//! on. A signal ends the run in flight as it ends any run (artifacts written), then the server
+//! group is stopped before this returns, so `main` never exits with a server behind it; the cell
+//! is `stopped`. `--resume` skips `done` cells and resumes a cell's own sweep where it has a
+//! `sweep.json`. The exit code is a signal's, else the highest of the cells' (a failed cell: 1).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use super::config::{check_single, wanted, SweepConfig};
+use super::index::IndexError;
+use super::run::{move_aside, run_sweep, Event, SweepError, SweepOutcome};
+use crate::cli::{ReplayArgs, Ui};
+use crate::config::{ConfigError, RunConfig};
+use crate::engine::{EngineError, RunOutcome};
+use crate::exit;
+use crate::progress::Progress;
+use crate::serve::{self, Cell, GpuMemory, GpuWait, Server, Template};
+use crate::stop::{StopReason, Stopper};
+
+/// `schema` of `cells.json`.
+pub const CELLS_SCHEMA: &str = "specperf.cells.v1";
+
+/// Default `--serve-ready-timeout`, seconds: loading a large model (weights, CUDA graphs,
+/// torch.compile) takes many minutes.
+const READY_TIMEOUT_S: f64 = 1200.0;
+/// Default `--serve-stop-grace`, seconds.
+const STOP_GRACE_S: f64 = 30.0;
+/// Default `--serve-gpu-release-timeout`, seconds.
+const GPU_RELEASE_S: f64 = 300.0;
+/// Period of the GPU memory polls.
+const GPU_POLL: Duration = Duration::from_millis(500);
+
+/// `--serve-cmd` is given: the replay runs once per server cell.
+pub fn serve_wanted(a: &ReplayArgs) -> bool {
+    a.serve.serve_cmd.is_some()
+}
+
+/// A cell's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellStatus {
+    /// The server started, the cell's runs were made and the server was up to the end;
+    /// skipped by `--resume`.
+    Done,
+    /// The server failed to start or died during the cell, or the runs could not start.
+    Failed,
+    /// Stopped by a signal (or still running: a crash leaves it so); `--resume` runs it again.
+    Stopped,
+}
+
+/// One `--serve-param` as `cells.json` records it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ParamEntry {
+    /// The placeholder's name.
+    pub name: String,
+    /// Its values, in order.
+    pub values: Vec<String>,
+}
+
+/// One cell of `cells.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellEntry {
+    /// `k_2__tp_4`: also its directory, relative to the artifact directory.
+    pub name: String,
+    /// The parameters' values.
+    pub values: BTreeMap<String, String>,
+    /// The command as run (`sh -c`).
+    pub command: String,
+    /// The base URL the replay targeted.
+    pub url: String,
+    /// Where it stands.
+    pub status: CellStatus,
+    /// What the cell's replay (or sweep) exited with, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why it failed or stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The server log, relative to the artifact directory.
+    pub log: PathBuf,
+    /// The log's last lines, for a failed cell.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_tail: Vec<String>,
+    /// When the server was started (RFC 3339).
+    pub started_at: String,
+    /// When it answered ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_at: Option<String>,
+    /// When its group was gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<String>,
+    /// Seconds from start to ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_s: Option<f64>,
+    /// Seconds from SIGTERM until the group was gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_s: Option<f64>,
+    /// The group outlived `--serve-stop-grace` and was killed.
+    #[serde(default)]
+    pub killed: bool,
+    /// The wait for GPU memory before this cell's server started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_wait_before: Option<GpuWait>,
+}
+
+/// `cells.json`: rewritten atomically after every step of every cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellsIndex {
+    /// [`CELLS_SCHEMA`].
+    pub schema: String,
+    /// The binary that wrote it.
+    pub specperf_version: String,
+    /// The command line.
+    pub command: String,
+    /// `--serve-cmd` as given.
+    pub serve_cmd: String,
+    /// `--serve-param`s, in order.
+    pub params: Vec<ParamEntry>,
+    /// What each cell runs: `run` (one replay) or `sweep` (`sweep.json` in the cell).
+    pub runs: String,
+    /// `running`, then `complete`, `partial` (a cell failed) or `stopped` (a signal).
+    pub status: String,
+    /// The signal that stopped it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<StopReason>,
+    /// The cells, in the grid's order.
+    pub cells: Vec<CellEntry>,
+}
+
+impl CellsIndex {
+    /// Reads `<dir>/cells.json`.
+    pub fn read(dir: &Path) -> Result<CellsIndex, IndexError> {
+        let path = dir.join("cells.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| IndexError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let parse = |reason: String| IndexError::Parse {
+            path: path.display().to_string(),
+            reason,
+        };
+        let idx: CellsIndex = serde_json::from_str(&text).map_err(|e| parse(e.to_string()))?;
+        if idx.schema != CELLS_SCHEMA {
+            return Err(parse(format!(
+                "schema {:?}, expected {CELLS_SCHEMA:?}",
+                idx.schema
+            )));
+        }
+        Ok(idx)
+    }
+
+    fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)? + "\n";
+        crate::fsutil::write_atomic(&dir.join("cells.json"), text.as_bytes())
+    }
+
+    fn upsert(&mut self, c: CellEntry) {
+        match self.cells.iter_mut().find(|e| e.name == c.name) {
+            Some(e) => *e = c,
+            None => self.cells.push(c),
+        }
+    }
+}
+
+/// A validated `--serve-cmd` sweep.
+#[derive(Clone, Debug)]
+pub struct CellsConfig {
+    template: Template,
+    /// Every cell's replay flags, before its URL and directory (the `--serve-*` flags and
+    /// `--resume` cleared).
+    base: ReplayArgs,
+    /// `--url`, when the template has no `{port}`.
+    fixed_url: Option<String>,
+    /// The artifact directory (each cell's below it).
+    pub dir: PathBuf,
+    ready_timeout: Duration,
+    stop_grace: Duration,
+    gpu_release: Duration,
+    resume: bool,
+    /// Each cell runs a sweep of points.
+    sweep: bool,
+    command: String,
+    /// Settings worth a word before the first cell (the first cell's run warnings included).
+    pub warnings: Vec<String>,
+    /// The live display.
+    pub ui: Ui,
+    /// Progress line period (None: none).
+    pub progress_interval: Option<Duration>,
+}
+
+fn err<T>(m: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError::msg(m))
+}
+
+fn seconds(flag: &str, v: Option<f64>, default: f64) -> Result<Duration, ConfigError> {
+    let v = v.unwrap_or(default);
+    if !(v.is_finite() && v > 0.0) {
+        return err(format!(
+            "--{flag} must be a positive number of seconds, got {v}"
+        ));
+    }
+    Duration::try_from_secs_f64(v)
+        .map_err(|_| ConfigError::msg(format!("--{flag} {v} is too large")))
+}
+
+impl CellsConfig {
+    /// Validates `replay --serve-cmd`: the template and parameters, where the replay points,
+    /// the timeouts, and every cell's replay (or sweep) flags.
+    pub fn from_replay(a: &ReplayArgs) -> Result<CellsConfig, ConfigError> {
+        let s = &a.serve;
+        let Some(text) = s.serve_cmd.as_deref() else {
+            return err("--serve-cmd is missing");
+        };
+        let template = Template::new(text, s.serve_params.clone())
+            .map_err(|e| ConfigError::msg(e.to_string()))?;
+        let fixed_url =
+            match (template.uses_port(), a.url.as_deref()) {
+                (true, Some(url)) => {
+                    return err(format!(
+                "--url {url} and {{port}} in the --serve-cmd template both say where the server \
+                     listens: with {{port}}, specperf picks a free port and targets \
+                     http://127.0.0.1:PORT. Drop --url, or write the port into the template and \
+                     keep --url"
+            ))
+                }
+                (true, None) => None,
+                (false, None) => return err(
+                    "the --serve-cmd template has no {port}: give --url, the address its server \
+                     listens at (e.g. --url http://127.0.0.1:8000 for `vllm serve ... --port \
+                     8000`), or put {port} in the template for a port specperf picks",
+                ),
+                (false, Some(url)) => {
+                    let url = if url.contains("://") {
+                        url.to_string()
+                    } else {
+                        format!("http://{url}")
+                    };
+                    if !url.starts_with("http://") {
+                        return err(format!(
+                            "--url {url}: a server started by --serve-cmd is probed for readiness \
+                         over plain HTTP; give an http:// URL"
+                        ));
+                    }
+                    Some(url)
+                }
+            };
+        let resume = a.sweep.resume;
+        let dir =
+            match &a.artifact_dir {
+                Some(d) => d.clone(),
+                None if resume => return err(
+                    "--resume continues the cells in --artifact-dir: name the directory of the \
+                     sweep to continue",
+                ),
+                None => default_dir(a.model.as_deref(), &template),
+            };
+        if resume && !dir.join("cells.json").is_file() {
+            return err(format!(
+                "--resume: {} holds no cells.json (no --serve-cmd sweep ran there); drop --resume \
+                 to start one",
+                dir.display()
+            ));
+        }
+        let mut base = a.clone();
+        base.serve = Default::default();
+        base.sweep.resume = false;
+        let mut cfg = CellsConfig {
+            sweep: wanted(&base),
+            template,
+            base,
+            fixed_url,
+            dir,
+            ready_timeout: seconds(
+                "serve-ready-timeout",
+                s.serve_ready_timeout,
+                READY_TIMEOUT_S,
+            )?,
+            stop_grace: seconds("serve-stop-grace", s.serve_stop_grace, STOP_GRACE_S)?,
+            gpu_release: seconds(
+                "serve-gpu-release-timeout",
+                s.serve_gpu_release_timeout,
+                GPU_RELEASE_S,
+            )?,
+            resume,
+            command: String::new(),
+            warnings: Vec::new(),
+            ui: a.ui,
+            progress_interval: None,
+        };
+        // Every cell must make a valid replay before the first server starts.
+        for (i, cell) in cfg.template.cells().iter().enumerate() {
+            let args = cfg.cell_args(cell, "http://127.0.0.1:1");
+            let in_cell = |e: ConfigError| ConfigError::msg(format!("cell {}: {e}", cell.name()));
+            let (warnings, ui, every) = if cfg.sweep {
+                let c = SweepConfig::from_replay(&args).map_err(in_cell)?;
+                (c.warnings, c.ui, c.progress_interval)
+            } else {
+                let mut w = check_single(&args.sweep).map_err(in_cell)?;
+                let c = RunConfig::from_args(&args).map_err(in_cell)?;
+                w.extend(c.warnings);
+                (w, c.ui, c.progress_interval)
+            };
+            if i == 0 {
+                cfg.warnings = warnings;
+                cfg.ui = ui;
+                cfg.progress_interval = every;
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Records the command line (in `cells.json` and every run's summary).
+    pub fn set_cli_command(&mut self, command: String) {
+        self.command = command;
+    }
+
+    /// The replay flags of `cell` against `url`.
+    fn cell_args(&self, cell: &Cell, url: &str) -> ReplayArgs {
+        let mut a = self.base.clone();
+        a.url = Some(url.to_string());
+        let dir = self.dir.join(cell.name());
+        a.sweep.resume = self.resume && self.sweep && dir.join("sweep.json").is_file();
+        a.artifact_dir = Some(dir);
+        if let (Some(stem), Some(_)) = (&a.result_filename, &a.result_dir) {
+            // One --result-dir for every cell: each cell's raw JSON gets its own name.
+            let stem = stem.strip_suffix(".json").unwrap_or(stem);
+            a.result_filename = Some(format!("{stem}_{}", cell.name()));
+        }
+        a
+    }
+}
+
+/// `artifacts/<model>-serve-<params>`.
+fn default_dir(model: Option<&str>, t: &Template) -> PathBuf {
+    let mut name = format!(
+        "{}-serve",
+        crate::fsutil::safe_name(model.unwrap_or("specperf"))
+    );
+    for p in t.params() {
+        name.push('-');
+        name.push_str(&p.name);
+    }
+    Path::new("artifacts").join(name)
+}
+
+/// What the cells tell the caller as they go (the binary prints it).
+pub enum CellEvent<'a> {
+    /// A cell's server is being started.
+    Start {
+        /// The cell.
+        cell: &'a str,
+        /// 1-based.
+        index: usize,
+        /// Cells in all.
+        total: usize,
+        /// The command as run.
+        command: &'a str,
+        /// Its log.
+        log: &'a Path,
+    },
+    /// It answered ready.
+    Ready {
+        /// The cell.
+        cell: &'a str,
+        /// Seconds since start.
+        seconds: f64,
+        /// The base URL the replay targets.
+        url: &'a str,
+    },
+    /// Its server's group was stopped.
+    ServerStopped {
+        /// The cell.
+        cell: &'a str,
+        /// How.
+        stopped: serve::Stopped,
+    },
+    /// The cell failed (the server, or the runs could not start).
+    Failed {
+        /// The cell.
+        cell: &'a str,
+        /// Why.
+        error: &'a str,
+        /// The server log's last lines.
+        tail: &'a [String],
+    },
+    /// `--resume`: a cell done earlier, not run again.
+    Skipped {
+        /// The cell.
+        cell: &'a str,
+    },
+    /// The GPU memory wait before a start ended.
+    GpuWait(&'a GpuWait),
+    /// A cell's single run ended.
+    RunDone {
+        /// The cell.
+        cell: &'a str,
+        /// The outcome.
+        outcome: &'a RunOutcome,
+        /// What `replay` would exit with.
+        exit_code: i32,
+    },
+    /// A cell's single run could not start.
+    RunFailed {
+        /// The cell.
+        cell: &'a str,
+        /// Why.
+        error: &'a EngineError,
+    },
+    /// An event of a cell's sweep.
+    Sweep(Event<'a>),
+    /// A cell's sweep ended.
+    SweepDone {
+        /// The cell.
+        cell: &'a str,
+        /// Its outcome (index, directory, exit code).
+        outcome: &'a SweepOutcome,
+    },
+    /// Something worth a warning.
+    Warning(String),
+}
+
+/// What the cells hand back.
+pub struct CellsOutcome {
+    /// `cells.json` as written.
+    pub index: CellsIndex,
+    /// The artifact directory.
+    pub dir: PathBuf,
+    /// A signal's exit code, else the highest of the cells' (1 for a failed cell).
+    pub exit_code: i32,
+}
+
+/// Runs every cell. `progress` carries each run's live progress; `on_event` hears the rest.
+/// Returns only once no server of it is running.
+pub async fn run_cells(
+    cfg: CellsConfig,
+    stop: Stopper,
+    progress: watch::Sender<Progress>,
+    mut on_event: impl FnMut(CellEvent<'_>),
+) -> Result<CellsOutcome, SweepError> {
+    let dir = cfg.dir.clone();
+    let dir_err = |source| SweepError::Dir {
+        path: dir.display().to_string(),
+        source,
+    };
+    let mut index = if cfg.resume {
+        let mut idx = CellsIndex::read(&dir)?;
+        idx.status = "running".into();
+        idx.stopped_by = None;
+        idx.command = cfg.command.clone();
+        idx
+    } else {
+        if dir.join("cells.json").exists() {
+            let aside = move_aside(&dir).map_err(dir_err)?;
+            on_event(CellEvent::Warning(format!(
+                "{} held an earlier --serve-cmd sweep; it was moved to {} (pass --resume to \
+                 continue one)",
+                dir.display(),
+                aside.display()
+            )));
+        }
+        CellsIndex {
+            schema: CELLS_SCHEMA.into(),
+            specperf_version: env!("CARGO_PKG_VERSION").into(),
+            command: cfg.command.clone(),
+            serve_cmd: cfg.template.text().to_string(),
+            params: cfg
+                .template
+                .params()
+                .iter()
+                .map(|p| ParamEntry {
+                    name: p.name.clone(),
+                    values: p.values.clone(),
+                })
+                .collect(),
+            runs: if cfg.sweep { "sweep" } else { "run" }.into(),
+            status: "running".into(),
+            stopped_by: None,
+            cells: Vec::new(),
+        }
+    };
+    crate::fsutil::ensure_writable_dir(&dir).map_err(dir_err)?;
+    let save = |index: &CellsIndex, on_event: &mut dyn FnMut(CellEvent<'_>)| {
+        if let Err(e) = index.write(&dir) {
+            on_event(CellEvent::Warning(format!(
+                "cannot write {}: {e}",
+                dir.join("cells.json").display()
+            )));
+        }
+    };
+    save(&index, &mut on_event);
+
+    // What the GPUs held before any server of ours: the level each stop waits to get back to.
+    let baseline = GpuMemory::read().await;
+    let cells = cfg.template.cells();
+    let mut ran_any = false;
+    let mut code = exit::OK;
+    for (i, cell) in cells.iter().enumerate() {
+        let name = cell.name();
+        if stop.reason().is_some() {
+            break;
+        }
+        if let Some(done) = index
+            .cells
+            .iter()
+            .position(|c| c.name == name && c.status == CellStatus::Done)
+        {
+            on_event(CellEvent::Skipped { cell: &name });
+            // Keep the index in the grid's order.
+            let e = index.cells.remove(done);
+            index.cells.push(e);
+            continue;
+        }
+        let gpu_wait = match (&baseline, ran_any) {
+            (Some(base), true) => {
+                let w = serve::wait_for_release(base, cfg.gpu_release, GPU_POLL, &stop).await;
+                on_event(CellEvent::GpuWait(&w));
+                Some(w)
+            }
+            _ => None,
+        };
+        if stop.reason().is_some() {
+            break;
+        }
+        let port = if cfg.template.uses_port() {
+            match serve::free_port() {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    on_event(CellEvent::Warning(format!(
+                        "cell {name}: no free loopback port: {e}"
+                    )));
+                    code = code.max(exit::FAILED);
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        let url = match (&cfg.fixed_url, port) {
+            (Some(u), _) => u.clone(),
+            (None, p) => format!("http://127.0.0.1:{}", p.unwrap_or(0)),
+        };
+        let command = cfg.template.command(cell, port);
+        let args = cfg.cell_args(cell, &url);
+        let cell_dir = dir.join(&name);
+        if !args.sweep.resume && has_files(&cell_dir) {
+            // An earlier attempt of this cell: its run would be moved aside by the replay,
+            // taking the new server's open log with it; move the whole cell now.
+            match move_aside(&cell_dir) {
+                Ok(aside) => on_event(CellEvent::Warning(format!(
+                    "cell {name}: the earlier attempt was moved to {}",
+                    aside.display()
+                ))),
+                Err(e) => on_event(CellEvent::Warning(format!(
+                    "cell {name}: cannot move the earlier attempt aside: {e}"
+                ))),
+            }
+        }
+        let log_rel = Path::new(&name).join("server.log");
+        let log = dir.join(&log_rel);
+        let mut entry = CellEntry {
+            name: name.clone(),
+            values: cell.values.iter().cloned().collect(),
+            command: command.clone(),
+            url: url.clone(),
+            status: CellStatus::Stopped,
+            exit_code: None,
+            error: None,
+            log: log_rel,
+            log_tail: Vec::new(),
+            started_at: crate::timefmt::rfc3339_now(),
+            ready_at: None,
+            stopped_at: None,
+            ready_s: None,
+            stop_s: None,
+            killed: false,
+            gpu_wait_before: gpu_wait,
+        };
+        index.upsert(entry.clone());
+        save(&index, &mut on_event);
+        on_event(CellEvent::Start {
+            cell: &name,
+            index: i + 1,
+            total: cells.len(),
+            command: &command,
+            log: &log,
+        });
+        ran_any = true;
+        let t0 = Instant::now();
+        let started = Server::start(
+            &command,
+            &log,
+            &url,
+            cfg.ready_timeout,
+            cfg.stop_grace,
+            &stop,
+        )
+        .await;
+        let mut server = match started {
+            Ok(s) => s,
+            Err(e) => {
+                entry.stopped_at = Some(crate::timefmt::rfc3339_now());
+                entry.error = Some(e.to_string());
+                if e.is_stopped() {
+                    index.upsert(entry);
+                    break;
+                }
+                entry.status = CellStatus::Failed;
+                entry.log_tail = e.tail().to_vec();
+                on_event(CellEvent::Failed {
+                    cell: &name,
+                    error: &e.to_string(),
+                    tail: e.tail(),
+                });
+                code = code.max(exit::FAILED);
+                index.upsert(entry);
+                save(&index, &mut on_event);
+                continue;
+            }
+        };
+        entry.ready_s = Some(t0.elapsed().as_secs_f64());
+        entry.ready_at = Some(crate::timefmt::rfc3339_now());
+        index.upsert(entry.clone());
+        save(&index, &mut on_event);
+        on_event(CellEvent::Ready {
+            cell: &name,
+            seconds: t0.elapsed().as_secs_f64(),
+            url: &url,
+        });
+
+        let ran = run_cell(&cfg, &name, args, &stop, &progress, &mut on_event).await;
+        let died = server.exited();
+        let stopped = server.stop(cfg.stop_grace).await;
+        on_event(CellEvent::ServerStopped {
+            cell: &name,
+            stopped,
+        });
+        entry.stopped_at = Some(crate::timefmt::rfc3339_now());
+        entry.stop_s = Some(stopped.seconds);
+        entry.killed = stopped.killed;
+        let signalled = matches!(
+            stop.reason(),
+            Some(StopReason::Interrupted | StopReason::Terminated)
+        );
+        match (&ran, died) {
+            (_, Some(status)) => {
+                entry.status = CellStatus::Failed;
+                entry.error = Some(format!(
+                    "the server exited during the cell ({}); its log is {}",
+                    serve::describe(status),
+                    log.display()
+                ));
+            }
+            (Err(e), None) => {
+                entry.status = CellStatus::Failed;
+                entry.error = Some(e.clone());
+            }
+            (Ok(_), None) if signalled => entry.status = CellStatus::Stopped,
+            (Ok(_), None) => entry.status = CellStatus::Done,
+        }
+        let cell_code = match &ran {
+            Ok(c) => *c,
+            Err(_) => exit::FAILED,
+        };
+        entry.exit_code = ran.as_ref().ok().copied();
+        if entry.status == CellStatus::Failed {
+            entry.log_tail = serve::log_tail(&log, serve::TAIL_LINES);
+            on_event(CellEvent::Failed {
+                cell: &name,
+                error: entry.error.as_deref().unwrap_or_default(),
+                tail: &entry.log_tail,
+            });
+            code = code.max(cell_code).max(exit::FAILED);
+        } else if entry.status == CellStatus::Done {
+            code = code.max(cell_code);
+        }
+        index.upsert(entry);
+        save(&index, &mut on_event);
+    }
+    let stopped = stop.reason();
+    index.stopped_by = stopped;
+    index.status = match stopped {
+        Some(_) => "stopped",
+        None if index.cells.len() < cells.len()
+            || index.cells.iter().any(|c| c.status != CellStatus::Done) =>
+        {
+            "partial"
+        }
+        None => "complete",
+    }
+    .into();
+    let code = match stopped {
+        Some(StopReason::Interrupted) => exit::SIGINT,
+        Some(StopReason::Terminated) => exit::SIGTERM,
+        _ => code,
+    };
+    save(&index, &mut on_event);
+    Ok(CellsOutcome {
+        index,
+        dir: dir.clone(),
+        exit_code: code,
+    })
+}
+
+/// `dir` exists and holds something.
+fn has_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some())
+}
+
+/// Runs one cell's replay or sweep against its server: its exit code, or why it could not run.
+async fn run_cell(
+    cfg: &CellsConfig,
+    name: &str,
+    args: ReplayArgs,
+    stop: &Stopper,
+    progress: &watch::Sender<Progress>,
+    on_event: &mut impl FnMut(CellEvent<'_>),
+) -> Result<i32, String> {
+    if cfg.sweep {
+        let mut sc = SweepConfig::from_replay(&args).map_err(|e| e.to_string())?;
+        sc.set_cli_command(cfg.command.clone());
+        let outcome = run_sweep(sc, stop.child(), progress.clone(), |ev| {
+            on_event(CellEvent::Sweep(ev))
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        on_event(CellEvent::SweepDone {
+            cell: name,
+            outcome: &outcome,
+        });
+        return Ok(outcome.exit_code);
+    }
+    let mut rc = RunConfig::from_args(&args).map_err(|e| e.to_string())?;
+    if !cfg.command.is_empty() {
+        rc.set_cli_command(cfg.command.clone());
+    }
+    let threshold = rc.failed_request_threshold;
+    match crate::engine::replay(rc, stop.child(), progress.clone()).await {
+        Ok(outcome) => {
+            let code = exit::exit_code(&outcome, threshold);
+            on_event(CellEvent::RunDone {
+                cell: name,
+                outcome: &outcome,
+                exit_code: code,
+            });
+            Ok(code)
+        }
+        Err(e) => {
+            on_event(CellEvent::RunFailed {
+                cell: name,
+                error: &e,
+            });
+            Err(e.to_string())
+        }
+    }
+}
+
+/// The cells as a small table: name, status, exit code, seconds to ready, and why a cell failed.
+pub fn cells_console(idx: &CellsIndex) -> String {
+    let w = idx
+        .cells
+        .iter()
+        .map(|c| c.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let mut out = format!(
+        "{:<w$}  {:<7}  {:>4}  {:>8}  note\n",
+        "cell", "status", "exit", "ready_s"
+    );
+    for c in &idx.cells {
+        let status = match c.status {
+            CellStatus::Done => "done",
+            CellStatus::Failed => "failed",
+            CellStatus::Stopped => "stopped",
+        };
+        let exit = c.exit_code.map_or("-".into(), |e| e.to_string());
+        let ready = c.ready_s.map_or("-".into(), |s| format!("{s:.1}"));
+        let note = c
+            .error
+            .as_deref()
+            .map(|e| e.chars().take(100).collect::<String>())
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{:<w$}  {status:<7}  {exit:>4}  {ready:>8}  {note}\n",
+            c.name
+        ));
+    }
+    out
+}
