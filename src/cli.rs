@@ -55,6 +55,11 @@ pub enum Command {
     /// Roll many al_gate_*.json results up into a markdown table and a JSON summary.
     #[command(mut_args(negative_ok))]
     GateSummary(Box<GateSummaryArgs>),
+    /// Collect a golden acceptance-length curve: start the server once per cell of thinking
+    /// modes x draft lengths, replay a SPEED-Bench category on it, and write the golden YAML
+    /// (with the collection block `gate` and `inject` read).
+    #[command(mut_args(negative_ok), after_help = COLLECT_HELP)]
+    Collect(Box<CollectArgs>),
     /// Combine the artifact directories of a sharded run (`replay --shard i/N`) into the report one
     /// process would have written.
     #[command(mut_args(negative_ok))]
@@ -76,6 +81,142 @@ pub enum Command {
     /// Write man pages (`specperf.1` and one per subcommand, `specperf-COMMAND.1`) into a
     /// directory.
     Man(ManArgs),
+}
+
+const COLLECT_HELP: &str =
+    "Example (DeepSeek-V4 MTP, vLLM; InferenceX's collector script as one command):
+  specperf collect --model-key deepseek-v4-pro --output dsv4_mtp.yaml \\
+    --serve-cmd 'vllm serve /models/dsv4 --port {port} --speculative-config \
+{\"method\":\"mtp\",\"num_speculative_tokens\":{k}}' \\
+    --serve-param k=1,2,3,4 --thinking-modes off,on \\
+    --input-file qualitative.jsonl --category coding --osl 4096 \\
+    --endpoint-type completions --encoder dsv4 \\
+    --chat-template-kwargs-on '{\"thinking\": true, \"reasoning_effort\": \"high\"}'
+
+Each (mode, k) cell restarts the server as InferenceX's collector does, under \
+<artifact-dir>/thinking_<mode>/k_<k>/ with its server.log and run artifacts; the AL is the \
+counters' over the cell's window. A failed cell is N/A in the YAML (exit 1); --resume re-runs \
+only the cells not done.";
+
+/// `specperf collect`: a golden curve from a grid of server cells.
+#[derive(Debug, Args, Clone)]
+pub struct CollectArgs {
+    /// The curve's top-level key in the YAML (e.g. deepseek-v4-pro).
+    #[arg(long)]
+    pub model_key: String,
+
+    /// The golden YAML to write (InferenceX's `golden_al_distribution/<curve>.yaml` shape plus
+    /// the `collection:` block).
+    #[arg(short = 'o', long)]
+    pub output: PathBuf,
+
+    /// The server: `--serve-cmd` and `--serve-param` (one of them the draft length, see
+    /// --draft-param), started and stopped once per cell.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+
+    /// The --serve-param that is the number of speculative tokens, the curve's key.
+    #[arg(long, default_value = "k", value_name = "NAME")]
+    pub draft_param: String,
+
+    /// Server base URL when the --serve-cmd template fixes the port (no `{port}`).
+    #[arg(short = 'u', long)]
+    pub url: Option<String>,
+
+    /// Model name sent in every request. Default: the first model listed by GET /v1/models.
+    #[arg(short = 'm', long)]
+    pub model: Option<String>,
+
+    /// Thinking modes to collect, in order (`off`, `on`).
+    #[arg(long, value_delimiter = ',', default_value = "off,on")]
+    pub thinking_modes: Vec<CollectMode>,
+
+    /// `chat_template_kwargs` of thinking_on, a JSON object.
+    #[arg(long, default_value = "{\"thinking\": true}", value_name = "JSON")]
+    pub chat_template_kwargs_on: String,
+
+    /// `chat_template_kwargs` of thinking_off, a JSON object. Default: none sent (InferenceX's
+    /// collector sends none), recorded as `{}` so the gate replays exactly that.
+    #[arg(long, value_name = "JSON")]
+    pub chat_template_kwargs_off: Option<String>,
+
+    /// The prepared SPEED-Bench file (e.g. qualitative.jsonl from NeMo-Skills' prepare.py).
+    #[arg(long)]
+    pub input_file: PathBuf,
+
+    /// The category replayed in every cell.
+    #[arg(long, default_value = "coding")]
+    pub category: String,
+
+    /// Prompts of the category (default: all of them). The gate replays every prompt of the
+    /// category, so a number other than the category's size is refused.
+    #[arg(long, visible_alias = "request-count")]
+    pub num_prompts: Option<u32>,
+
+    /// Output tokens per request.
+    #[arg(long, visible_alias = "output-len", default_value_t = 4096)]
+    pub osl: u32,
+
+    /// Endpoint type.
+    #[arg(long, value_enum, default_value_t = EndpointType::Chat)]
+    pub endpoint_type: EndpointType,
+
+    /// Client-side renderer for `--endpoint-type completions`: dsv4, dsv41 or template:PATH
+    /// (chat requests are rendered by the server).
+    #[arg(long, default_value = "none")]
+    pub encoder: String,
+
+    /// Sampling temperature.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub temperature: f64,
+
+    /// Sampling top_p (unset: not sent).
+    #[arg(long, allow_negative_numbers = true)]
+    pub top_p: Option<f64>,
+
+    /// Sampling top_k (unset: not sent).
+    #[arg(long, allow_negative_numbers = true)]
+    pub top_k: Option<i64>,
+
+    /// Requests in flight in each cell (InferenceX's collector: 1).
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: u32,
+
+    /// Shuffle seed of the prompts (CPython's, as vLLM's benchmark).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+
+    /// A worker's Prometheus endpoint (repeatable) when the server's own /metrics is not the
+    /// one with the speculative counters.
+    #[arg(long, visible_alias = "metrics-url", num_args = 1.., action = clap::ArgAction::Append)]
+    pub server_metrics: Vec<String>,
+
+    /// Seconds to wait after each cell's last response for the counters to settle before the
+    /// final scrape (default: replay's; 0 for a server whose counters are exact at once).
+    #[arg(long, value_name = "SECONDS")]
+    pub metrics_settle_seconds: Option<f64>,
+
+    /// Where each cell's server log and run go. Default: `<output without .yaml>-cells`.
+    #[arg(long)]
+    pub artifact_dir: Option<PathBuf>,
+
+    /// Keep the cells done in --artifact-dir; run only the others.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// The hardware and engine, for the header comment (`Measured on KEY (NOTE)`), e.g.
+    /// "B300, vLLM MTP".
+    #[arg(long)]
+    pub note: Option<String>,
+}
+
+/// A thinking mode of `collect`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CollectMode {
+    /// `thinking_off`.
+    Off,
+    /// `thinking_on`.
+    On,
 }
 
 /// `specperf completions`.

@@ -40,6 +40,7 @@
 pub mod agentx;
 mod cli;
 mod client;
+pub mod collect;
 mod config;
 mod dataset;
 mod engine;
@@ -68,10 +69,10 @@ mod timefmt;
 mod yaml;
 
 pub use cli::{
-    completions, render_ignored, write_man_pages, AgentxArgs, Cli, Command, CompletionsArgs,
-    DrainArgs, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs, ManArgs,
-    MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs, ReplayArgs, Scenario,
-    ScrapeArgs, ServeArgs, SimArgs, Ui,
+    completions, render_ignored, write_man_pages, AgentxArgs, Cli, CollectArgs, CollectMode,
+    Command, CompletionsArgs, DrainArgs, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs,
+    LoadArgs, ManArgs, MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs,
+    ReplayArgs, Scenario, ScrapeArgs, ServeArgs, SimArgs, Ui,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};

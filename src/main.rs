@@ -61,6 +61,7 @@ fn main() -> ExitCode {
             }
             Command::Gate(args) => gate(&args).await,
             Command::GateSummary(args) => gate_summary(&args),
+            Command::Collect(args) => collect(&args).await,
             Command::Merge(args) => merge(&args),
             Command::Plot(args) => plot(&args),
             Command::Completions(a) => {
@@ -282,56 +283,9 @@ async fn cells(cfg: Result<specperf::sweep::CellsConfig, specperf::ConfigError>)
             eprint!("\r\x1b[2K");
         }
     };
-    use specperf::sweep::CellEvent;
     let result = specperf::sweep::run_cells(cfg, stop, ptx, |ev| {
         clear();
-        match ev {
-            CellEvent::Start {
-                cell,
-                index,
-                total,
-                command,
-                log,
-            } => {
-                eprintln!("=== cell {index}/{total}: {cell} ===");
-                eprintln!("cell {cell}: starting `{command}` (log {})", log.display());
-            }
-            CellEvent::Ready { cell, seconds, url } => {
-                eprintln!("cell {cell}: server ready at {url} after {seconds:.1} s")
-            }
-            CellEvent::ServerStopped { cell, stopped } => eprintln!(
-                "cell {cell}: server stopped in {:.1} s{}",
-                stopped.seconds,
-                if stopped.killed {
-                    " (killed after the grace)"
-                } else {
-                    ""
-                }
-            ),
-            CellEvent::Failed { cell, error, tail } => {
-                eprintln!("error: cell {cell} failed: {error}; the sweep goes on");
-                if !tail.is_empty() {
-                    eprintln!("cell {cell}: the server log ends:");
-                    for l in tail {
-                        eprintln!("  | {l}");
-                    }
-                }
-            }
-            CellEvent::Skipped { cell } => {
-                eprintln!("cell {cell}: finished in the earlier sweep, kept (--resume)")
-            }
-            CellEvent::GpuWait(w) => eprintln!("{}", w.summary_line()),
-            CellEvent::RunDone { outcome, .. } => print_run(outcome),
-            CellEvent::RunFailed { cell, error } => {
-                eprintln!("error: cell {cell}: {error:#}")
-            }
-            CellEvent::Sweep(ev) => print_sweep_event(ev),
-            CellEvent::SweepDone { outcome, .. } => {
-                print!("{}", specperf::sweep::console(&outcome.index));
-                println!("Sweep: {}", outcome.dir.display());
-            }
-            CellEvent::Warning(w) => eprintln!("WARNING: {w}"),
-        }
+        print_cell_event(ev);
     })
     .await;
     if let Some(p) = printer {
@@ -342,6 +296,115 @@ async fn cells(cfg: Result<specperf::sweep::CellsConfig, specperf::ConfigError>)
         Ok(o) => {
             print!("{}", specperf::sweep::cells_console(&o.index));
             println!("Cells: {}", o.dir.join("cells.json").display());
+            o.exit_code
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            e.exit_code()
+        }
+    }
+}
+
+/// One event of a `--serve-cmd` sweep (or of `collect`'s cells) on the console: a line per
+/// cell start, ready and stop (the log's tail for a failed cell), each cell's run or sweep.
+fn print_cell_event(ev: specperf::sweep::CellEvent<'_>) {
+    use specperf::sweep::CellEvent;
+    match ev {
+        CellEvent::Start {
+            cell,
+            index,
+            total,
+            command,
+            log,
+        } => {
+            eprintln!("=== cell {index}/{total}: {cell} ===");
+            eprintln!("cell {cell}: starting `{command}` (log {})", log.display());
+        }
+        CellEvent::Ready { cell, seconds, url } => {
+            eprintln!("cell {cell}: server ready at {url} after {seconds:.1} s")
+        }
+        CellEvent::ServerStopped { cell, stopped } => eprintln!(
+            "cell {cell}: server stopped in {:.1} s{}",
+            stopped.seconds,
+            if stopped.killed {
+                " (killed after the grace)"
+            } else {
+                ""
+            }
+        ),
+        CellEvent::Failed { cell, error, tail } => {
+            eprintln!("error: cell {cell} failed: {error}; the sweep goes on");
+            if !tail.is_empty() {
+                eprintln!("cell {cell}: the server log ends:");
+                for l in tail {
+                    eprintln!("  | {l}");
+                }
+            }
+        }
+        CellEvent::Skipped { cell } => {
+            eprintln!("cell {cell}: finished in the earlier sweep, kept (--resume)")
+        }
+        CellEvent::GpuWait(w) => eprintln!("{}", w.summary_line()),
+        CellEvent::RunDone { outcome, .. } => print_run(outcome),
+        CellEvent::RunFailed { cell, error } => {
+            eprintln!("error: cell {cell}: {error:#}")
+        }
+        CellEvent::Sweep(ev) => print_sweep_event(ev),
+        CellEvent::SweepDone { outcome, .. } => {
+            print!("{}", specperf::sweep::console(&outcome.index));
+            println!("Sweep: {}", outcome.dir.display());
+        }
+        CellEvent::Warning(w) => eprintln!("WARNING: {w}"),
+    }
+}
+
+/// `collect`: the cells of every thinking mode, then the curve's table and the YAML's path.
+async fn collect(args: &specperf::CollectArgs) -> i32 {
+    let mut plan = match specperf::collect::CollectPlan::from_args(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return exit::USAGE;
+        }
+    };
+    plan.set_cli_command(command_line());
+    for w in &plan.warnings {
+        eprintln!("WARNING: {w}");
+    }
+    let (ui, every) = plan.progress();
+    let stop = Stopper::new();
+    spawn_signal_handlers(&stop);
+    let (ptx, prx) = watch::channel(Progress::default());
+    let terminal = std::io::stderr().is_terminal();
+    let printer = start_printer(ui, terminal, every, prx);
+    let clear = move || {
+        if terminal {
+            eprint!("\r\x1b[2K");
+        }
+    };
+    use specperf::collect::CollectEvent;
+    let result = specperf::collect::run_collect(plan, stop, ptx, |ev| {
+        clear();
+        match ev {
+            CollectEvent::Mode(m) => eprintln!("=== {m} ==="),
+            CollectEvent::Cell(ev) => print_cell_event(ev),
+        }
+    })
+    .await;
+    if let Some(p) = printer {
+        p.abort();
+        clear();
+    }
+    match result {
+        Ok(o) => {
+            print!("{}", o.table());
+            match &o.output {
+                Some(p) => println!("Golden curve: {}", p.display()),
+                None => println!(
+                    "Stopped: no curve written; the cells done are in {} (--resume continues)",
+                    o.dir.display()
+                ),
+            }
             o.exit_code
         }
         Err(e) => {

@@ -31,7 +31,7 @@ use crate::progress::Progress;
 use crate::sim::SimError;
 use crate::stop::{StopReason, Stopper};
 
-pub(crate) use prepare::collection_groups;
+pub(crate) use prepare::collection_samples;
 pub use prepare::render_requests;
 
 /// The collection bundled into the binary (`datasets/qualitative.jsonl`).

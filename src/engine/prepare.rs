@@ -475,16 +475,10 @@ pub(crate) struct Collection {
     pub(crate) warnings: Vec<String>,
 }
 
-/// The groups (SPEED-Bench categories, or the `--group-by` field's values) of the configured
-/// collection, for `--category all`.
-pub(crate) fn collection_groups(
-    cfg: &RunConfig,
-) -> Result<std::collections::BTreeSet<String>, EngineError> {
-    Ok(load_collection(cfg)?
-        .samples
-        .into_iter()
-        .filter_map(|s| s.group)
-        .collect())
+/// The samples of the configured collection in replay order, loaded as a run would (for
+/// `--category all` and `collect`'s prompt count).
+pub(crate) fn collection_samples(cfg: &RunConfig) -> Result<Vec<Sample>, EngineError> {
+    Ok(load_collection(cfg)?.samples)
 }
 
 /// Loads the samples, the encoder (a chat template is read here) and the tokenizer.

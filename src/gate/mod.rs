@@ -18,6 +18,7 @@ mod run;
 mod settings;
 mod summary;
 
+pub(crate) use plan::collection_replay;
 pub use record::{GateResult, Verdict, WriteError};
 pub use run::run_gate;
 pub use summary::{summarize, GateSummary, SummaryError};

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 pub use collection::Collection;
-pub(crate) use collection::{CollectionEndpoint, Renderer, Turns};
+pub(crate) use collection::{CollectionEndpoint, ModeKwargs, Renderer, Sampling, Turns};
 pub use curve::{parse_draft_len, GoldenCurve};
 pub(crate) use framework::Framework;
 pub use select::{CurveQuery, GoldenSource, GoldenValue};

@@ -152,9 +152,9 @@ fn categories_present(a: &ReplayArgs) -> Result<std::collections::BTreeSet<Strin
     probe.category = None;
     probe.group_by = None;
     let cfg = RunConfig::from_args(&probe)?;
-    let loaded = crate::engine::collection_groups(&cfg)
+    let samples = crate::engine::collection_samples(&cfg)
         .map_err(|e| ConfigError::msg(format!("--category: {e}")))?;
-    Ok(loaded)
+    Ok(samples.into_iter().filter_map(|s| s.group).collect())
 }
 
 /// AIPerf's column order: the Qualitative categories, else the tiers, each in their fixed

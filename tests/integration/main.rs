@@ -5,6 +5,7 @@
 mod acceptance;
 mod agentx;
 mod agentx_cli;
+mod collect;
 mod common;
 mod completions;
 mod conformance;
