@@ -33,7 +33,9 @@
 //! only `stop`, `fdlimit` and the exposition writer in `scrape::prom`), `sweep` (points, repeated
 //! runs or an SLA search -> one `engine::replay` each, the drain wait between -> `sweep.json`, the
 //! table and the Pareto page). `golden` holds the golden
-//! AL curves, curve selection and the framework table that gate and inject share.
+//! AL curves, curve selection and the framework table that gate and inject share. `matrix`
+//! (finished runs' artifacts on disk -> the SPEED-Bench matrix and speedups, AIPerf's
+//! `speed-bench-report`) sits above `report` and `sweep`; nothing imports it.
 
 pub mod agentx;
 mod cli;
@@ -50,6 +52,7 @@ pub mod fuzzing;
 pub mod gate;
 pub mod golden;
 mod inject;
+mod matrix;
 mod merge;
 mod metrics;
 mod progress;
@@ -68,7 +71,7 @@ pub use cli::{
     completions, render_ignored, write_man_pages, AgentxArgs, Cli, Command, CompletionsArgs,
     DrainArgs, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs, LoadArgs, ManArgs,
     MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs, ReplayArgs, Scenario,
-    ScrapeArgs, SimArgs, Ui,
+    ScrapeArgs, SimArgs, SpeedBenchFormat, SpeedBenchMetric, SpeedBenchReportArgs, Ui,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
@@ -81,6 +84,7 @@ pub use inject::{
     inject, EntryReport, EntryState, InjectConfig, InjectError, InjectOutcome, InjectReport,
     LineChange,
 };
+pub use matrix::{speed_bench_report, MatrixError, Note, ReportOutcome, Written};
 pub use merge::{merge, MergeError, MergeOutcome};
 pub use metrics::{
     AgentxCounts, Aggregate, Counts, Goodput, LoadMeta, RunMeta, Slo, SloMetric, Stat, Summary,
