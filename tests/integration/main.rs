@@ -30,5 +30,6 @@ mod server_metrics;
 mod shards;
 mod sim_cache;
 mod spec_per_request;
+mod speed_bench_report;
 mod sweep;
 mod transport;
