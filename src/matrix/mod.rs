@@ -132,11 +132,12 @@ pub fn speed_bench_report(
     note: &mut dyn FnMut(Note),
 ) -> Result<ReportOutcome, MatrixError> {
     let mut warn = |w: String| note(Note::Warning(w));
-    let dirs = runs::find_run_dirs(&args.paths, &mut warn);
+    let paths: Vec<PathBuf> = args.paths.iter().map(|p| runs::pathlib(p)).collect();
+    let output = runs::pathlib(&args.output);
+    let dirs = runs::find_run_dirs(&paths, &mut warn);
     if dirs.is_empty() {
         return Err(MatrixError::NoRunDirs {
-            paths: args
-                .paths
+            paths: paths
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
@@ -178,14 +179,15 @@ pub fn speed_bench_report(
         out.tables = table::matrix_table(&m, &columns, args.metric.title());
     }
     if save {
-        write(&args.output, &table::matrix_csv(&m, &columns))?;
+        write(&output, &table::matrix_csv(&m, &columns))?;
         out.written.push(Written {
             what: "CSV",
-            path: args.output.clone(),
+            path: output.clone(),
         });
     }
-    if let Some(base) = &args.baseline {
-        let spec = speedup::cells(&args.paths, &mut warn);
+    if let Some(base) = args.baseline.as_deref().map(runs::pathlib) {
+        let base = &base;
+        let spec = speedup::cells(&paths, &mut warn);
         let base_cells = speedup::cells(std::slice::from_ref(base), &mut warn);
         if base_cells.is_empty() {
             return Err(MatrixError::NoBaseline { path: base.clone() });
@@ -204,14 +206,14 @@ pub fn speed_bench_report(
             out.tables.push_str(&speedup::tables(&cells));
         }
         if save {
-            let path = args.output.with_file_name("speed_bench_speedup.csv");
+            let path = output.with_file_name("speed_bench_speedup.csv");
             write(&path, &speedup::csv(&cells))?;
             out.written.push(Written {
                 what: "Speedup CSV",
                 path,
             });
         }
-        let path = args.output.with_file_name("speed_bench_speedup.svg");
+        let path = output.with_file_name("speed_bench_speedup.svg");
         write(&path, &speedup::chart(&cells))?;
         out.written.push(Written {
             what: "Speedup plot",

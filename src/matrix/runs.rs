@@ -38,6 +38,20 @@ const ACCEPT_RATE_GAUGES: [&str; 3] = [
     "trtllm:spec_accept_rate",
 ];
 
+/// `p` as Python's `pathlib` prints it (`./runs//a/` is `runs/a`), so that the paths in
+/// messages read as AIPerf's do: no `.` components, no repeated or trailing slash.
+pub(super) fn pathlib(p: &Path) -> PathBuf {
+    let out: PathBuf = p
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect();
+    if out.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        out
+    }
+}
+
 /// Run directories among `paths`: each path that holds [`PROFILE_JSON`], else its immediate
 /// subdirectories that do, in name order. A path that is not a directory is skipped with a
 /// warning (AIPerf's rule, so both tools see the same runs).

@@ -485,3 +485,14 @@ fn a_second_run_of_the_same_cell_replaces_the_first_and_is_named() {
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].starts_with(&format!("{} and {} are both", a.display(), b.display())));
 }
+
+#[test]
+fn paths_print_as_pathlib_prints_them() {
+    assert_eq!(
+        runs::pathlib(Path::new("./runs//a/./")),
+        Path::new("runs/a")
+    );
+    assert_eq!(runs::pathlib(Path::new("/t/./r")).to_str(), Some("/t/r"));
+    assert_eq!(runs::pathlib(Path::new("./")).to_str(), Some("."));
+    assert_eq!(runs::pathlib(Path::new("../x")).to_str(), Some("../x"));
+}

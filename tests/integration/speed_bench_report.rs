@@ -108,11 +108,12 @@ async fn the_csv_is_byte_identical_to_aiperf_0_13_speed_bench_report_for_every_m
     per_category_runs(&runs).await;
 
     for metric in ["accept_length", "accept_rate", "throughput"] {
-        let theirs = tmp.path().join(format!("aiperf-{metric}.csv"));
-        let mine = tmp.path().join(format!("specperf-{metric}.csv"));
+        // Spelled with `.` and a trailing slash: both print the paths as pathlib does.
+        let theirs = tmp.path().join(format!("./aiperf-{metric}.csv"));
+        let mine = tmp.path().join(format!("./specperf-{metric}.csv"));
         let args = |out: &Path| -> Vec<std::ffi::OsString> {
             vec![
-                runs.clone().into(),
+                format!("{}/./", runs.display()).into(),
                 "--format".into(),
                 "csv".into(),
                 "--output".into(),
@@ -141,9 +142,18 @@ async fn the_csv_is_byte_identical_to_aiperf_0_13_speed_bench_report_for_every_m
             text(&p.stderr),
             "{metric}: the same warnings"
         );
+        let name = |p: &Path| p.file_name().unwrap().to_str().unwrap().to_owned();
         assert_eq!(
             text(&o.stdout),
-            text(&p.stdout).replace(theirs.to_str().unwrap(), mine.to_str().unwrap())
+            text(&p.stdout).replace(&name(&theirs), &name(&mine))
+        );
+        assert!(
+            text(&o.stdout).contains(&format!(
+                "written to {}\n",
+                tmp.path().join(name(&mine)).display()
+            )),
+            "{}",
+            text(&o.stdout)
         );
         let (t, s) = (
             std::fs::read(&theirs).unwrap(),
