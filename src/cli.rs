@@ -472,8 +472,10 @@ Examples:
   specperf replay --url http://localhost:8000 --artifact-dir runs/all
   specperf speed-bench-report runs/all
 
-  # speedup over the same prompts without speculative decoding (a sweep each)
-  specperf speed-bench-report spec-sweep/ --baseline base-sweep/ --metric throughput
+  # speedup over the same prompts on a server without speculative decoding (a sweep each)
+  specperf replay --url http://spec:8000 --category coding --concurrency 1,4,16 --artifact-dir spec/coding
+  specperf replay --url http://base:8000 --category coding --concurrency 1,4,16 --artifact-dir base/coding
+  specperf speed-bench-report spec/coding --baseline base/ --metric throughput
 
 The CSV is the one AIPerf 0.13 writes for the same directories, byte for byte. A run directory \
 holds profile_export_aiperf.json (the --artifact-dir of a replay, or an AIPerf run); its category \
@@ -493,11 +495,12 @@ pub struct SpeedBenchReportArgs {
     pub paths: Vec<PathBuf>,
 
     /// Where to write the matrix CSV. With --baseline, speed_bench_speedup.csv and
-    /// speed_bench_speedup.svg are written in the same directory.
+    /// speed_bench_speedup.svg go in the same directory.
     #[arg(long, value_name = "FILE", default_value = "speed_bench_report.csv")]
     pub output: PathBuf,
 
-    /// Print the table, write the CSV, or both.
+    /// Print the table, write the CSV, or both (with --baseline: the speedup tables and
+    /// speed_bench_speedup.csv alike; the chart is written in every case).
     #[arg(long, value_enum, default_value_t = SpeedBenchFormat::Both)]
     pub format: SpeedBenchFormat,
 

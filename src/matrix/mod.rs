@@ -248,11 +248,21 @@ fn matrix(dirs: &[PathBuf], metric: SpeedBenchMetric, warn: &mut dyn FnMut(Strin
             continue;
         };
         let model = runs::model(&profile);
-        let groups = if category == runs::MIXED_CATEGORY {
-            runs::groups(dir)
+        let mut groups = if category == runs::MIXED_CATEGORY {
+            runs::groups(dir).unwrap_or_default()
         } else {
             Default::default()
         };
+        if !groups.is_empty() && groups.values().all(|g| g.accept_length.is_none()) {
+            warn(format!(
+                "{} ran several categories at once, but its responses reported no acceptance per \
+                 request (vLLM: --per-request-spec-decode-metrics summary), so it is read as one \
+                 `{}` column from the server's counters",
+                dir.display(),
+                runs::MIXED_CATEGORY
+            ));
+            groups.clear();
+        }
         let mut cells: Vec<(String, Option<f64>)> = Vec::new();
         if !groups.is_empty() {
             if metric == SpeedBenchMetric::Throughput && !throughput_noted {

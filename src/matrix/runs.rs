@@ -304,19 +304,17 @@ pub(super) struct GroupAcceptance {
     pub(super) accept_rate: Option<f64>,
 }
 
-/// The groups of a specperf run over several categories, keyed by group (category) name; empty
-/// when `summary.json` is absent (an AIPerf run), unreadable, or has no group with reported
-/// figures (then the run is read as AIPerf reads it).
-pub(super) fn groups(dir: &Path) -> BTreeMap<String, GroupAcceptance> {
+/// The groups of a specperf run over several categories, keyed by group (category) name:
+/// `None` when `summary.json` is absent (an AIPerf run), unreadable or has no groups; the
+/// groups with empty figures when the responses reported none.
+pub(super) fn groups(dir: &Path) -> Option<BTreeMap<String, GroupAcceptance>> {
     let Ok(Some(summary)) = read::<Value>(&dir.join("summary.json")) else {
-        return BTreeMap::new();
+        return None;
     };
-    let Some(by_group) = summary
+    let by_group = summary
         .pointer("/spec_decode/by_group")
         .and_then(Value::as_object)
-    else {
-        return BTreeMap::new();
-    };
+        .filter(|g| !g.is_empty())?;
     let out: BTreeMap<String, GroupAcceptance> = by_group
         .iter()
         .map(|(g, v)| {
@@ -334,9 +332,5 @@ pub(super) fn groups(dir: &Path) -> BTreeMap<String, GroupAcceptance> {
             )
         })
         .collect();
-    if out.values().any(|g| g.accept_length.is_some()) {
-        out
-    } else {
-        BTreeMap::new()
-    }
+    Some(out)
 }

@@ -299,9 +299,10 @@ fn a_mixed_run_without_per_request_figures_is_read_as_aiperf_reads_it() {
         Some(summary),
     );
     let out = tmp.path().join("r.csv");
-    collect_notes(&args(&[&d], &out, SpeedBenchMetric::AcceptLength))
-        .0
-        .unwrap();
+    let (r, w, _) = collect_notes(&args(&[&d], &out, SpeedBenchMetric::AcceptLength));
+    r.unwrap();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("reported no acceptance per request"), "{w:?}");
     assert_eq!(
         std::fs::read_to_string(&out).unwrap(),
         "Model,qualitative,Overall\r\nm,3.50,3.50\r\n"
