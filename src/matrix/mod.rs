@@ -165,6 +165,26 @@ pub fn speed_bench_report(
             },
         });
     }
+    // The baseline is read before anything is written, so a bad --baseline leaves no files.
+    let speedups = match args.baseline.as_deref().map(runs::pathlib) {
+        Some(base) => {
+            let spec = speedup::cells(&paths, &mut warn);
+            let base_cells = speedup::cells(std::slice::from_ref(&base), &mut warn);
+            if base_cells.is_empty() {
+                return Err(MatrixError::NoBaseline { path: base });
+            }
+            let cells = speedup::matched(spec, base_cells, &mut warn);
+            if cells.is_empty() {
+                warn(format!(
+                    "no speculative run matches a run of --baseline {} (model, category and \
+                     concurrency must agree): no speedup written",
+                    base.display()
+                ));
+            }
+            cells
+        }
+        None => Vec::new(),
+    };
     let columns = table::columns(&m);
     let (show, save) = match args.format {
         SpeedBenchFormat::Csv => (false, true),
@@ -185,41 +205,27 @@ pub fn speed_bench_report(
             path: output.clone(),
         });
     }
-    if let Some(base) = args.baseline.as_deref().map(runs::pathlib) {
-        let base = &base;
-        let spec = speedup::cells(&paths, &mut warn);
-        let base_cells = speedup::cells(std::slice::from_ref(base), &mut warn);
-        if base_cells.is_empty() {
-            return Err(MatrixError::NoBaseline { path: base.clone() });
-        }
-        let cells = speedup::matched(spec, base_cells, &mut warn);
-        if cells.is_empty() {
-            warn(format!(
-                "no speculative run matches a run of --baseline {} (model, category and \
-                 concurrency must agree): no speedup written",
-                base.display()
-            ));
-            return Ok(out);
-        }
-        if show {
-            out.tables.push('\n');
-            out.tables.push_str(&speedup::tables(&cells));
-        }
-        if save {
-            let path = output.with_file_name("speed_bench_speedup.csv");
-            write(&path, &speedup::csv(&cells))?;
-            out.written.push(Written {
-                what: "Speedup CSV",
-                path,
-            });
-        }
-        let path = output.with_file_name("speed_bench_speedup.svg");
-        write(&path, &speedup::chart(&cells))?;
+    if speedups.is_empty() {
+        return Ok(out);
+    }
+    if show {
+        out.tables.push('\n');
+        out.tables.push_str(&speedup::tables(&speedups));
+    }
+    if save {
+        let path = output.with_file_name("speed_bench_speedup.csv");
+        write(&path, &speedup::csv(&speedups))?;
         out.written.push(Written {
-            what: "Speedup plot",
+            what: "Speedup CSV",
             path,
         });
     }
+    let path = output.with_file_name("speed_bench_speedup.svg");
+    write(&path, &speedup::chart(&speedups))?;
+    out.written.push(Written {
+        what: "Speedup plot",
+        path,
+    });
     Ok(out)
 }
 

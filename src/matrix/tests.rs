@@ -497,3 +497,33 @@ fn paths_print_as_pathlib_prints_them() {
     assert_eq!(runs::pathlib(Path::new("./")).to_str(), Some("."));
     assert_eq!(runs::pathlib(Path::new("../x")).to_str(), Some("../x"));
 }
+
+#[test]
+fn a_baseline_without_runs_is_an_error_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = run_dir(
+        &tmp.path().join("spec/math"),
+        "speed_bench_math",
+        "m",
+        Some(vllm_counters(10.0, 10.0, 30.0)),
+        None,
+    );
+    let empty = tmp.path().join("base");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = tmp.path().join("r.csv");
+    let mut a = args(&[&d], &out, SpeedBenchMetric::Throughput);
+    a.baseline = Some(empty.clone());
+    let (r, _, _) = collect_notes(&a);
+    match r {
+        Err(MatrixError::NoBaseline { path }) => assert_eq!(path, empty),
+        other => panic!("{other:?}"),
+    }
+    assert!(!out.exists());
+    // The same run as its own baseline: every speedup is 1.
+    a.baseline = Some(d.clone());
+    let (r, w, _) = collect_notes(&a);
+    let written: Vec<&str> = r.as_ref().unwrap().written.iter().map(|w| w.what).collect();
+    assert_eq!(written, ["CSV", "Speedup CSV", "Speedup plot"], "{w:?}");
+    let csv = std::fs::read_to_string(out.with_file_name("speed_bench_speedup.csv")).unwrap();
+    assert!(csv.ends_with(",1.000,2.0000,2.0000,1.000\r\n"), "{csv}");
+}
