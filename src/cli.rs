@@ -68,6 +68,11 @@ pub enum Command {
     /// or compare sweeps: their Pareto frontiers on one chart.
     #[command(mut_args(negative_ok))]
     Plot(Box<PlotArgs>),
+    /// Assemble finished SPEED-Bench runs (one per category) into a model × category matrix of
+    /// acceptance length, acceptance rate or throughput, as `aiperf speed-bench-report` does;
+    /// with --baseline, the speedup over the same runs without speculative decoding.
+    #[command(mut_args(negative_ok))]
+    SpeedBenchReport(Box<SpeedBenchReportArgs>),
     /// Wait until the servers are drained: poll the frontend's and every worker's /metrics until
     /// no request is running or waiting for several polls in a row (between benchmark points).
     #[command(mut_args(negative_ok))]
@@ -596,6 +601,90 @@ pub struct PlotArgs {
     /// Also write PNG versions of the charts (on by default; `--png false` for SVG only).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub png: bool,
+}
+
+const SPEED_BENCH_REPORT_HELP: &str = "\
+Examples:
+  # one replay per category, then the matrix (acceptance length by default)
+  for c in coding math writing; do
+    specperf replay --url http://localhost:8000 --category $c --artifact-dir runs/$c
+  done
+  specperf speed-bench-report runs/
+  specperf speed-bench-report runs/ --metric accept_rate --format csv --output rate.csv
+
+  # one replay over every category (vLLM with --per-request-spec-decode-metrics summary):
+  # one column per category from its summary.json
+  specperf replay --url http://localhost:8000 --artifact-dir runs/all
+  specperf speed-bench-report runs/all
+
+  # speedup over the same prompts on a server without speculative decoding (a sweep each)
+  specperf replay --url http://spec:8000 --category coding --concurrency 1,4,16 --artifact-dir spec/coding
+  specperf replay --url http://base:8000 --category coding --concurrency 1,4,16 --artifact-dir base/coding
+  specperf speed-bench-report spec/coding --baseline base/ --metric throughput
+
+The CSV is the one AIPerf 0.13 writes for the same directories, byte for byte. A run directory \
+holds profile_export_aiperf.json (the --artifact-dir of a replay, or an AIPerf run); its category \
+comes from the dataset format (speed_bench_<category>, spec_al_<name>), its acceptance from \
+server_metrics_export.json. Warnings (a run left out, a cell without a baseline) go to stderr.
+
+Exit codes: 0 report written; 1 no run directory, no value of the metric, an unreadable \
+--baseline or a file that could not be written; 2 bad flag.";
+
+/// `specperf speed-bench-report`.
+#[derive(Debug, Args)]
+#[command(after_long_help = SPEED_BENCH_REPORT_HELP)]
+pub struct SpeedBenchReportArgs {
+    /// Run directories (each holding profile_export_aiperf.json, e.g. a replay's
+    /// --artifact-dir), or directories whose subdirectories are run directories.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+
+    /// Where to write the matrix CSV. With --baseline, speed_bench_speedup.csv and
+    /// speed_bench_speedup.svg go in the same directory.
+    #[arg(long, value_name = "FILE", default_value = "speed_bench_report.csv")]
+    pub output: PathBuf,
+
+    /// Print the table, write the CSV, or both (with --baseline: the speedup tables and
+    /// speed_bench_speedup.csv alike; the chart is written in every case).
+    #[arg(long, value_enum, default_value_t = SpeedBenchFormat::Both)]
+    pub format: SpeedBenchFormat,
+
+    /// What each cell holds.
+    #[arg(long, value_enum, default_value_t = SpeedBenchMetric::AcceptLength)]
+    pub metric: SpeedBenchMetric,
+
+    /// Runs of the same prompts without speculative decoding (a run, a directory of runs, or a
+    /// sweep directory): adds the output-throughput and TPOT speedup of each cell (model ×
+    /// category × concurrency) as tables, speed_bench_speedup.csv and a chart against
+    /// concurrency, speed_bench_speedup.svg.
+    #[arg(long, value_name = "PATH")]
+    pub baseline: Option<PathBuf>,
+}
+
+/// `speed-bench-report --format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SpeedBenchFormat {
+    /// Only the CSV file.
+    Csv,
+    /// Only the table on stdout.
+    Table,
+    /// The table and the CSV.
+    Both,
+}
+
+/// `speed-bench-report --metric`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SpeedBenchMetric {
+    /// Acceptance length: tokens per verify step, drafts accepted + 1 (from the server's
+    /// counters).
+    #[value(name = "accept_length")]
+    AcceptLength,
+    /// Accepted draft tokens over proposed ones, a fraction.
+    #[value(name = "accept_rate")]
+    AcceptRate,
+    /// Output tokens/s of the run (the profile's output_token_throughput).
+    #[value(name = "throughput")]
+    Throughput,
 }
 
 const DRAIN_EXIT_CODES: &str = "Exit codes: 0 drained; 124 not drained within \

@@ -35,7 +35,10 @@
 //! table and the Pareto page; with `--serve-cmd`, once per server cell -> `cells.json`). `serve`
 //! (below `sweep`, above `stop`) owns a server's process group: the `--serve-cmd` template and its
 //! cells, start and readiness, stop, the GPU memory wait. `golden` holds the golden
-//! AL curves, curve selection and the framework table that gate and inject share.
+//! AL curves, curve selection and the framework table that gate and inject share. `matrix`
+//! (finished runs' artifacts on disk -> the SPEED-Bench matrix and speedups, AIPerf's
+//! `speed-bench-report`) sits above `report` and `sweep`; nothing imports it. `collect` (a
+//! golden curve from a grid of server cells) sits above `gate`, `sweep` and `golden`.
 
 pub mod agentx;
 mod cli;
@@ -53,6 +56,7 @@ pub mod fuzzing;
 pub mod gate;
 pub mod golden;
 mod inject;
+mod matrix;
 mod merge;
 mod metrics;
 mod progress;
@@ -72,7 +76,8 @@ pub use cli::{
     completions, render_ignored, write_man_pages, AgentxArgs, Cli, CollectArgs, CollectMode,
     Command, CompletionsArgs, DrainArgs, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs,
     LoadArgs, ManArgs, MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs,
-    ReplayArgs, Scenario, ScrapeArgs, ServeArgs, SimArgs, Ui,
+    ReplayArgs, Scenario, ScrapeArgs, ServeArgs, SimArgs, SpeedBenchFormat, SpeedBenchMetric,
+    SpeedBenchReportArgs, Ui,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};
@@ -85,6 +90,7 @@ pub use inject::{
     inject, EntryReport, EntryState, InjectConfig, InjectError, InjectOutcome, InjectReport,
     LineChange,
 };
+pub use matrix::{speed_bench_report, MatrixError, Note, ReportOutcome, Written};
 pub use merge::{merge, MergeError, MergeOutcome};
 pub use metrics::{
     AgentxCounts, Aggregate, Counts, Goodput, GroupIsl, IslCheck, LoadMeta, RunMeta, Slo,

@@ -64,6 +64,7 @@ fn main() -> ExitCode {
             Command::Collect(args) => collect(&args).await,
             Command::Merge(args) => merge(&args),
             Command::Plot(args) => plot(&args),
+            Command::SpeedBenchReport(args) => speed_bench_report(&args),
             Command::Completions(a) => {
                 use std::io::Write;
                 // A closed pipe (`| head`) is the reader's choice, not a failure.
@@ -790,6 +791,28 @@ fn plot(args: &specperf::PlotArgs) -> i32 {
         }
         Err(e) => {
             eprintln!("error: {e:#}");
+            exit::FAILED
+        }
+    }
+}
+
+/// `specperf speed-bench-report PATH...`: AIPerf's lines (the run count, warnings as they come,
+/// the table, where the CSV went) and its `Error: ...` with exit 1.
+fn speed_bench_report(args: &specperf::SpeedBenchReportArgs) -> i32 {
+    let result = specperf::speed_bench_report(args, &mut |n| match n {
+        specperf::Note::Found(n) => println!("Found {n} run directories."),
+        specperf::Note::Warning(w) => eprintln!("Warning: {w}"),
+    });
+    match result {
+        Ok(o) => {
+            print!("{}", o.tables);
+            for w in &o.written {
+                println!("{} written to {}", w.what, w.path.display());
+            }
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("Error: {e}.");
             exit::FAILED
         }
     }

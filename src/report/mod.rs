@@ -14,7 +14,7 @@ mod page;
 pub(crate) mod pareto;
 pub(crate) mod plot;
 mod server_metrics;
-mod svg;
+pub(crate) mod svg;
 #[cfg(test)]
 mod tests;
 mod timeslices;

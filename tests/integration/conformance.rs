@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::common::{fast, replay_at, scaled, sim, wait_exit};
 
 /// The venv holding aiperf 0.13.0: `$SPECPERF_AIPERF_VENV`, else `target/aiperf-venv`.
-fn venv_python() -> PathBuf {
+pub(crate) fn venv_python() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let venv = std::env::var_os("SPECPERF_AIPERF_VENV")
         .map(PathBuf::from)

@@ -143,6 +143,27 @@ fn pipeline_stages_import_only_earlier_stages() {
     }
 }
 
+/// Commands that only read what finished runs left on disk: they may use anything below them,
+/// and nothing imports them (so no stage comes to depend on a report over its own artifacts).
+const READERS_OF_FINISHED_RUNS: [&str; 1] = ["matrix"];
+
+#[test]
+fn readers_of_finished_runs_are_imported_by_no_module() {
+    let g = graph();
+    for top in READERS_OF_FINISHED_RUNS {
+        assert!(g.contains_key(top), "src/{top} is gone: update this list");
+        let importers: Vec<&String> = g
+            .iter()
+            .filter(|(_, d)| d.contains(top))
+            .map(|(m, _)| m)
+            .collect();
+        assert!(
+            importers.is_empty(),
+            "{importers:?} import {top}, which reads finished runs and sits above every stage"
+        );
+    }
+}
+
 /// Every `.rs` file under `src/` (tests and `tests.rs` left out) as (module path, non-test code
 /// with comments removed): `src/inject/vllm.rs` is `["inject", "vllm"]`, `src/inject/mod.rs` is
 /// `["inject"]`.

@@ -33,5 +33,6 @@ mod shards;
 mod sim_cache;
 mod spec_per_request;
 mod speed_bench;
+mod speed_bench_report;
 mod sweep;
 mod transport;
