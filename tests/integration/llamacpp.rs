@@ -560,3 +560,119 @@ async fn a_sweep_drains_llama_servers_queue_between_points() {
         assert!((1.0..=5.0).contains(&al), "{}: AL {al}", p.name);
     }
 }
+
+/// Processes whose command line holds `marker` (a unique model alias).
+fn processes_with(marker: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(marker) && c.contains("llama-server"))
+        .collect()
+}
+
+/// `specperf collect` on llama-server drafting for itself: a server per cell with the cell's
+/// `--spec-draft-n-max`, each cell's AL its counters' and the server's own per-request figures
+/// summed to the same counts, and no llama-server left after the collection or after a SIGTERM
+/// in the middle of it.
+#[test]
+fn collect_restarts_llama_server_per_cell_and_leaves_none_behind() {
+    let dir = llamacpp_dir();
+    let _one = crate::common::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = format!("smollm2-collect-{}", std::process::id());
+    let model = dir.join("model/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let m = model.to_str().unwrap();
+    let template = format!(
+        "{} -m {m} -a {marker} --host 127.0.0.1 --port {{port}} --metrics -c 4096 -np 4 -t 1 \
+         -tb 1 -md {m} --spec-type draft-simple --spec-draft-n-max {{k}} -td 1 -tbd 1",
+        dir.join("bin/llama-server").display()
+    );
+    let rows: String = (0..8)
+        .map(|i| {
+            format!(
+                "{{\"question_id\": \"q{i}\", \"category\": \"coding\", \"messages\": [{{\"role\": \
+                 \"user\", \"content\": \"Write a Python function number {i} that adds two \
+                 numbers.\"}}]}}\n"
+            )
+        })
+        .collect();
+    let input = tmp.path().join("qualitative.jsonl");
+    std::fs::write(&input, rows).unwrap();
+    let collect = |out: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_specperf"));
+        c.args([
+            "collect",
+            "--model-key",
+            "smollm2-135m",
+            "--serve-cmd",
+            &template,
+        ])
+        .args(["--serve-param", "k=2,3", "--thinking-modes", "off"])
+        .args(["--osl", "48", "--temperature", "0", "--concurrency", "4"])
+        .args(["--metrics-settle-seconds", "0", "--serve-stop-grace", "10"])
+        .arg("--input-file")
+        .arg(&input)
+        .arg("--output")
+        .arg(tmp.path().join(out))
+        .stdin(Stdio::null());
+        c
+    };
+    let out = collect("smollm2_draft.yaml").output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
+    let cells = tmp.path().join("smollm2_draft-cells/thinking_off");
+    let yaml = std::fs::read_to_string(tmp.path().join("smollm2_draft.yaml")).unwrap();
+    for k in [2, 3] {
+        let cell = cells.join(format!("k_{k}"));
+        // This cell's own server, started with its k.
+        let log = std::fs::read_to_string(cell.join("server.log")).unwrap();
+        assert!(log.contains(&format!("--spec-draft-n-max {k} ")), "{log}");
+        let s = crate::common::read_json(&cell.join("summary.json"));
+        let acc = &s["acceptance"]["acceptance"];
+        let al = acc["acceptance_length"].as_f64().unwrap();
+        assert!(yaml.contains(&format!("    {k}: {al:.2}")), "{yaml}");
+        // llama.cpp's per-request timings add up to its counters over the cell's window.
+        let reported = &s["spec_decode"]["reported"];
+        assert_eq!(
+            reported["accepted_tokens"].as_f64(),
+            acc["accepted_tokens"].as_f64(),
+            "{s:#}"
+        );
+        assert_eq!(
+            reported["draft_tokens"].as_f64(),
+            acc["draft_tokens"].as_f64(),
+            "{s:#}"
+        );
+    }
+
+    // SIGTERM while the first cell's server runs: exit 143, no curve, no server left.
+    let err = tmp.path().join("stopped.err");
+    let mut child = collect("stopped.yaml")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while processes_with(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "no llama-server started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let status = crate::common::terminate(&mut child, Duration::from_secs(60));
+    assert_eq!(
+        status.code(),
+        Some(143),
+        "{}",
+        std::fs::read_to_string(&err).unwrap_or_default()
+    );
+    assert!(!tmp.path().join("stopped.yaml").exists());
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
+}
