@@ -496,6 +496,88 @@ fn with_nvidia_smi_the_next_server_waits_for_gpu_memory() {
     );
     assert_eq!(w["baseline_mib"]["0"], 500);
     assert!(stderr.contains("GPU memory released after"), "{stderr}");
+
+    // Memory that never comes back: a warning at --serve-gpu-release-timeout, then the next
+    // server starts anyway.
+    std::fs::write(
+        &smi,
+        format!(
+            "#!/bin/sh\necho x >> {d}/calls2\n\
+             if [ \"$(wc -l < {d}/calls2)\" -le 1 ]; then echo '0, 500'; else echo '0, 40000'; fi\n",
+            d = d.display()
+        ),
+    )
+    .unwrap();
+    let out = d.join("held");
+    let t0 = Instant::now();
+    let (code, _, stderr) = Run::spawn(
+        d,
+        &[
+            "--serve-cmd",
+            &sim_cmd(""),
+            "--serve-param",
+            "k=1,3",
+            "--request-count",
+            "4",
+            "--serve-gpu-release-timeout",
+            "1",
+            "--artifact-dir",
+            out.to_str().unwrap(),
+        ],
+        Some(&path),
+    )
+    .finish();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(t0.elapsed() < scaled(Duration::from_secs(30)));
+    assert!(
+        stderr.contains("GPU memory still held after") && stderr.contains("GPU 0 40000 MiB"),
+        "{stderr}"
+    );
+    let idx = read_json(&out.join("cells.json"));
+    assert_eq!(cell(&idx, "k_3")["gpu_wait_before"]["released"], false);
+    assert_eq!(cell(&idx, "k_3")["status"], "done");
+}
+
+#[test]
+fn each_cell_runs_the_whole_sweep_of_points_the_other_flags_ask_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cells");
+    let (code, _, stderr) = replay(
+        tmp.path(),
+        &[
+            "--serve-cmd",
+            &sim_cmd(""),
+            "--serve-param",
+            "k=1,2",
+            "--concurrency",
+            "1,2",
+            "--request-count",
+            "4",
+            "--drain-poll-interval-seconds",
+            "0.05",
+            "--drain-idle-polls",
+            "2",
+            "--artifact-dir",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let idx = read_json(&out.join("cells.json"));
+    assert_eq!(idx["runs"], "sweep");
+    for k in [1, 2] {
+        assert_eq!(cell(&idx, &format!("k_{k}"))["status"], "done");
+        let sweep = read_json(&out.join(format!("k_{k}/sweep.json")));
+        let points: Vec<&str> = sweep["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(points, ["concurrency_1", "concurrency_2"], "k_{k}");
+        let acc = &read_json(&out.join(format!("k_{k}/concurrency_2/summary.json")))["acceptance"]
+            ["acceptance"];
+        assert_eq!(acc["num_speculative_tokens"], k);
+    }
 }
 
 #[test]
