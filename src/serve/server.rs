@@ -555,6 +555,21 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_a_server_without_stop_kills_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Server::spawn("sleep 1000 & exec sleep 1001", &dir.path().join("log")).unwrap();
+        let pgid = s.pgid();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(group_alive(pgid));
+        drop(s);
+        let until = Instant::now() + Duration::from_secs(5);
+        while group_alive(pgid) {
+            assert!(Instant::now() < until, "the group outlived its Server");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn stop_ends_the_whole_group_and_a_stopper_ends_the_wait() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("server.log");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{read_json, scaled, wait_exit};
+use crate::common::{read_json, scaled, schema_errors, wait_exit};
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
 
@@ -112,6 +112,14 @@ fn gone(marker: &str) -> Vec<u32> {
     }
 }
 
+/// `<dir>/cells.json`, checked against `schemas/cells.v1.json`.
+fn cells_json(dir: &Path) -> Value {
+    let v = read_json(&dir.join("cells.json"));
+    let errors = schema_errors("cells.v1.json", &v);
+    assert!(errors.is_empty(), "{errors:?}");
+    v
+}
+
 fn cell<'a>(idx: &'a Value, name: &str) -> &'a Value {
     idx["cells"]
         .as_array()
@@ -150,7 +158,7 @@ fn each_cell_restarts_the_server_with_its_k_and_nothing_outlives_the_sweep() {
         "server processes left: {:?}",
         alive_with(marker)
     );
-    let idx = read_json(&out.join("cells.json"));
+    let idx = cells_json(&out);
     assert_eq!(idx["schema"], "specperf.cells.v1");
     assert_eq!(idx["status"], "complete");
     assert_eq!(idx["serve_cmd"], template.as_str());
@@ -214,7 +222,7 @@ fn a_server_that_fails_to_start_or_is_never_ready_fails_its_cell_and_the_sweep_g
         ],
     );
     assert_eq!(code, Some(1), "a failed cell exits 1: {stderr}");
-    let idx = read_json(&out.join("cells.json"));
+    let idx = cells_json(&out);
     assert_eq!(idx["status"], "partial");
     let failed = cell(&idx, "k_1");
     assert_eq!(failed["status"], "failed");
@@ -263,7 +271,7 @@ fn a_server_that_fails_to_start_or_is_never_ready_fails_its_cell_and_the_sweep_g
     );
     assert_eq!(code, Some(1), "{stderr}");
     assert!(t0.elapsed() < scaled(Duration::from_secs(20)));
-    let c = cell(&read_json(&tmp.path().join("never/cells.json")), "k_7").clone();
+    let c = cell(&cells_json(&tmp.path().join("never")), "k_7").clone();
     assert_eq!(c["status"], "failed");
     assert!(
         c["error"]
@@ -306,7 +314,7 @@ fn a_server_that_dies_mid_cell_fails_the_cell() {
         ],
     );
     assert_eq!(code, Some(1), "{stderr}");
-    let c = cell(&read_json(&out.join("cells.json")), "k_2").clone();
+    let c = cell(&cells_json(&out), "k_2").clone();
     assert_eq!(c["status"], "failed", "{c:#}");
     assert!(
         c["error"]
@@ -366,7 +374,7 @@ fn signal_mid_cell(sig: &str, marker: &str, expect: i32) {
         "the server group outlived specperf: {:?}",
         alive_with(marker)
     );
-    let idx = read_json(&out.join("cells.json"));
+    let idx = cells_json(&out);
     assert_eq!(idx["status"], "stopped");
     assert_eq!(cell(&idx, "k_1")["status"], "stopped");
     assert_eq!(
@@ -430,7 +438,7 @@ fn resume_skips_done_cells_and_runs_the_rest() {
         stderr.contains("cell k_1: finished in the earlier sweep, kept (--resume)"),
         "{stderr}"
     );
-    let idx = read_json(&out.join("cells.json"));
+    let idx = cells_json(&out);
     assert_eq!(idx["status"], "complete");
     assert_eq!(cell(&idx, "k_3")["status"], "done");
     let again = std::fs::metadata(out.join("k_1/summary.json"))
@@ -486,7 +494,7 @@ fn with_nvidia_smi_the_next_server_waits_for_gpu_memory() {
     )
     .finish();
     assert_eq!(code, Some(0), "{stderr}");
-    let idx = read_json(&out.join("cells.json"));
+    let idx = cells_json(&out);
     assert!(cell(&idx, "k_1").get("gpu_wait_before").is_none());
     let w = &cell(&idx, "k_3")["gpu_wait_before"];
     assert_eq!(w["released"], true, "{w:#}");
@@ -496,6 +504,88 @@ fn with_nvidia_smi_the_next_server_waits_for_gpu_memory() {
     );
     assert_eq!(w["baseline_mib"]["0"], 500);
     assert!(stderr.contains("GPU memory released after"), "{stderr}");
+
+    // Memory that never comes back: a warning at --serve-gpu-release-timeout, then the next
+    // server starts anyway.
+    std::fs::write(
+        &smi,
+        format!(
+            "#!/bin/sh\necho x >> {d}/calls2\n\
+             if [ \"$(wc -l < {d}/calls2)\" -le 1 ]; then echo '0, 500'; else echo '0, 40000'; fi\n",
+            d = d.display()
+        ),
+    )
+    .unwrap();
+    let out = d.join("held");
+    let t0 = Instant::now();
+    let (code, _, stderr) = Run::spawn(
+        d,
+        &[
+            "--serve-cmd",
+            &sim_cmd(""),
+            "--serve-param",
+            "k=1,3",
+            "--request-count",
+            "4",
+            "--serve-gpu-release-timeout",
+            "1",
+            "--artifact-dir",
+            out.to_str().unwrap(),
+        ],
+        Some(&path),
+    )
+    .finish();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(t0.elapsed() < scaled(Duration::from_secs(30)));
+    assert!(
+        stderr.contains("GPU memory still held after") && stderr.contains("GPU 0 40000 MiB"),
+        "{stderr}"
+    );
+    let idx = cells_json(&out);
+    assert_eq!(cell(&idx, "k_3")["gpu_wait_before"]["released"], false);
+    assert_eq!(cell(&idx, "k_3")["status"], "done");
+}
+
+#[test]
+fn each_cell_runs_the_whole_sweep_of_points_the_other_flags_ask_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cells");
+    let (code, _, stderr) = replay(
+        tmp.path(),
+        &[
+            "--serve-cmd",
+            &sim_cmd(""),
+            "--serve-param",
+            "k=1,2",
+            "--concurrency",
+            "1,2",
+            "--request-count",
+            "4",
+            "--drain-poll-interval-seconds",
+            "0.05",
+            "--drain-idle-polls",
+            "2",
+            "--artifact-dir",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let idx = cells_json(&out);
+    assert_eq!(idx["runs"], "sweep");
+    for k in [1, 2] {
+        assert_eq!(cell(&idx, &format!("k_{k}"))["status"], "done");
+        let sweep = read_json(&out.join(format!("k_{k}/sweep.json")));
+        let points: Vec<&str> = sweep["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(points, ["concurrency_1", "concurrency_2"], "k_{k}");
+        let acc = &read_json(&out.join(format!("k_{k}/concurrency_2/summary.json")))["acceptance"]
+            ["acceptance"];
+        assert_eq!(acc["num_speculative_tokens"], k);
+    }
 }
 
 #[test]
