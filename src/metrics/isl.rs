@@ -34,7 +34,7 @@ pub struct GroupIsl {
     pub max: u64,
     /// (median − nominal) / nominal.
     pub off_fraction: f64,
-    /// Within [`ISL_TOLERANCE`].
+    /// Within 10% of the nominal length.
     pub ok: bool,
 }
 
