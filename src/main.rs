@@ -171,6 +171,50 @@ fn start_printer(
     }
 }
 
+/// The console of a command that runs many replays: its warnings said once, a stopper with the
+/// signal handlers, the live progress printer, and the line clearer each event starts with.
+struct Live {
+    printer: Option<tokio::task::JoinHandle<()>>,
+    terminal: bool,
+}
+
+impl Live {
+    fn start(
+        ui: Ui,
+        every: Option<Duration>,
+        warnings: &[String],
+    ) -> (Live, Stopper, watch::Sender<Progress>) {
+        for w in warnings {
+            eprintln!("WARNING: {w}");
+        }
+        let stop = Stopper::new();
+        spawn_signal_handlers(&stop);
+        let (ptx, prx) = watch::channel(Progress::default());
+        let terminal = std::io::stderr().is_terminal();
+        let printer = start_printer(ui, terminal, every, prx);
+        (Live { printer, terminal }, stop, ptx)
+    }
+
+    /// Clears the progress line before an event's own line.
+    fn clearer(&self) -> impl Fn() + Copy {
+        let terminal = self.terminal;
+        move || {
+            if terminal {
+                eprint!("\r\x1b[2K");
+            }
+        }
+    }
+
+    /// Stops the progress printer and leaves a clean line for the final table.
+    fn end(self) {
+        let clear = self.clearer();
+        if let Some(p) = self.printer {
+            p.abort();
+            clear();
+        }
+    }
+}
+
 /// A sweep (comma lists, repeated runs or an SLA search): each run's table as it ends, drain
 /// waits and search verdicts on stderr, then the sweep table.
 async fn sweep(cfg: Result<specperf::sweep::SweepConfig, specperf::ConfigError>) -> i32 {
@@ -182,28 +226,14 @@ async fn sweep(cfg: Result<specperf::sweep::SweepConfig, specperf::ConfigError>)
         }
     };
     cfg.set_cli_command(command_line());
-    for w in &cfg.warnings {
-        eprintln!("WARNING: {w}");
-    }
-    let stop = Stopper::new();
-    spawn_signal_handlers(&stop);
-    let (ptx, prx) = watch::channel(Progress::default());
-    let terminal = std::io::stderr().is_terminal();
-    let printer = start_printer(cfg.ui, terminal, cfg.progress_interval, prx);
-    let clear = move || {
-        if terminal {
-            eprint!("\r\x1b[2K");
-        }
-    };
+    let (live, stop, ptx) = Live::start(cfg.ui, cfg.progress_interval, &cfg.warnings);
+    let clear = live.clearer();
     let result = specperf::sweep::run_sweep(cfg, stop, ptx, |ev| {
         clear();
         print_sweep_event(ev);
     })
     .await;
-    if let Some(p) = printer {
-        p.abort();
-        clear();
-    }
+    live.end();
     match result {
         Ok(o) => {
             print!("{}", specperf::sweep::console(&o.index));
@@ -271,28 +301,14 @@ async fn cells(cfg: Result<specperf::sweep::CellsConfig, specperf::ConfigError>)
         }
     };
     cfg.set_cli_command(command_line());
-    for w in &cfg.warnings {
-        eprintln!("WARNING: {w}");
-    }
-    let stop = Stopper::new();
-    spawn_signal_handlers(&stop);
-    let (ptx, prx) = watch::channel(Progress::default());
-    let terminal = std::io::stderr().is_terminal();
-    let printer = start_printer(cfg.ui, terminal, cfg.progress_interval, prx);
-    let clear = move || {
-        if terminal {
-            eprint!("\r\x1b[2K");
-        }
-    };
+    let (live, stop, ptx) = Live::start(cfg.ui, cfg.progress_interval, &cfg.warnings);
+    let clear = live.clearer();
     let result = specperf::sweep::run_cells(cfg, stop, ptx, |ev| {
         clear();
         print_cell_event(ev);
     })
     .await;
-    if let Some(p) = printer {
-        p.abort();
-        clear();
-    }
+    live.end();
     match result {
         Ok(o) => {
             print!("{}", specperf::sweep::cells_console(&o.index));
@@ -369,20 +385,9 @@ async fn collect(args: &specperf::CollectArgs) -> i32 {
         }
     };
     plan.set_cli_command(command_line());
-    for w in &plan.warnings {
-        eprintln!("WARNING: {w}");
-    }
     let (ui, every) = plan.progress();
-    let stop = Stopper::new();
-    spawn_signal_handlers(&stop);
-    let (ptx, prx) = watch::channel(Progress::default());
-    let terminal = std::io::stderr().is_terminal();
-    let printer = start_printer(ui, terminal, every, prx);
-    let clear = move || {
-        if terminal {
-            eprint!("\r\x1b[2K");
-        }
-    };
+    let (live, stop, ptx) = Live::start(ui, every, &plan.warnings);
+    let clear = live.clearer();
     use specperf::collect::CollectEvent;
     let result = specperf::collect::run_collect(plan, stop, ptx, |ev| {
         clear();
@@ -392,10 +397,7 @@ async fn collect(args: &specperf::CollectArgs) -> i32 {
         }
     })
     .await;
-    if let Some(p) = printer {
-        p.abort();
-        clear();
-    }
+    live.end();
     match result {
         Ok(o) => {
             print!("{}", o.table());
@@ -426,20 +428,9 @@ async fn categories(args: &specperf::ReplayArgs) -> i32 {
         }
     };
     plan.set_cli_command(command_line());
-    for w in &plan.warnings {
-        eprintln!("WARNING: {w}");
-    }
     let (ui, every) = plan.progress();
-    let stop = Stopper::new();
-    spawn_signal_handlers(&stop);
-    let (ptx, prx) = watch::channel(Progress::default());
-    let terminal = std::io::stderr().is_terminal();
-    let printer = start_printer(ui, terminal, every, prx);
-    let clear = move || {
-        if terminal {
-            eprint!("\r\x1b[2K");
-        }
-    };
+    let (live, stop, ptx) = Live::start(ui, every, &plan.warnings);
+    let clear = live.clearer();
     use specperf::sweep::CategoryEvent;
     let outcome = specperf::sweep::run_categories(plan, stop, ptx, |ev| {
         clear();
@@ -459,10 +450,7 @@ async fn categories(args: &specperf::ReplayArgs) -> i32 {
         }
     })
     .await;
-    if let Some(p) = printer {
-        p.abort();
-        clear();
-    }
+    live.end();
     print!("{}", outcome.table());
     println!("Categories: {}", outcome.dir.display());
     outcome.exit_code(args.failed_request_threshold)

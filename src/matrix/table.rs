@@ -4,26 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+// SPEED-Bench's qualitative categories and the throughput split's tiers, in AIPerf's column
+// order: the dataset's own lists.
+use crate::dataset::{QUALITATIVE_CATEGORIES as QUALITATIVE, THROUGHPUT_TIERS};
+
 /// Model -> category -> value (`None`: the run is there but gave no value).
 pub(super) type Matrix = BTreeMap<String, BTreeMap<String, Option<f64>>>;
-
-/// SPEED-Bench's qualitative split, in the paper's column order.
-const QUALITATIVE: [&str; 11] = [
-    "coding",
-    "humanities",
-    "math",
-    "multilingual",
-    "qa",
-    "rag",
-    "reasoning",
-    "roleplay",
-    "stem",
-    "summarization",
-    "writing",
-];
-
-/// SPEED-Bench's throughput split's entropy tiers, low to high.
-const THROUGHPUT_TIERS: [&str; 3] = ["low_entropy", "mixed", "high_entropy"];
 
 /// The `spec_al_*` benchmarks, math, then chat, then code.
 const SPEC_AL: [&str; 5] = ["gsm8k", "math500", "mtbench", "humaneval", "mbpp"];
