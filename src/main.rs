@@ -25,11 +25,11 @@ fn main() -> ExitCode {
     };
     let code = rt.block_on(async {
         match cli.command {
-            Command::Replay(args) if specperf::sweep::categories_wanted(&args) => {
-                categories(&args).await
-            }
             Command::Replay(args) if specperf::sweep::serve_wanted(&args) => {
                 cells(specperf::sweep::CellsConfig::from_replay(&args)).await
+            }
+            Command::Replay(args) if specperf::sweep::categories_wanted(&args) => {
+                categories(&args).await
             }
             Command::Replay(args) if specperf::sweep::wanted(&args) => {
                 sweep(specperf::sweep::SweepConfig::from_replay(&args)).await
@@ -371,6 +371,11 @@ fn print_cell_event(ev: specperf::sweep::CellEvent<'_>) {
             print!("{}", specperf::sweep::console(&outcome.index));
             println!("Sweep: {}", outcome.dir.display());
         }
+        CellEvent::Category(ev) => print_category_event(ev),
+        CellEvent::CategoriesDone { outcome, .. } => {
+            print!("{}", outcome.table());
+            println!("Categories: {}", outcome.dir.display());
+        }
         CellEvent::Warning(w) => eprintln!("WARNING: {w}"),
     }
 }
@@ -417,6 +422,25 @@ async fn collect(args: &specperf::CollectArgs) -> i32 {
     }
 }
 
+/// One event of the per-category runs on the console.
+fn print_category_event(ev: specperf::sweep::CategoryEvent<'_>) {
+    use specperf::sweep::CategoryEvent;
+    match ev {
+        CategoryEvent::Start {
+            category,
+            index,
+            total,
+        } => eprintln!("=== category {index}/{total}: {category} ==="),
+        CategoryEvent::DrainPoll(p) => eprintln!("{p}"),
+        CategoryEvent::Drained(o) => eprintln!("{}", o.summary_line()),
+        CategoryEvent::Done(o) => print_run(o),
+        CategoryEvent::Failed { category, error } => {
+            eprintln!("error: category {category}: {error:#}; the next one goes on")
+        }
+        CategoryEvent::Warning(w) => eprintln!("WARNING: {w}"),
+    }
+}
+
 /// `replay --category a,b` or `all`: one run per category, the drain wait between, then the
 /// matrix.
 async fn categories(args: &specperf::ReplayArgs) -> i32 {
@@ -431,23 +455,9 @@ async fn categories(args: &specperf::ReplayArgs) -> i32 {
     let (ui, every) = plan.progress();
     let (live, stop, ptx) = Live::start(ui, every, &plan.warnings);
     let clear = live.clearer();
-    use specperf::sweep::CategoryEvent;
     let outcome = specperf::sweep::run_categories(plan, stop, ptx, |ev| {
         clear();
-        match ev {
-            CategoryEvent::Start {
-                category,
-                index,
-                total,
-            } => eprintln!("=== category {index}/{total}: {category} ==="),
-            CategoryEvent::DrainPoll(p) => eprintln!("{p}"),
-            CategoryEvent::Drained(o) => eprintln!("{}", o.summary_line()),
-            CategoryEvent::Done(o) => print_run(o),
-            CategoryEvent::Failed { category, error } => {
-                eprintln!("error: category {category}: {error:#}; the next one goes on")
-            }
-            CategoryEvent::Warning(w) => eprintln!("WARNING: {w}"),
-        }
+        print_category_event(ev);
     })
     .await;
     live.end();

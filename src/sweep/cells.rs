@@ -197,6 +197,8 @@ pub struct CellsConfig {
     resume: bool,
     /// Each cell runs a sweep of points.
     sweep: bool,
+    /// Each cell runs `--category a,b` / `all`: one run per category.
+    categories: bool,
     command: String,
     /// Settings worth a word before the first cell (the first cell's run warnings included).
     pub warnings: Vec<String>,
@@ -284,6 +286,7 @@ impl CellsConfig {
         base.sweep.resume = false;
         let mut cfg = CellsConfig {
             sweep: wanted(&base),
+            categories: super::categories_wanted(&base),
             template,
             base,
             fixed_url,
@@ -309,7 +312,11 @@ impl CellsConfig {
         for (i, cell) in cfg.template.cells().iter().enumerate() {
             let args = cfg.cell_args(cell, "http://127.0.0.1:1");
             let in_cell = |e: ConfigError| ConfigError::msg(format!("cell {}: {e}", cell.name()));
-            let (warnings, ui, every) = if cfg.sweep {
+            let (warnings, ui, every) = if cfg.categories {
+                let c = super::CategoryPlan::from_replay(&args).map_err(in_cell)?;
+                let (ui, every) = c.progress();
+                (c.warnings, ui, every)
+            } else if cfg.sweep {
                 let c = SweepConfig::from_replay(&args).map_err(in_cell)?;
                 (c.warnings, c.ui, c.progress_interval)
             } else {
@@ -426,6 +433,15 @@ pub enum CellEvent<'a> {
     },
     /// An event of a cell's sweep.
     Sweep(Event<'a>),
+    /// An event of a cell's per-category runs (`--category a,b` / `all`).
+    Category(super::CategoryEvent<'a>),
+    /// A cell's per-category runs ended.
+    CategoriesDone {
+        /// The cell.
+        cell: &'a str,
+        /// Their outcome (the matrix).
+        outcome: &'a super::CategoriesOutcome,
+    },
     /// A cell's sweep ended.
     SweepDone {
         /// The cell.
@@ -490,7 +506,12 @@ pub async fn run_cells(
                     values: p.values.clone(),
                 })
                 .collect(),
-            runs: if cfg.sweep { "sweep" } else { "run" }.into(),
+            runs: match (cfg.categories, cfg.sweep) {
+                (true, _) => "categories",
+                (false, true) => "sweep",
+                (false, false) => "run",
+            }
+            .into(),
             status: "running".into(),
             stopped_by: None,
             cells: Vec::new(),
@@ -733,6 +754,22 @@ async fn run_cell(
     progress: &watch::Sender<Progress>,
     on_event: &mut impl FnMut(CellEvent<'_>),
 ) -> Result<i32, String> {
+    if cfg.categories {
+        let threshold = args.failed_request_threshold;
+        let mut plan = super::CategoryPlan::from_replay(&args).map_err(|e| e.to_string())?;
+        if !cfg.command.is_empty() {
+            plan.set_cli_command(cfg.command.clone());
+        }
+        let outcome = super::run_categories(plan, stop.child(), progress.clone(), |ev| {
+            on_event(CellEvent::Category(ev))
+        })
+        .await;
+        on_event(CellEvent::CategoriesDone {
+            cell: name,
+            outcome: &outcome,
+        });
+        return Ok(outcome.exit_code(threshold));
+    }
     if cfg.sweep {
         let mut sc = SweepConfig::from_replay(&args).map_err(|e| e.to_string())?;
         sc.set_cli_command(cfg.command.clone());

@@ -393,3 +393,59 @@ async fn one_invocation_runs_every_category_and_takes_the_counters_al_of_each() 
     );
     assert!(!tmp.path().join("none").exists());
 }
+
+#[test]
+fn each_server_cell_runs_every_category_when_both_are_asked_for() {
+    // `--serve-cmd` with `--category coding,math` used to run the categories against the
+    // embedded simulator and start no server at all.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("qualitative.jsonl");
+    std::fs::write(
+        &file,
+        split_file(&["coding", "math"], 4, |g, i| format!("{g} question {i}")),
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_specperf");
+    let out_dir = tmp.path().join("cells");
+    let out = Command::new(bin)
+        .arg("replay")
+        .arg("--serve-cmd")
+        .arg(format!(
+            "{bin} sim --port {{port}} --k {{k}} --ttft-ms 1 --itl-ms 1 --acceptance-prob 0.7"
+        ))
+        .args(["--serve-param", "k=1,3", "--category", "coding,math"])
+        .args(["--metrics-settle-seconds", "0", "--progress-interval", "0"])
+        .args([
+            "--drain-poll-interval-seconds",
+            "0.1",
+            "--drain-idle-polls",
+            "2",
+        ])
+        .arg("--input-file")
+        .arg(&file)
+        .arg("--artifact-dir")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let index = crate::common::read_json(&out_dir.join("cells.json"));
+    assert_eq!(index["runs"], "categories");
+    let errors = crate::common::schema_errors("cells.v1.json", &index);
+    assert!(errors.is_empty(), "{errors:?}");
+    for (k, truth) in [(1, 1.7), (3, 1.0 + 0.7 + 0.49 + 0.343)] {
+        for c in ["coding", "math"] {
+            let s =
+                crate::common::read_json(&out_dir.join(format!("k_{k}/category_{c}/summary.json")));
+            assert_eq!(s["counts"]["success"], 4);
+            let al = s["acceptance"]["acceptance"]["acceptance_length"]
+                .as_f64()
+                .unwrap();
+            // The cell's own server: its k bounds the AL (k = 1 cannot pass 2).
+            assert!((al - truth).abs() < 0.3, "k {k} {c}: {al} vs {truth}");
+        }
+    }
+}
