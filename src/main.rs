@@ -1,11 +1,19 @@
 //! The `specperf` binary: flags -> validated config -> runtime -> run -> exit code.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use specperf::{exit, Cli, Command, ExitStatus, Progress, StopReason, Stopper, Ui};
+use specperf::{exit, Cli, Command, ExitStatus, Progress, Stopper, Ui};
 use tokio::sync::watch;
+
+#[path = "main/console.rs"]
+mod console;
+
+use console::{
+    print_category_event, print_cell_event, print_gate_progress, print_run, print_stats,
+    print_sweep_event, spawn_signal_handlers, start_printer, Live,
+};
 
 fn main() -> ExitCode {
     let matches = <Cli as clap::CommandFactory>::command().get_matches();
@@ -140,81 +148,6 @@ async fn replay(cfg: Result<specperf::RunConfig, specperf::ConfigError>) -> i32 
     }
 }
 
-/// A finished run: its warnings, the console table, where its artifacts are, and why requests
-/// failed.
-fn print_run(outcome: &specperf::RunOutcome) {
-    for w in &outcome.run_warnings {
-        eprintln!("WARNING: {w}");
-    }
-    print!("{}", specperf::console_table(&outcome.summary));
-    println!("Artifacts: {}", outcome.artifact_dir.display());
-    if let Some(e) = &outcome.artifact_error {
-        eprintln!("error: artifacts incomplete: {e}");
-    }
-    if let Some(why) = specperf::failure_report(&outcome.summary) {
-        eprint!("{why}");
-    }
-}
-
-/// The live display: a bar on a terminal, plain lines every `every` otherwise, or nothing.
-fn start_printer(
-    ui: Ui,
-    terminal: bool,
-    every: Option<Duration>,
-    rx: watch::Receiver<Progress>,
-) -> Option<tokio::task::JoinHandle<()>> {
-    match (ui, terminal, every) {
-        (Ui::None, _, _) => None,
-        (Ui::Simple, true, _) => Some(tokio::spawn(draw_bar(rx))),
-        (Ui::Simple, false, Some(every)) => Some(tokio::spawn(print_progress(rx, every))),
-        (Ui::Simple, false, None) => None,
-    }
-}
-
-/// The console of a command that runs many replays: its warnings said once, a stopper with the
-/// signal handlers, the live progress printer, and the line clearer each event starts with.
-struct Live {
-    printer: Option<tokio::task::JoinHandle<()>>,
-    terminal: bool,
-}
-
-impl Live {
-    fn start(
-        ui: Ui,
-        every: Option<Duration>,
-        warnings: &[String],
-    ) -> (Live, Stopper, watch::Sender<Progress>) {
-        for w in warnings {
-            eprintln!("WARNING: {w}");
-        }
-        let stop = Stopper::new();
-        spawn_signal_handlers(&stop);
-        let (ptx, prx) = watch::channel(Progress::default());
-        let terminal = std::io::stderr().is_terminal();
-        let printer = start_printer(ui, terminal, every, prx);
-        (Live { printer, terminal }, stop, ptx)
-    }
-
-    /// Clears the progress line before an event's own line.
-    fn clearer(&self) -> impl Fn() + Copy {
-        let terminal = self.terminal;
-        move || {
-            if terminal {
-                eprint!("\r\x1b[2K");
-            }
-        }
-    }
-
-    /// Stops the progress printer and leaves a clean line for the final table.
-    fn end(self) {
-        let clear = self.clearer();
-        if let Some(p) = self.printer {
-            p.abort();
-            clear();
-        }
-    }
-}
-
 /// A sweep (comma lists, repeated runs or an SLA search): each run's table as it ends, drain
 /// waits and search verdicts on stderr, then the sweep table.
 async fn sweep(cfg: Result<specperf::sweep::SweepConfig, specperf::ConfigError>) -> i32 {
@@ -247,49 +180,6 @@ async fn sweep(cfg: Result<specperf::sweep::SweepConfig, specperf::ConfigError>)
     }
 }
 
-/// One event of a sweep on the console: run starts, skips, drain waits, each run's table,
-/// failures, convergence and search verdicts.
-fn print_sweep_event(ev: specperf::sweep::Event<'_>) {
-    use specperf::sweep::Event;
-    match ev {
-        Event::RunStart {
-            point,
-            index,
-            total,
-            run,
-            runs,
-        } => {
-            let of = total.map_or(String::new(), |t| format!("/{t}"));
-            let name = if point.is_empty() { "run" } else { point };
-            let run = if runs > 1 {
-                format!(", run {run}/{runs}")
-            } else {
-                String::new()
-            };
-            eprintln!("=== point {index}{of}: {name}{run} ===");
-        }
-        Event::Skipped { point } => {
-            eprintln!("point {point}: finished in the earlier sweep, kept (--resume)")
-        }
-        Event::DrainPoll(p) => eprintln!("{p}"),
-        Event::Drained(o) => eprintln!("{}", o.summary_line()),
-        Event::RunDone { outcome, .. } => print_run(outcome),
-        Event::RunFailed { point, error } => {
-            eprintln!("error: point {point}: {error:#}; the sweep goes on")
-        }
-        Event::Convergence { point, explain, .. } => eprintln!("point {point}: {explain}"),
-        Event::Probe { point, pass } => eprintln!(
-            "point {point}: {}",
-            if pass {
-                "meets the objectives"
-            } else {
-                "misses the objectives"
-            }
-        ),
-        Event::Warning(w) => eprintln!("WARNING: {w}"),
-    }
-}
-
 /// `replay --serve-cmd`: a line per cell start, ready and stop (the log's tail for a failed
 /// cell), each cell's runs as a run or a sweep prints them, then the table of cells.
 async fn cells(cfg: Result<specperf::sweep::CellsConfig, specperf::ConfigError>) -> i32 {
@@ -319,64 +209,6 @@ async fn cells(cfg: Result<specperf::sweep::CellsConfig, specperf::ConfigError>)
             eprintln!("error: {e:#}");
             e.exit_code()
         }
-    }
-}
-
-/// One event of a `--serve-cmd` sweep (or of `collect`'s cells) on the console: a line per
-/// cell start, ready and stop (the log's tail for a failed cell), each cell's run or sweep.
-fn print_cell_event(ev: specperf::sweep::CellEvent<'_>) {
-    use specperf::sweep::CellEvent;
-    match ev {
-        CellEvent::Start {
-            cell,
-            index,
-            total,
-            command,
-            log,
-        } => {
-            eprintln!("=== cell {index}/{total}: {cell} ===");
-            eprintln!("cell {cell}: starting `{command}` (log {})", log.display());
-        }
-        CellEvent::Ready { cell, seconds, url } => {
-            eprintln!("cell {cell}: server ready at {url} after {seconds:.1} s")
-        }
-        CellEvent::ServerStopped { cell, stopped } => eprintln!(
-            "cell {cell}: server stopped in {:.1} s{}",
-            stopped.seconds,
-            if stopped.killed {
-                " (killed after the grace)"
-            } else {
-                ""
-            }
-        ),
-        CellEvent::Failed { cell, error, tail } => {
-            eprintln!("error: cell {cell} failed: {error}; the sweep goes on");
-            if !tail.is_empty() {
-                eprintln!("cell {cell}: the server log ends:");
-                for l in tail {
-                    eprintln!("  | {l}");
-                }
-            }
-        }
-        CellEvent::Skipped { cell } => {
-            eprintln!("cell {cell}: finished in the earlier sweep, kept (--resume)")
-        }
-        CellEvent::GpuWait(w) => eprintln!("{}", w.summary_line()),
-        CellEvent::RunDone { outcome, .. } => print_run(outcome),
-        CellEvent::RunFailed { cell, error } => {
-            eprintln!("error: cell {cell}: {error:#}")
-        }
-        CellEvent::Sweep(ev) => print_sweep_event(ev),
-        CellEvent::SweepDone { outcome, .. } => {
-            print!("{}", specperf::sweep::console(&outcome.index));
-            println!("Sweep: {}", outcome.dir.display());
-        }
-        CellEvent::Category(ev) => print_category_event(ev),
-        CellEvent::CategoriesDone { outcome, .. } => {
-            print!("{}", outcome.table());
-            println!("Categories: {}", outcome.dir.display());
-        }
-        CellEvent::Warning(w) => eprintln!("WARNING: {w}"),
     }
 }
 
@@ -419,25 +251,6 @@ async fn collect(args: &specperf::CollectArgs) -> i32 {
             eprintln!("error: {e:#}");
             e.exit_code()
         }
-    }
-}
-
-/// One event of the per-category runs on the console.
-fn print_category_event(ev: specperf::sweep::CategoryEvent<'_>) {
-    use specperf::sweep::CategoryEvent;
-    match ev {
-        CategoryEvent::Start {
-            category,
-            index,
-            total,
-        } => eprintln!("=== category {index}/{total}: {category} ==="),
-        CategoryEvent::DrainPoll(p) => eprintln!("{p}"),
-        CategoryEvent::Drained(o) => eprintln!("{}", o.summary_line()),
-        CategoryEvent::Done(o) => print_run(o),
-        CategoryEvent::Failed { category, error } => {
-            eprintln!("error: category {category}: {error:#}; the next one goes on")
-        }
-        CategoryEvent::Warning(w) => eprintln!("WARNING: {w}"),
     }
 }
 
@@ -631,78 +444,6 @@ fn redact_args(args: impl Iterator<Item = String>) -> Vec<String> {
     out
 }
 
-/// Periodic plain progress lines (stderr is a file or pipe).
-async fn print_progress(mut rx: watch::Receiver<Progress>, every: Duration) {
-    let mut tick = tokio::time::interval(every);
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let p = *rx.borrow_and_update();
-        eprintln!("{}", specperf::progress_line(&p, Instant::now(), false, 0));
-    }
-}
-
-/// The AgentX realtime stats block on stderr every `every` (`--stats-interval`), from the
-/// start of profiling; each block's throughputs cover the interval since the previous one.
-async fn print_stats(mut rx: watch::Receiver<Progress>, every: Duration) {
-    while rx.borrow_and_update().profiling_started.is_none() {
-        if rx.changed().await.is_err() {
-            return;
-        }
-    }
-    let mut prev = Progress::default();
-    let mut tick = tokio::time::interval(every);
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let p = *rx.borrow();
-        eprint!(
-            "{}",
-            specperf::stats_block(&p, &prev, every.as_secs_f64(), Instant::now())
-        );
-        prev = p;
-    }
-}
-
-/// The gate's replay on stderr as plain lines (the gate runs unattended, into a log): one when it
-/// starts, then one every `every`; `gate` prints the last.
-async fn print_gate_progress(mut rx: watch::Receiver<Progress>, every: Duration) {
-    while rx.borrow_and_update().profiling_started.is_none() {
-        if rx.changed().await.is_err() {
-            return;
-        }
-    }
-    let mut tick = tokio::time::interval(every);
-    loop {
-        tick.tick().await;
-        let p = *rx.borrow();
-        eprintln!(
-            "AL gate replay: {}",
-            specperf::progress_line(&p, Instant::now(), false, 0)
-        );
-    }
-}
-
-/// A progress bar redrawn in place on stderr (a terminal), four times a second.
-async fn draw_bar(rx: watch::Receiver<Progress>) {
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
-    let width = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(100usize);
-    loop {
-        tick.tick().await;
-        let p = *rx.borrow();
-        if p.profiling_started.is_none() && p.starting.is_none() {
-            continue;
-        }
-        let line = specperf::progress_line(&p, Instant::now(), true, width);
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r\x1b[2K{line}");
-        let _ = err.flush();
-    }
-}
-
 /// `specperf drain`: one progress line per poll and a final line on stderr; the outcome file
 /// (`--output`) is written whatever the reason the wait ended.
 async fn drain(args: &specperf::DrainArgs) -> i32 {
@@ -813,37 +554,6 @@ fn speed_bench_report(args: &specperf::SpeedBenchReportArgs) -> i32 {
             eprintln!("Error: {e}.");
             exit::FAILED
         }
-    }
-}
-
-/// Routes SIGINT and SIGTERM to the stopper. The handlers are registered before this returns,
-/// so a signal that arrives right after (a fast supervisor) is not lost to the default action.
-fn spawn_signal_handlers(stop: &Stopper) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        for (kind, reason) in [
-            (SignalKind::interrupt(), StopReason::Interrupted),
-            (SignalKind::terminate(), StopReason::Terminated),
-        ] {
-            if let Ok(mut sig) = signal(kind) {
-                let s = stop.clone();
-                tokio::spawn(async move {
-                    if sig.recv().await.is_some() {
-                        s.stop(reason);
-                    }
-                });
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let s = stop.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                s.stop(StopReason::Interrupted);
-            }
-        });
     }
 }
 
