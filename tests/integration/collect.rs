@@ -90,6 +90,8 @@ fn a_curve_collected_from_the_simulator_is_its_truth_and_the_gate_passes_on_it()
         "{yaml}"
     );
     let record = read_json(&tmp.path().join("golden/testm_mtp-cells/collect.json"));
+    let errors = crate::common::schema_errors("collect.v1.json", &record);
+    assert!(errors.is_empty(), "{errors:?}");
     let cells = record["cells"].as_array().unwrap();
     // thinking_on first (as the collector writes it), then off; k as given.
     let order: Vec<(String, u32)> = values(&yaml).into_iter().map(|(m, k, _)| (m, k)).collect();
@@ -191,6 +193,8 @@ fn a_cell_whose_server_fails_is_na_with_its_log_tail_and_the_others_are_measured
     assert_eq!(v[1].2, "N/A", "{yaml}");
     assert!(!yaml.contains("thinking_off"), "{yaml}");
     let record = read_json(&tmp.path().join("golden/testm_mtp-cells/collect.json"));
+    let errors = crate::common::schema_errors("collect.v1.json", &record);
+    assert!(errors.is_empty(), "{errors:?}");
     let failed = &record["cells"][1];
     assert_eq!(failed["status"], "failed");
     let tail: Vec<&str> = failed["log_tail"]
