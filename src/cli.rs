@@ -201,7 +201,8 @@ pub struct CollectArgs {
     #[arg(long, value_name = "SECONDS")]
     pub metrics_settle_seconds: Option<f64>,
 
-    /// Where each cell's server log and run go. Default: `<output without .yaml>-cells`.
+    /// Where each cell's server log and run go, and `collect.json`. Default:
+    /// `artifacts/collect-<output's name without .yaml>`.
     #[arg(long)]
     pub artifact_dir: Option<PathBuf>,
 

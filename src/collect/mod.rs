@@ -230,12 +230,13 @@ impl CollectPlan {
             seed: Some(a.seed),
             source: None,
         };
+        // Not beside the curve: a golden directory holds curves only.
         let dir = a.artifact_dir.clone().unwrap_or_else(|| {
             let stem = a
                 .output
                 .file_stem()
-                .map_or_else(|| "collect".into(), |s| s.to_string_lossy().into_owned());
-            a.output.with_file_name(format!("{stem}-cells"))
+                .map_or_else(|| "curve".into(), |s| s.to_string_lossy().into_owned());
+            Path::new("artifacts").join(format!("collect-{stem}"))
         });
         let mut warnings = Vec::new();
         let mut cells = Vec::new();

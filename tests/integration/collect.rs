@@ -46,6 +46,8 @@ fn collect(dir: &Path, template: &str, extra: &[&str]) -> Output {
         ])
         .arg("--output")
         .arg(dir.join("golden/testm_mtp.yaml"))
+        .arg("--artifact-dir")
+        .arg(dir.join("cells"))
         .args(extra)
         .output()
         .unwrap()
@@ -89,7 +91,7 @@ fn a_curve_collected_from_the_simulator_is_its_truth_and_the_gate_passes_on_it()
         yaml.starts_with("# Acceptance Length (AL) reference values measured with SPEED-Bench.\n# dataset: coding | temperature: 1.0 | output_len: 192\n# thinking_on chat_template_kwargs: {\"thinking\": true}\n"),
         "{yaml}"
     );
-    let record = read_json(&tmp.path().join("golden/testm_mtp-cells/collect.json"));
+    let record = read_json(&tmp.path().join("cells/collect.json"));
     let errors = crate::common::schema_errors("collect.v1.json", &record);
     assert!(errors.is_empty(), "{errors:?}");
     let cells = record["cells"].as_array().unwrap();
@@ -192,7 +194,7 @@ fn a_cell_whose_server_fails_is_na_with_its_log_tail_and_the_others_are_measured
     assert_ne!(v[0].2, "N/A");
     assert_eq!(v[1].2, "N/A", "{yaml}");
     assert!(!yaml.contains("thinking_off"), "{yaml}");
-    let record = read_json(&tmp.path().join("golden/testm_mtp-cells/collect.json"));
+    let record = read_json(&tmp.path().join("cells/collect.json"));
     let errors = crate::common::schema_errors("collect.v1.json", &record);
     assert!(errors.is_empty(), "{errors:?}");
     let failed = &record["cells"][1];

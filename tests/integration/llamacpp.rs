@@ -458,6 +458,11 @@ fn gate_workspace(al: f64, n: usize, output_len: u32) -> tempfile::TempDir {
 }
 
 fn gate(l: &Llama, ws: &tempfile::TempDir) -> Value {
+    gate_k(l, ws, 3)
+}
+
+/// [`gate`] at draft length `k`.
+fn gate_k(l: &Llama, ws: &tempfile::TempDir, k: u32) -> Value {
     let p = |s: &str| ws.path().join(s).to_str().unwrap().to_owned();
     let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
         .current_dir(ws.path())
@@ -466,7 +471,12 @@ fn gate(l: &Llama, ws: &tempfile::TempDir) -> Value {
         .args(["gate", "--url", &l.url, "--model", "smollm2-135m"])
         .args(["--golden", &p("golden"), "--model-prefix", "smollm2"])
         .args(["--spec-method", "draft", "--thinking-mode", "thinking_off"])
-        .args(["--num-spec-tokens", "3", "--framework", "llamacpp"])
+        .args([
+            "--num-spec-tokens",
+            &k.to_string(),
+            "--framework",
+            "llamacpp",
+        ])
         .args(["--result-filename", "case", "--result-dir", &p("results")])
         .args([
             "--input-file",
@@ -574,8 +584,8 @@ fn processes_with(marker: &str) -> Vec<String> {
 
 /// `specperf collect` on llama-server drafting for itself: a server per cell with the cell's
 /// `--spec-draft-n-max`, each cell's AL its counters' and the server's own per-request figures
-/// summed to the same counts, and no llama-server left after the collection or after a SIGTERM
-/// in the middle of it.
+/// summed to the same counts, no llama-server left after the collection or after a SIGTERM in
+/// the middle of it, and `specperf gate` passing on the collected curve against a fresh server.
 #[test]
 fn collect_restarts_llama_server_per_cell_and_leaves_none_behind() {
     let dir = llamacpp_dir();
@@ -609,17 +619,19 @@ fn collect_restarts_llama_server_per_cell_and_leaves_none_behind() {
             "--serve-cmd",
             &template,
         ])
-        .args(["--serve-param", "k=2,3", "--thinking-modes", "off"])
+        .args(["--serve-param", "k=2,4", "--thinking-modes", "off"])
         .args(["--osl", "48", "--temperature", "0", "--concurrency", "4"])
         .args(["--metrics-settle-seconds", "0", "--serve-stop-grace", "10"])
         .arg("--input-file")
         .arg(&input)
         .arg("--output")
         .arg(tmp.path().join(out))
+        .arg("--artifact-dir")
+        .arg(tmp.path().join(format!("cells-{}", out.replace('/', "-"))))
         .stdin(Stdio::null());
         c
     };
-    let out = collect("smollm2_draft.yaml").output().unwrap();
+    let out = collect("golden/smollm2_draft.yaml").output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -628,12 +640,21 @@ fn collect_restarts_llama_server_per_cell_and_leaves_none_behind() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(processes_with(&marker), Vec::<String>::new());
-    let cells = tmp.path().join("smollm2_draft-cells/thinking_off");
-    let yaml = std::fs::read_to_string(tmp.path().join("smollm2_draft.yaml")).unwrap();
-    for k in [2, 3] {
+    let cells = tmp
+        .path()
+        .join("cells-golden-smollm2_draft.yaml/thinking_off");
+    let yaml = std::fs::read_to_string(tmp.path().join("golden/smollm2_draft.yaml")).unwrap();
+    for k in [2, 4] {
         let cell = cells.join(format!("k_{k}"));
         // This cell's own server, started with its k.
-        let log = std::fs::read_to_string(cell.join("server.log")).unwrap();
+        let log = std::fs::read_to_string(cell.join("server.log")).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; the collection wrote {:?}",
+                cell.display(),
+                std::fs::read_dir(&cells)
+                    .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+            )
+        });
         assert!(log.contains(&format!("--spec-draft-n-max {k} ")), "{log}");
         let s = crate::common::read_json(&cell.join("summary.json"));
         let acc = &s["acceptance"]["acceptance"];
@@ -675,4 +696,10 @@ fn collect_restarts_llama_server_per_cell_and_leaves_none_behind() {
     );
     assert!(!tmp.path().join("stopped.yaml").exists());
     assert_eq!(processes_with(&marker), Vec::<String>::new());
+
+    // The gate reads the collected curve and its block and passes on a fresh server at k = 4.
+    drop(_one);
+    let l = Llama::start(Mode::Draft);
+    let r = gate_k(&l, &tmp, 4);
+    assert_eq!(r["verdict"], "pass", "{r:#}\n{yaml}");
 }
