@@ -150,6 +150,23 @@ impl RunConfig {
 }
 
 impl RunConfig {
+    /// A SPEED-Bench Throughput file's split and nominal prompt length, when this run replays
+    /// one (the prompt-length check collects only then).
+    pub(crate) fn speed_bench_nominal_isl(&self) -> Option<(crate::dataset::Split, u64)> {
+        let file = matches!(
+            self.dataset,
+            DatasetSource::File {
+                kind: DatasetKind::SpeedBench,
+                ..
+            }
+        );
+        let split = self
+            .select
+            .split
+            .filter(|_| file && self.agentx.is_none())?;
+        Some((split, split.nominal_isl()?))
+    }
+
     /// Validates `replay` flags.
     pub fn from_args(a: &ReplayArgs) -> Result<RunConfig, ConfigError> {
         check_counts(a)?;

@@ -124,22 +124,11 @@ fn isl_check(
     agg: &crate::metrics::Aggregate,
     summary: &mut crate::metrics::Summary,
 ) -> Vec<String> {
-    let is_speed_bench = matches!(
-        cfg.dataset,
-        crate::config::DatasetSource::File {
-            kind: crate::dataset::DatasetKind::SpeedBench,
-            ..
-        }
-    );
-    let Some((split, nominal)) = cfg
-        .select
-        .split
-        .filter(|_| is_speed_bench && cfg.agentx.is_none())
-        .and_then(|s| Some((s, s.nominal_isl()?)))
+    let (Some((split, nominal)), Some(isl)) = (cfg.speed_bench_nominal_isl(), &agg.isl_by_group)
     else {
         return Vec::new();
     };
-    match agg.isl_by_group.check(split.name(), nominal) {
+    match isl.check(split.name(), nominal) {
         Some((check, warnings)) => {
             summary.speed_bench_isl = Some(check);
             warnings

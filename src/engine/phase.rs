@@ -73,6 +73,7 @@ pub(super) async fn run(
         progress.clone(),
         cfg.goodput.clone(),
         ready.client_isl.clone().map(Into::into),
+        cfg.speed_bench_nominal_isl().is_some(),
     ));
     let issued = Arc::new(Issued::default());
     let guards = spawn_guards(cfg, stop, progress_rx, issued.clone());

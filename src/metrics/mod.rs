@@ -106,8 +106,8 @@ pub struct Aggregate {
     /// Client-side input token counts per sample (`--tokenizer`), for first turns.
     pub(crate) client_isl: Option<Arc<[u64]>>,
     /// Successful first turns' prompt tokens per group (usage, else the client's count), for
-    /// SPEED-Bench's prompt-length check.
-    pub(crate) isl_by_group: IslByGroup,
+    /// SPEED-Bench's prompt-length check; `None` unless the run replays a Throughput file.
+    pub(crate) isl_by_group: Option<IslByGroup>,
     /// The first failure of each kind, to explain a failed run.
     first_failures: BTreeMap<FailureKind, FirstFailure>,
     /// Speculative decoding per request (reported figures, stream estimate, groups).
@@ -212,7 +212,7 @@ impl Aggregate {
             good: 0,
             write_error: None,
             client_isl: None,
-            isl_by_group: IslByGroup::default(),
+            isl_by_group: None,
             first_failures: BTreeMap::new(),
             spec: spec::SpecAgg::default(),
             osl_mismatch: 0,
@@ -393,8 +393,13 @@ impl Aggregate {
         if let Some(n) = client_isl {
             self.push(MetricKey::ClientInputSequenceLength, n as f64);
         }
-        if let (Some(g), Some(n), 0) = (&r.group, m.isl.or(client_isl), r.turn) {
-            self.isl_by_group.add(g, n);
+        if let (Some(isl), Some(g), Some(n), 0) = (
+            self.isl_by_group.as_mut(),
+            &r.group,
+            m.isl.or(client_isl),
+            r.turn,
+        ) {
+            isl.add(g, n);
         }
         let optional = [
             (MetricKey::InputSequenceLength, m.isl.map(|v| v as f64)),
@@ -612,9 +617,11 @@ pub(crate) async fn aggregate(
     progress: Arc<watch::Sender<Progress>>,
     slos: Vec<Slo>,
     client_isl: Option<Arc<[u64]>>,
+    isl_check: bool,
 ) -> Aggregate {
     let mut agg = Aggregate::with_goodput(slos);
     agg.client_isl = client_isl;
+    agg.isl_by_group = isl_check.then(IslByGroup::default);
     let mut line = Vec::with_capacity(1024);
     // The live medians cost a pass over the run's values: at most once a second.
     let mut medians_at: Option<std::time::Instant> = None;
