@@ -69,6 +69,7 @@ pub mod serve;
 pub mod sim;
 mod stop;
 pub mod sweep;
+pub mod telemetry;
 mod timefmt;
 mod yaml;
 

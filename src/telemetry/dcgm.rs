@@ -1,0 +1,1 @@
+//! DCGM exporter pages as a telemetry source.

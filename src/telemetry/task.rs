@@ -1,0 +1,1 @@
+//! The telemetry side task.
