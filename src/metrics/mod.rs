@@ -551,6 +551,8 @@ impl Aggregate {
             metrics,
             warnings,
             acceptance: None,
+            energy: None,
+            telemetry: None,
             spec_decode: self.spec.summary(),
             speed_bench_isl: None,
             agentx: self.agentx.clone(),

@@ -173,6 +173,12 @@ pub struct Summary {
     /// Acceptance length from the servers' counters, with the scrape outcomes (absent when no
     /// metrics endpoint was scraped).
     pub acceptance: Option<ScrapeReport>,
+    /// GPU energy and power over the benchmark window (absent without `--gpu-telemetry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::telemetry::Energy>,
+    /// Every GPU read of the run, for the artifacts (not in `summary.json`).
+    #[serde(skip)]
+    pub telemetry: Option<crate::telemetry::TelemetryRun>,
     /// Speculative decoding per request: what the responses reported, the stream estimate and
     /// the per-group breakdown (absent when no response carried figures and no stream could
     /// be estimated).
