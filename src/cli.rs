@@ -1035,6 +1035,38 @@ pub struct ReplayArgs {
     /// Sweeps that start and stop the server themselves (`--serve-cmd`).
     #[command(flatten)]
     pub serve: ServeArgs,
+
+    /// GPU telemetry and energy per token.
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+}
+
+/// GPU telemetry and energy per token over the profiling window.
+#[derive(Debug, Args, Clone, Default)]
+pub struct TelemetryArgs {
+    /// Read GPU power, energy counters, utilisation, memory and clocks during the run, and report
+    /// energy per token over exactly the profiling window (AIPerf's flag). SOURCE: DCGM exporter
+    /// pages (URL or host:port, one per node), `nvml` (alias `pynvml`), `nvidia-smi`, `amd-smi`
+    /// (alias `amdsmi`); `dashboard` is accepted and changes nothing. Without a SOURCE: AIPerf's
+    /// DCGM pages (localhost:9400 and :9401), else NVML, else nvidia-smi / amd-smi; with
+    /// --sim-gpus, the embedded simulator's own DCGM page.
+    #[arg(long, num_args = 0.., value_name = "SOURCE", action = clap::ArgAction::Append)]
+    pub gpu_telemetry: Option<Vec<String>>,
+
+    /// With --gpu-telemetry: no source answering is an error before the run (exit 2) instead of
+    /// a warning and a run without GPU telemetry.
+    #[arg(long, requires = "gpu_telemetry")]
+    pub require_gpu_telemetry: bool,
+
+    /// Seconds between GPU telemetry reads (AIPerf's AIPERF_GPU_COLLECTION_INTERVAL). Reads are
+    /// also taken the moment the profiling window opens and closes.
+    #[arg(
+        long,
+        env = "AIPERF_GPU_COLLECTION_INTERVAL",
+        default_value_t = 0.333,
+        allow_negative_numbers = true
+    )]
+    pub gpu_telemetry_interval: f64,
 }
 
 /// `--scenario`: which replay the traces drive.
@@ -1242,9 +1274,13 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub use_server_token_count: bool,
 
-    /// Accepted, noted: specperf collects no GPU telemetry.
-    #[arg(long)]
+    /// No GPU telemetry (specperf's default; AIPerf's flag, accepted).
+    #[arg(long, conflicts_with = "gpu_telemetry")]
     pub no_gpu_telemetry: bool,
+
+    /// GPU telemetry and energy per token.
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
 
     /// Accepted, noted: tokenizers are read from `tokenizer.json`, no code is run.
     #[arg(long)]

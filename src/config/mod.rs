@@ -17,6 +17,7 @@ mod profile;
 mod scrape;
 mod sim;
 mod target;
+mod telemetry;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -98,6 +99,7 @@ pub struct RunConfig {
     pub failed_request_threshold: f64,
     pub(crate) artifact_dir: Option<PathBuf>,
     pub(crate) scrape: ScrapeConfig,
+    pub(crate) telemetry: telemetry::TelemetryConfig,
     /// Progress line period (None: no progress line).
     pub progress_interval: Option<Duration>,
     /// The live display.
@@ -221,6 +223,7 @@ impl RunConfig {
         let run_timeout = seconds("timeout-seconds", a.timeout_seconds)?;
         let stall_timeout = seconds("stall-timeout-seconds", a.stall_timeout_seconds)?;
         let scrape = ScrapeConfig::from_args(&a.scrape, &env)?;
+        let telemetry = telemetry::TelemetryConfig::from_args(&a.telemetry, a.sweep.gpus)?;
         let goodput = parse_goodput(&a.goodput)?;
         let result_file = output::result_file(a)?;
         Ok(RunConfig {
@@ -250,6 +253,7 @@ impl RunConfig {
             failed_request_threshold: a.failed_request_threshold,
             artifact_dir: a.artifact_dir.clone(),
             scrape,
+            telemetry,
             // 0 turns the lines off; a negative or NaN value is a slip, not "off".
             progress_interval: if a.progress_interval == 0.0 {
                 None

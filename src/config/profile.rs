@@ -92,6 +92,7 @@ impl RunConfig {
         r.load.random_seed = p.random_seed.unwrap_or(0);
         r.scrape.slice_duration = p.slice_duration;
         r.scrape.server_metrics = server_metrics(p)?;
+        r.telemetry = p.telemetry.clone();
         // AIPerf has no post-run failure gate (InferenceX validates afterwards): without the
         // live threshold, failures alone do not fail the run.
         r.failed_request_threshold = p.failed_request_threshold.unwrap_or(1.0);
@@ -122,7 +123,7 @@ impl RunConfig {
             (
                 "--no-gpu-telemetry",
                 p.no_gpu_telemetry,
-                "no GPU telemetry is collected",
+                "no GPU telemetry is collected (specperf's default without --gpu-telemetry)",
             ),
             (
                 "--tokenizer-trust-remote-code",

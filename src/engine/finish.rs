@@ -84,9 +84,11 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         .warnings
         .splice(0..0, cfg.warnings.iter().cloned().chain(notes));
     let isl_warnings = isl_check(&cfg, &m.agg, &mut summary);
+    let energy_warnings = energy(&cfg, m.telemetry, &mut summary);
     let run_warnings: Vec<String> = per_chunk_usage_ignored(&cfg, &summary)
         .into_iter()
         .chain(isl_warnings)
+        .chain(energy_warnings)
         .chain(m.warnings)
         .collect();
     summary.warnings.extend(run_warnings.iter().cloned());
@@ -115,6 +117,33 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         stopped_by,
         run_warnings,
     }
+}
+
+/// The GPUs' energy over the benchmark window (the first request sent to the last response),
+/// divided by the window's successful requests and their tokens; returns its warnings.
+fn energy(
+    cfg: &RunConfig,
+    run: Option<crate::telemetry::TelemetryRun>,
+    summary: &mut crate::metrics::Summary,
+) -> Vec<String> {
+    let Some(run) = run else {
+        return Vec::new();
+    };
+    let e = crate::telemetry::energy::energy(
+        &run,
+        &crate::telemetry::EnergyInputs {
+            start_unix_s: summary.benchmark_start_unix_s,
+            end_unix_s: summary.benchmark_end_unix_s,
+            successful_requests: summary.counts.success,
+            input_tokens: summary.total_prompt_tokens,
+            output_tokens: summary.total_completion_tokens,
+            expected_gpus: cfg.telemetry.expected_gpus,
+        },
+    );
+    let warnings = e.warnings.clone();
+    summary.energy = Some(e);
+    summary.telemetry = Some(run);
+    warnings
 }
 
 /// SPEED-Bench Throughput splits: each tier's median prompt against the split's nominal length

@@ -52,6 +52,9 @@ pub enum EngineError {
     /// The HTTP client could not be built.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// `--require-gpu-telemetry` and no GPU telemetry source answered.
+    #[error("--require-gpu-telemetry: {0}")]
+    Telemetry(String),
     /// The server did not answer the readiness probe in time.
     #[error("server at {url} not ready: {reason} (is it running? raise --wait-for-model-timeout to wait for start-up)")]
     NotReady {
@@ -167,7 +170,8 @@ pub async fn replay(
     stop: Stopper,
     progress: watch::Sender<Progress>,
 ) -> Result<RunOutcome, EngineError> {
-    let (ready, files) = prepare::prepare(cfg, &stop, &progress).await?;
-    let measured = phase::run(&ready, files, &stop, progress).await;
+    let (mut ready, files) = prepare::prepare(cfg, &stop, &progress).await?;
+    let gpu = ready.telemetry.take();
+    let measured = phase::run(&ready, files, gpu, &stop, progress).await;
     Ok(finish::finish(ready, measured, &stop))
 }

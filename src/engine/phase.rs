@@ -34,6 +34,8 @@ pub(super) struct Measured {
     pub(super) warnings: Vec<String>,
     /// AgentX: what became of the traces' spawns and joins over profiling.
     pub(super) branch_stats: Option<crate::metrics::BranchStats>,
+    /// Every GPU read from before the warmup to the window's close (`--gpu-telemetry`).
+    pub(super) telemetry: Option<crate::telemetry::TelemetryRun>,
 }
 
 /// Runs the warmup and profiling phases of a prepared run, feeding every record to the one
@@ -41,11 +43,20 @@ pub(super) struct Measured {
 pub(super) async fn run(
     ready: &Ready,
     files: Files,
+    gpu: Option<(crate::telemetry::task::Source, Vec<crate::telemetry::Frame>)>,
     stop: &Stopper,
     progress: watch::Sender<Progress>,
 ) -> Measured {
     let cfg = &ready.cfg;
     let shard = cfg.load.shard;
+    // From before the warmup: the series shows it, and brackets the window's opening.
+    let gpu = gpu.map(|(source, first)| {
+        let timeout = cfg
+            .scrape
+            .timeout
+            .min(cfg.telemetry.interval.max(Duration::from_secs(1)));
+        crate::telemetry::task::TelemetryTask::spawn(source, first, cfg.telemetry.interval, timeout)
+    });
     let progress = Arc::new(progress);
     let start_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -168,6 +179,9 @@ pub(super) async fn run(
         None => None,
     };
     ready.pool_warm.cancelled().await;
+    if let Some(g) = &gpu {
+        g.mark().await;
+    }
     progress.send_modify(|p| {
         p.planned = ready.plan.len();
         p.duration_s = cfg.load.duration.map(|d| d.as_secs_f64());
@@ -194,6 +208,11 @@ pub(super) async fn run(
             .await
         }
     };
+    // The last response is in: the window's closing read, before anything else waits.
+    let telemetry = match gpu {
+        Some(g) => g.finish().await,
+        None => None,
+    };
     drop(ctx);
     for g in guards {
         g.abort();
@@ -219,6 +238,7 @@ pub(super) async fn run(
         start_unix_s: start_unix.as_secs_f64(),
         warnings,
         branch_stats,
+        telemetry,
     }
 }
 

@@ -49,6 +49,8 @@ pub(super) struct Ready {
     pub(super) agentx: Option<AgentxReady>,
     /// Cancelled once the connection warm-up ([`warm_pool`]) ended; the clock waits for it.
     pub(super) pool_warm: tokio_util::sync::CancellationToken,
+    /// The GPU telemetry source, opened and read once (`--gpu-telemetry`); taken by the run.
+    pub(super) telemetry: Option<(crate::telemetry::task::Source, Vec<crate::telemetry::Frame>)>,
 }
 
 /// The most the `nvext.session_control` check waits for its one-token answer.
@@ -204,6 +206,7 @@ pub(super) async fn prepare(
         pool_warm.clone(),
     ));
 
+    let (telemetry, telemetry_note) = open_telemetry(&cfg, sim.as_ref(), &client).await?;
     let render = Arc::new(cfg.render_options(model.clone(), collection.encoder.clone()));
     let (bodies, client_isl) = render_bodies(&samples, &render, collection.tokenizer.as_ref())?;
     let uri: Uri = format!("{}{}", base_url.trim_end_matches('/'), cfg.endpoint_path)
@@ -233,6 +236,7 @@ pub(super) async fn prepare(
     let mut notes: Vec<String> = move_earlier_run_aside(&dir)?.into_iter().collect();
     notes.extend(agentx_notes);
     notes.extend(collection.warnings.iter().cloned());
+    notes.extend(telemetry_note);
     std::fs::create_dir_all(&dir).map_err(|source| EngineError::Artifacts {
         path: dir.display().to_string(),
         source,
@@ -275,8 +279,49 @@ pub(super) async fn prepare(
         notes,
         agentx,
         pool_warm,
+        telemetry,
     };
     Ok((ready, files))
+}
+
+/// Opens the `--gpu-telemetry` source and takes its first read. With nothing named, a run on the
+/// embedded simulator with GPUs (`--sim-gpus`) reads the simulator's DCGM page. A source that
+/// does not answer is a note and a run without GPU telemetry, or with `--require-gpu-telemetry`
+/// an error before any request.
+async fn open_telemetry(
+    cfg: &RunConfig,
+    sim: Option<&SimHandle>,
+    client: &Client,
+) -> Result<
+    (
+        Option<(crate::telemetry::task::Source, Vec<crate::telemetry::Frame>)>,
+        Option<String>,
+    ),
+    EngineError,
+> {
+    use crate::telemetry::task::{open, Ask};
+    let t = &cfg.telemetry;
+    // One shard reads the GPUs, as one scrapes the counters.
+    let Some(ask) = t
+        .ask
+        .as_ref()
+        .filter(|_| cfg.load.shard.index == cfg.load.metrics_shard)
+    else {
+        return Ok((None, None));
+    };
+    let ask = match (ask, sim.and_then(SimHandle::dcgm_url)) {
+        (Ask::Auto, Some(url)) => Ask::Dcgm(vec![url]),
+        _ => ask.clone(),
+    };
+    let timeout = cfg.scrape.timeout.min(crate::scrape::BASELINE_TIMEOUT);
+    match open(&ask, client, timeout).await {
+        Ok(opened) => Ok((Some(opened), None)),
+        Err(e) if t.require => Err(EngineError::Telemetry(e.to_string())),
+        Err(e) => Ok((
+            None,
+            Some(format!("{e}; the run goes on without GPU telemetry")),
+        )),
+    }
 }
 
 /// A directory that holds an earlier run (its `records.jsonl` or `summary.json`) is renamed to

@@ -8,6 +8,7 @@
 
 pub(crate) mod aiperf;
 mod diagnose;
+mod gpu;
 pub(crate) mod inferencex;
 mod json;
 mod page;
@@ -189,6 +190,9 @@ pub fn console_table(s: &Summary) -> String {
     if let Some(d) = &s.spec_decode {
         spec_section(&mut o, d);
     }
+    if let Some(e) = &s.energy {
+        energy_line(&mut o, e);
+    }
     if let Some(r) = &m.stopped_by {
         let _ = writeln!(o, "Stopped early: {r}");
     }
@@ -273,6 +277,39 @@ fn acceptance_line(o: &mut String, r: &ScrapeReport) {
     for w in &a.warnings {
         let _ = writeln!(o, "Warning: acceptance: {w}");
     }
+}
+
+/// The energy line: the window's GPU energy, power and energy per token, and how the two
+/// measurements agree.
+fn energy_line(o: &mut String, e: &crate::telemetry::Energy) {
+    use crate::telemetry::energy::EnergyMethod;
+    let Some(total) = e.total_energy_j else {
+        let _ = writeln!(
+            o,
+            "GPU energy: not measured ({} GPU(s) seen from {}; see summary.json energy)",
+            e.observed_gpus,
+            e.source.as_str()
+        );
+        return;
+    };
+    let how = match (e.method, e.counter_integrated_difference) {
+        (Some(EnergyMethod::Counter), Some(d)) => {
+            format!("energy counters; power integration {:.2}% apart", d * 100.0)
+        }
+        (Some(EnergyMethod::Counter), None) => "energy counters".to_owned(),
+        _ => "power integration".to_owned(),
+    };
+    let _ = writeln!(
+        o,
+        "GPU energy: {:.1} kJ over {} GPU(s), {} W per GPU; {} J/output token, {} J/token, {} output tok/s/kW ({how}, {})",
+        total / 1000.0,
+        e.observed_gpus,
+        num(e.avg_power_w, 1),
+        num(e.joules_per_output_token, 4),
+        num(e.joules_per_total_token, 4),
+        num(e.output_tokens_per_s_per_kw, 1),
+        e.source.as_str()
+    );
 }
 
 /// `2.4512`, or `n/a`.
@@ -490,6 +527,12 @@ pub(crate) fn write_artifacts(dir: &Path, s: &Summary) -> Result<(), ReportError
         write_file(
             &dir.join("server_metrics_export.csv"),
             server_metrics::export_csv(s, r).as_bytes(),
+        )?;
+    }
+    if let Some(t) = &s.telemetry {
+        write_file(
+            &dir.join("gpu_metrics.csv"),
+            gpu::gpu_metrics_csv(t).as_bytes(),
         )?;
     }
     Ok(())

@@ -640,7 +640,9 @@ pub fn plot(
     let mut files = Vec::new();
     let mut svgs = Vec::new();
     let times = read_chunk_times(&dir.join("profile_export.jsonl"));
-    for c in charts(&recs, &summary, &times, golden_al) {
+    let mut all = charts(&recs, &summary, &times, golden_al);
+    all.extend(super::gpu::power_chart(dir, &summary));
+    for c in all {
         let text = svg::render(&c);
         let path = out.join(format!("{}.svg", c.id));
         std::fs::write(&path, &text).map_err(ReportError::io(&path))?;
