@@ -155,6 +155,27 @@ pub(crate) fn pareto_svg(
     y_label: &str,
     series: &[ParetoSeries],
 ) -> String {
+    pareto_svg_toward(id, title, x_label, y_label, series, YGoal::Higher)
+}
+
+/// Which way y is better on a Pareto chart (x, interactivity, is always better higher).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum YGoal {
+    /// Throughput.
+    Higher,
+    /// Energy per token.
+    Lower,
+}
+
+/// [`pareto_svg`] with the frontier drawn toward `goal` on y.
+pub(crate) fn pareto_svg_toward(
+    id: &'static str,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[ParetoSeries],
+    goal: YGoal,
+) -> String {
     let (w, h) = (f64::from(WIDTH), f64::from(HEIGHT));
     let (pw, ph) = (w - LEFT - RIGHT, h - TOP - BOTTOM);
     let mut o = String::new();
@@ -243,7 +264,10 @@ pub(crate) fn pareto_svg(
     let mut fronts: Vec<Vec<(f64, f64)>> = Vec::new();
     for (si, s) in series.iter().enumerate() {
         let xy: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
-        let front = frontier(&xy);
+        let front = match goal {
+            YGoal::Higher => frontier(&xy),
+            YGoal::Lower => frontier(&xy.iter().map(|&(x, y)| (x, -y)).collect::<Vec<_>>()),
+        };
         fronts.push(front.iter().map(|&i| (px(xy[i].0), py(xy[i].1))).collect());
         for (i, p) in s.points.iter().enumerate() {
             if finite(&p) {

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use super::index::{PointEntry, PointStatus, SweepIndex};
 use super::plan::{num, Param};
 use super::values::{LATENCIES, SCALARS, STATS};
-use crate::report::pareto::{frontier, pareto_svg, sweep_html, ParetoPoint, ParetoSeries};
+use crate::report::pareto::{
+    frontier, pareto_svg, pareto_svg_toward, sweep_html, ParetoPoint, ParetoSeries, YGoal,
+};
 
 /// A column of the table: header, [`super::values::Values`] key, decimals.
 struct Col {
@@ -28,8 +30,9 @@ const fn col(head: &'static str, key: &'static str, digits: usize) -> Col {
     Col { head, key, digits }
 }
 
-/// The measured columns (the per-GPU one replaces total throughput with `--gpus`).
-fn columns(gpus: bool) -> Vec<Col> {
+/// The measured columns (the per-GPU one replaces total throughput with `--gpus`; energy per
+/// output token with GPU telemetry).
+fn columns(gpus: bool, energy: bool) -> Vec<Col> {
     let mut c = vec![
         col("req/s", "request_throughput", 2),
         col("out tok/s", "output_token_throughput", 1),
@@ -48,9 +51,22 @@ fn columns(gpus: bool) -> Vec<Col> {
         col("E2E p99", "request_latency_p99", 0),
         col("tok/s/user", "interactivity", 1),
         col("AL", "acceptance_length", 3),
-        col("errors", "error_request_count", 0),
     ]);
+    if energy {
+        c.push(col("J/out tok", ENERGY_KEY, 4));
+    }
+    c.push(col("errors", "error_request_count", 0));
     c
+}
+
+/// The energy chart's y and the table's energy column.
+const ENERGY_KEY: &str = "joules_per_output_token";
+
+/// Whether any point measured GPU energy.
+fn has_energy(idx: &SweepIndex) -> bool {
+    idx.points
+        .iter()
+        .any(|p| p.aggregate.contains_key(ENERGY_KEY))
 }
 
 /// The y value of a point on the Pareto chart (per GPU when known).
@@ -63,8 +79,7 @@ fn y_key(idx: &SweepIndex) -> &'static str {
 }
 
 /// The finished points with both Pareto coordinates.
-fn plotted(idx: &SweepIndex) -> Vec<(&PointEntry, f64, f64)> {
-    let y = y_key(idx);
+fn plotted<'a>(idx: &'a SweepIndex, y: &str) -> Vec<(&'a PointEntry, f64, f64)> {
     idx.points
         .iter()
         .filter(|p| p.status == PointStatus::Done)
@@ -83,7 +98,7 @@ fn shape(p: &PointEntry) -> (Option<u64>, Option<u64>) {
 /// The shapes of the plotted points, in the order they first appear.
 fn shapes(idx: &SweepIndex) -> Vec<(Option<u64>, Option<u64>)> {
     let mut out = Vec::new();
-    for (p, ..) in plotted(idx) {
+    for (p, ..) in plotted(idx, y_key(idx)) {
         if !out.contains(&shape(p)) {
             out.push(shape(p));
         }
@@ -95,7 +110,7 @@ fn shapes(idx: &SweepIndex) -> Vec<(Option<u64>, Option<u64>)> {
 pub(crate) fn mark_pareto(idx: &mut SweepIndex) {
     let mut names = Vec::new();
     for sh in shapes(idx) {
-        let pts: Vec<_> = plotted(idx)
+        let pts: Vec<_> = plotted(idx, y_key(idx))
             .into_iter()
             .filter(|(p, ..)| shape(p) == sh)
             .collect();
@@ -131,7 +146,7 @@ fn drain_cell(p: &PointEntry) -> String {
 
 /// Header and rows of the table (strings), and which rows are on the frontier.
 fn table(idx: &SweepIndex) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
-    let cols = columns(idx.gpus.is_some());
+    let cols = columns(idx.gpus.is_some(), has_energy(idx));
     let mut head: Vec<String> = vec!["point".into()];
     head.extend(idx.parameters.iter().map(|p| p.name().to_string()));
     head.extend(["status".into(), "runs".into()]);
@@ -350,9 +365,8 @@ fn point_label(p: &PointEntry) -> String {
 }
 
 /// The Pareto series of one sweep: one, or one per shape (`<name> isl 1024 / osl 8192`) when the
-/// sweep varies the input or output length.
-fn series(name: &str, idx: &SweepIndex) -> Vec<ParetoSeries> {
-    let y = y_key(idx);
+/// sweep varies the input or output length. `y` is the chart's y key.
+fn series(name: &str, idx: &SweepIndex, y: &str) -> Vec<ParetoSeries> {
     let half = |p: &PointEntry, k: &str| {
         p.aggregate
             .get(k)
@@ -372,7 +386,7 @@ fn series(name: &str, idx: &SweepIndex) -> Vec<ParetoSeries> {
             };
             ParetoSeries {
                 name,
-                points: plotted(idx)
+                points: plotted(idx, y)
                     .into_iter()
                     .filter(|(p, ..)| shape(p) == sh)
                     .map(|(p, x, yv)| ParetoPoint {
@@ -410,7 +424,7 @@ pub(crate) fn write(dir: &Path, idx: &SweepIndex) -> std::io::Result<()> {
         &format!("Throughput against interactivity: {name}"),
         X_LABEL,
         &y_label(idx),
-        &series(&name, idx),
+        &series(&name, idx, y_key(idx)),
     );
     put("pareto.svg", &svg)?;
     let (head, rows, front) = table(idx);
@@ -423,13 +437,27 @@ pub(crate) fn write(dir: &Path, idx: &SweepIndex) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(s).map_err(std::io::Error::other)? + "\n";
         put("search_history.json", &text)?;
     }
+    let mut charts = vec![("pareto".to_string(), svg)];
+    if has_energy(idx) {
+        // Beside the Pareto chart: what each point costs in GPU energy, lower is better.
+        let svg = pareto_svg_toward(
+            "energy",
+            &format!("Energy per output token against interactivity: {name}"),
+            X_LABEL,
+            "GPU energy per output token (J, over each run's window)",
+            &series(&name, idx, ENERGY_KEY),
+            YGoal::Lower,
+        );
+        put("energy.svg", &svg)?;
+        charts.push(("energy".to_string(), svg));
+    }
     let html = sweep_html(
         &format!("specperf sweep: {name}"),
         &notes,
         &head,
         &rows,
         &front,
-        &[("pareto".to_string(), svg)],
+        &charts,
     );
     put("sweep.html", &html)
 }
@@ -477,7 +505,8 @@ pub fn overlay(dirs: &[PathBuf], out: &Path) -> Result<PathBuf, OverlayError> {
             if !per_gpu {
                 i.gpus = None;
             }
-            series(n, &i)
+            let y = y_key(&i);
+            series(n, &i, y)
         })
         .collect();
     let svg = pareto_svg(

@@ -28,7 +28,7 @@ pub(crate) const LATENCIES: [(&str, MetricKey); 4] = [
 pub(crate) const STATS: [&str; 7] = ["avg", "std", "p50", "p90", "p95", "p99", "max"];
 
 /// Tags with one value per run (no statistic in the key).
-pub(crate) const SCALARS: [&str; 14] = [
+pub(crate) const SCALARS: [&str; 17] = [
     "request_throughput",
     "output_token_throughput",
     "input_token_throughput",
@@ -43,6 +43,9 @@ pub(crate) const SCALARS: [&str; 14] = [
     "error_rate",
     "acceptance_length",
     "benchmark_duration",
+    "joules_per_output_token",
+    "joules_per_total_token",
+    "avg_gpu_power_w",
 ];
 
 /// The numbers of one finished run. `gpus` divides the throughputs for the per-GPU keys.
@@ -111,6 +114,17 @@ pub(crate) fn of(s: &Summary, gpus: Option<u32>) -> Values {
         put("acceptance_length", al);
     }
     put("benchmark_duration", s.duration_s);
+    if let Some(e) = &s.energy {
+        for (k, x) in [
+            ("joules_per_output_token", e.joules_per_output_token),
+            ("joules_per_total_token", e.joules_per_total_token),
+            ("avg_gpu_power_w", e.avg_power_w),
+        ] {
+            if let Some(x) = x {
+                put(k, x);
+            }
+        }
+    }
     v
 }
 
