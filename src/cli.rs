@@ -2123,7 +2123,8 @@ pub struct SweepArgs {
     pub slo_attainment_fraction: f64,
 
     /// GPUs serving the model (TP x PP x DP of the deployment): the sweep report's throughput
-    /// per GPU, InferenceX's y axis.
+    /// per GPU, InferenceX's y axis, and the count --gpu-telemetry must see (InferenceX's
+    /// --expected-num-gpus; a different count makes power_valid 0 and a warning).
     #[arg(long, allow_negative_numbers = true)]
     pub gpus: Option<u32>,
 

@@ -12,6 +12,7 @@ mod conformance;
 mod crash;
 mod drain;
 mod dynamo;
+mod energy;
 mod engine;
 mod fault_matrix;
 mod faults;
