@@ -356,3 +356,18 @@ pub(crate) fn unix_ns() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
+
+/// This machine's name (`gethostname`), the [`GpuId::hostname`] of the local sources; `localhost`
+/// when it cannot be read.
+#[allow(unsafe_code)]
+pub(crate) fn local_hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the pointer and length describe `buf`, which gethostname writes at most `len`
+    // bytes of; a truncated name may lack its NUL, hence the search bounded by the buffer.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match String::from_utf8_lossy(&buf[..end]) {
+        name if rc == 0 && !name.is_empty() => name.into_owned(),
+        _ => "localhost".into(),
+    }
+}
