@@ -300,9 +300,9 @@ pub enum TelemetryError {
         /// NVML's error.
         error: String,
     },
-    /// Neither `nvidia-smi` nor `amd-smi` is on PATH.
-    #[error("neither nvidia-smi nor amd-smi is on PATH")]
-    SmiMissing,
+    /// The SMI program asked for (or either, when none was) is not on PATH.
+    #[error("{0} is not on PATH")]
+    SmiMissing(&'static str),
     /// The SMI command failed or timed out.
     #[error("{command} failed: {reason}")]
     SmiFailed {

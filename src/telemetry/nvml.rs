@@ -8,9 +8,6 @@
 //! Any other failure skips the device for that read (its values could not be trusted), and the
 //! read fails only when every device failed.
 
-// Read by the telemetry task (task.rs), which lands separately: until then nothing calls in.
-#![allow(dead_code)]
-
 use std::path::Path;
 
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};

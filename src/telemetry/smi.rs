@@ -6,9 +6,6 @@
 //! field out of that GPU's values; any other cell that is not a number fails the read, since a
 //! misread column would put wrong numbers in the record.
 
-// Read by the telemetry task (task.rs), which lands separately: until then nothing calls in.
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -65,7 +62,11 @@ impl Smi {
                 };
                 on_path(&path, name).map(|p| Smi::at(k, p))
             })
-            .ok_or(TelemetryError::SmiMissing)
+            .ok_or(TelemetryError::SmiMissing(match kind {
+                Some(SourceKind::NvidiaSmi) => "nvidia-smi",
+                Some(SourceKind::AmdSmi) => "amd-smi",
+                _ => "neither nvidia-smi nor amd-smi",
+            }))
     }
 
     /// The program at `program`, run as `kind` (`AmdSmi` as amd-smi, anything else as

@@ -20,7 +20,7 @@ use crate::client::Client;
 
 /// What `--gpu-telemetry` asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Ask {
+pub(crate) enum Ask {
     /// No source named: AIPerf's DCGM endpoints, else NVML, else nvidia-smi / amd-smi.
     Auto,
     /// These DCGM exporter pages (normalised URLs).
@@ -90,9 +90,9 @@ impl Source {
 
 /// No source could be opened: every attempt and why it failed.
 #[derive(Clone, Debug, PartialEq)]
-pub struct OpenError {
+pub(crate) struct OpenError {
     /// `(source, why)` in the order tried.
-    pub attempts: Vec<(String, TelemetryError)>,
+    pub(crate) attempts: Vec<(String, TelemetryError)>,
 }
 
 impl std::fmt::Display for OpenError {

@@ -619,7 +619,7 @@ async fn the_engine_runs_the_lane_scheduler_when_the_run_is_agentx() {
     ready.agentx.as_mut().unwrap().messages = Arc::new(Plain);
     let measured = tokio::time::timeout(
         Duration::from_secs(60),
-        super::super::phase::run(&ready, files, &stop, progress),
+        super::super::phase::run(&ready, files, None, &stop, progress),
     )
     .await
     .unwrap();
