@@ -92,6 +92,7 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
         tokenizer: tokenizer("tokenizer", a.tokenizer.as_deref())?,
         per_request_spec: a.per_request_spec_decode_metrics,
         acceptance_groups: a.acceptance_groups.clone(),
+        gpus: None,
     };
     cfg.validate().map_err(|e| ConfigError(e.to_string()))?;
     Ok(cfg)
