@@ -431,6 +431,7 @@ const NOT_FOR_RENDER: &[&str] = &[
     "k",
     "acceptance_prob",
     "ignore_continuous_usage",
+    "sim_gpus",
     "fixed_schedule",
     "fixed_schedule_auto_offset",
     "fixed_schedule_start_offset",
@@ -1520,6 +1521,11 @@ pub struct EmbeddedSimArgs {
     /// --sim-acceptance-prob. See `specperf sim --help` (--acceptance-group).
     #[arg(long = "sim-acceptance-group", value_name = "TEXT=P")]
     pub acceptance_groups: Vec<crate::sim::AcceptanceGroup>,
+    /// Simulator: N simulated H200 GPUs behind its engines, served as a DCGM exporter's page at
+    /// <simulator>/dcgm/metrics (90 W idle, +25 W per active request). See `specperf sim --help`
+    /// (--gpus).
+    #[arg(long = "sim-gpus", value_name = "N")]
+    pub sim_gpus: Option<u32>,
 }
 
 /// `specperf sim`.
@@ -1668,6 +1674,45 @@ pub struct SimArgs {
     /// matching no rule (the groups add up to the vllm:spec_decode_* counters).
     #[arg(long = "acceptance-group", value_name = "TEXT=P")]
     pub acceptance_groups: Vec<crate::sim::AcceptanceGroup>,
+    /// Simulate N H200 GPUs and serve them as NVIDIA dcgm-exporter's page at /dcgm/metrics on
+    /// every server (one node: every GPU on each). The engines (servers x engines, by global
+    /// rank) own contiguous GPUs (8 GPUs, 2 engines: 0-3 and 4-7), and each engine's running
+    /// requests are split evenly over its GPUs. Every 10 ms each GPU's power is redrawn as
+    /// min(700, idle + per-active x its share of requests) W with ±1 % noise seeded by --seed;
+    /// DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ) is the exact integral of that power at the
+    /// scrape's instant. Also GPU_UTIL, MEM_COPY_UTIL, FB_USED/FB_FREE, SM/MEM_CLOCK and GPU_TEMP,
+    /// derived from the load.
+    #[arg(long, value_name = "N")]
+    pub gpus: Option<u32>,
+    /// Each simulated GPU's power with no active request, W.
+    #[arg(
+        long,
+        default_value_t = 90.0,
+        requires = "gpus",
+        allow_negative_numbers = true
+    )]
+    pub gpu_idle_w: f64,
+    /// Power each active request adds to a simulated GPU (its share of its engine's), W.
+    #[arg(
+        long,
+        default_value_t = 25.0,
+        requires = "gpus",
+        allow_negative_numbers = true
+    )]
+    pub gpu_per_active_w: f64,
+    /// From SECS after the start, the DCGM page adds DCGM_FI_DEV_XID_ERRORS (0) and
+    /// DCGM_FI_DEV_POWER_VIOLATION (µs at the power limit): a field appearing mid-run.
+    #[arg(
+        long,
+        value_name = "SECS",
+        requires = "gpus",
+        allow_negative_numbers = true
+    )]
+    pub gpu_add_field_after: Option<f64>,
+    /// GPU@SECS: that GPU disappears from the DCGM page SECS after the start, for good (it fell
+    /// off the bus), e.g. `--gpu-drop 3@30`.
+    #[arg(long, value_name = "GPU@SECS", requires = "gpus")]
+    pub gpu_drop: Option<String>,
 }
 
 const INJECT_EXIT_CODES: &str = "Exit codes: 0 rewritten (broken entries repaired), already synthetic, opted out \

@@ -605,6 +605,7 @@ async fn sim(args: &specperf::SimArgs) -> i32 {
             cfg.host
         );
     }
+    let dcgm = cfg.gpus.is_some();
     let sim = match specperf::sim::Simulator::bind(cfg).await {
         Ok(s) => s,
         Err(e) => {
@@ -615,7 +616,14 @@ async fn sim(args: &specperf::SimArgs) -> i32 {
     let stop = Stopper::new();
     spawn_signal_handlers(&stop);
     for a in sim.addrs() {
-        println!("specperf sim listening on http://{a} (metrics at http://{a}/metrics)");
+        if dcgm {
+            println!(
+                "specperf sim listening on http://{a} (metrics at http://{a}/metrics, DCGM at \
+                 http://{a}/dcgm/metrics)"
+            );
+        } else {
+            println!("specperf sim listening on http://{a} (metrics at http://{a}/metrics)");
+        }
     }
     sim.run_until(&stop).await;
     exit::OK

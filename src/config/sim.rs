@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::ConfigError;
 use crate::cli::{EmbeddedSimArgs, SimArgs};
-use crate::sim::{Acceptance, RateLimit, SimConfig, TlsFiles};
+use crate::sim::{Acceptance, GpuSim, RateLimit, SimConfig, TlsFiles};
 
 /// Loads `--tokenizer` / `--sim-tokenizer`.
 fn tokenizer(
@@ -26,7 +26,7 @@ fn tokenizer(
     .transpose()
 }
 
-/// The embedded simulator's KV, queue, context, tokenizer and per-request acceptance flags
+/// The embedded simulator's KV, queue, context, tokenizer, per-request acceptance and GPU flags
 /// (`--sim-*`) onto `cfg`.
 pub(crate) fn embedded_kv(a: &EmbeddedSimArgs, cfg: SimConfig) -> Result<SimConfig, ConfigError> {
     Ok(SimConfig {
@@ -38,6 +38,10 @@ pub(crate) fn embedded_kv(a: &EmbeddedSimArgs, cfg: SimConfig) -> Result<SimConf
         tokenizer: tokenizer("sim-tokenizer", a.sim_tokenizer.as_deref())?,
         per_request_spec: a.per_request_spec,
         acceptance_groups: a.acceptance_groups.clone(),
+        gpus: a.sim_gpus.map(|count| GpuSim {
+            count,
+            ..GpuSim::default()
+        }),
         ..cfg
     })
 }
@@ -92,9 +96,49 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
         tokenizer: tokenizer("tokenizer", a.tokenizer.as_deref())?,
         per_request_spec: a.per_request_spec_decode_metrics,
         acceptance_groups: a.acceptance_groups.clone(),
+        gpus: gpus(a)?,
     };
     cfg.validate().map_err(|e| ConfigError(e.to_string()))?;
     Ok(cfg)
+}
+
+/// `--gpus N` and the `--gpu-*` flags (clap lets those only with `--gpus`).
+fn gpus(a: &SimArgs) -> Result<Option<GpuSim>, ConfigError> {
+    let Some(count) = a.gpus else {
+        return Ok(None);
+    };
+    let secs = |flag: &str, v: f64| {
+        Duration::try_from_secs_f64(v).map_err(|_| {
+            ConfigError(format!(
+                "--{flag} {v} must be a non-negative number of seconds"
+            ))
+        })
+    };
+    let drop_gpu = match a.gpu_drop.as_deref() {
+        None => None,
+        Some(v) => {
+            let bad = || {
+                ConfigError(format!(
+                    "--gpu-drop {v:?}: expected GPU@SECS, a GPU index and the seconds after the                      start it disappears, e.g. `--gpu-drop 3@30`"
+                ))
+            };
+            let (gpu, at) = v.split_once('@').ok_or_else(bad)?;
+            let gpu: u32 = gpu.trim().parse().map_err(|_| bad())?;
+            let at: f64 = at.trim().parse().map_err(|_| bad())?;
+            Some((gpu, secs("gpu-drop", at)?))
+        }
+    };
+    Ok(Some(GpuSim {
+        count,
+        idle_w: a.gpu_idle_w,
+        per_active_w: a.gpu_per_active_w,
+        add_field_at: a
+            .gpu_add_field_after
+            .map(|v| secs("gpu-add-field-after", v))
+            .transpose()?,
+        drop_gpu,
+        ..GpuSim::default()
+    }))
 }
 
 /// Parses `--rate-limit RPS[,BURST]`; the burst defaults to one second's worth, at least 1.
@@ -234,6 +278,63 @@ mod tests {
         let cfg = embedded_kv(&r.sim, SimConfig::default()).unwrap();
         assert_eq!(cfg.per_request_spec, PerRequestSpec::Summary);
         assert_eq!(cfg.acceptance_groups, [rule("story", 0.4)]);
+    }
+
+    #[test]
+    fn gpu_flags_reach_the_config_or_name_the_bad_value() {
+        let cfg = |args: &[&str]| {
+            let mut argv = vec!["specperf", "sim"];
+            argv.extend_from_slice(args);
+            let Command::Sim(a) = parse(&argv) else {
+                panic!("not sim")
+            };
+            sim_config(&a).map_err(|e| e.to_string())
+        };
+        assert_eq!(cfg(&[]).unwrap().gpus, None, "no GPUs by default");
+        let g = cfg(&[
+            "--gpus",
+            "4",
+            "--gpu-idle-w",
+            "80",
+            "--gpu-per-active-w",
+            "30.5",
+            "--gpu-add-field-after",
+            "2.5",
+            "--gpu-drop",
+            "3@1.5",
+        ])
+        .unwrap()
+        .gpus
+        .unwrap();
+        assert_eq!(
+            g,
+            GpuSim {
+                count: 4,
+                idle_w: 80.0,
+                per_active_w: 30.5,
+                add_field_at: Some(Duration::from_millis(2500)),
+                drop_gpu: Some((3, Duration::from_millis(1500))),
+                ..GpuSim::default()
+            }
+        );
+        let e = cfg(&["--gpus", "2", "--gpu-drop", "2@1"]).unwrap_err();
+        assert!(e.contains("--gpu-drop 2@") && e.contains("0..1"), "{e}");
+        let e = cfg(&["--gpus", "2", "--gpu-drop", "1"]).unwrap_err();
+        assert!(e.contains("GPU@SECS"), "{e}");
+        let e = cfg(&["--gpus", "2", "--gpu-add-field-after", "-1"]).unwrap_err();
+        assert!(e.contains("--gpu-add-field-after -1"), "{e}");
+        let e = cfg(&["--gpus", "0"]).unwrap_err();
+        assert!(e.contains("--gpus"), "{e}");
+        assert!(
+            Cli::try_parse_from(["specperf", "sim", "--gpu-idle-w", "80"]).is_err(),
+            "--gpu-* flags need --gpus"
+        );
+
+        let Command::Replay(r) = parse(&["specperf", "replay", "--sim-gpus", "8"]) else {
+            panic!("not replay")
+        };
+        let g = embedded_kv(&r.sim, SimConfig::default()).unwrap().gpus;
+        assert_eq!(g.map(|g| g.count), Some(8));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! HTTP: connection handling (plain or TLS, HTTP/1.1 and HTTP/2 through hyper's auto builder),
 //! routing, and the completion handler that parses a request, draws its fault, admits it to an
 //! engine (`sched`) and hands a planned stream to the body (`stream`). `server` hands it the
-//! listeners; it answers `/metrics` with `metrics_page`.
+//! listeners; it answers `/metrics` with `metrics_page` and `/dcgm/metrics` with `dcgm_page`.
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering::Relaxed;
@@ -19,6 +19,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::dcgm_page::dcgm_page;
 use super::kv::{BlockHasher, PromptBlocks, StandIn};
 use super::metrics_page::metrics_page;
 use super::model::{plan, request_rng, PlanParams};
@@ -26,7 +27,7 @@ use super::sched;
 use super::spec::pick_group;
 use super::state::{Admission, ConnState, ServerCtx, Shared};
 use super::stream::{SimBody, SimStream, StreamPhase};
-use super::{Fault, FAULT_HEADER};
+use super::{Fault, DCGM_AT_HEADER, FAULT_HEADER};
 
 /// Accepts connections until `cancel` fires; each is served by hyper (HTTP/1.1 or HTTP/2).
 pub(super) async fn accept_loop(
@@ -93,6 +94,16 @@ async fn serve<C: std::future::Future>(conn: C, state: &ConnState) {
     .await;
 }
 
+/// A Prometheus text page (0.0.4).
+fn text_page(page: String) -> Response<SimBody> {
+    let mut r = Response::new(SimBody::Full(Some(Bytes::from(page))));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
+}
+
 fn json_response(status: StatusCode, body: String) -> Response<SimBody> {
     let mut r = Response::new(SimBody::Full(Some(Bytes::from(body))));
     *r.status_mut() = status;
@@ -138,14 +149,21 @@ async fn handle(
             let body = serde_json::json!({"object": "list", "data": [{"id": ctx.shared.cfg.model, "object": "model", "owned_by": "specperf", "max_model_len": ctx.shared.cfg.context_limit()}]});
             json_response(StatusCode::OK, body.to_string())
         }
-        (Method::GET, "/metrics") => {
-            let mut r = Response::new(SimBody::Full(Some(Bytes::from(metrics_page(&ctx)))));
-            r.headers_mut().insert(
-                http::header::CONTENT_TYPE,
-                http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-            );
-            r
-        }
+        (Method::GET, "/metrics") => text_page(metrics_page(&ctx)),
+        (Method::GET, "/dcgm/metrics") => match dcgm_page(&ctx.shared) {
+            Some((page, at_ns)) => {
+                let mut r = text_page(page);
+                r.headers_mut()
+                    .insert(DCGM_AT_HEADER, http::HeaderValue::from(at_ns));
+                r
+            }
+            None => error_response(
+                StatusCode::NOT_FOUND,
+                "NotFoundError",
+                "this simulator has no GPUs, so no DCGM page: start it with `specperf sim \
+                 --gpus N` (or `specperf replay --sim-gpus N`)",
+            ),
+        },
         (Method::POST, "/v1/chat/completions") => completion(ctx, conn, req, true).await,
         (Method::POST, "/v1/completions") => completion(ctx, conn, req, false).await,
         (_, p) => error_response(

@@ -24,11 +24,19 @@
 //! capacity) and a scheduler (`sched`: running slots, a first-come-first-served waiting queue), so
 //! shared prefixes hit the cache and shorten prefill, and load beyond capacity queues, as on vLLM.
 //!
+//! With `gpus` set, simulated GPUs (`gpu`) draw power from their engines' running requests, and
+//! every server serves them as NVIDIA dcgm-exporter's page at `/dcgm/metrics` (`dcgm_page`),
+//! with an energy counter that is the exact integral of that power; [`SimHandle::gpu_energy_j`]
+//! gives the truth over any window.
+//!
 //! The files import one way, in the order a request flows: `server` -> `http` -> (`stream`,
-//! `metrics_page`) -> `state` -> `sched` -> `kv` -> `model`. `spec` (the reports `http` and
-//! `stream` ask for) reads `model`'s emissions; `timer` imports none of them. This file holds the
-//! settings and the public surface.
+//! `metrics_page`, `dcgm_page`) -> `state` -> `sched` -> `kv` -> `model`. `gpu` (the fleet `state`
+//! holds, `server` ticks and `dcgm_page` writes out) sits below `state` and reads only `model`'s
+//! seed mixer. `spec` (the reports `http` and `stream` ask for) reads `model`'s emissions; `timer`
+//! imports none of them. This file holds the settings and the public surface.
 
+mod dcgm_page;
+mod gpu;
 mod http;
 mod kv;
 mod metrics_page;
@@ -42,6 +50,7 @@ mod stream;
 mod tests;
 mod timer;
 
+pub use gpu::GpuSim;
 pub use model::{expected_al, Acceptance};
 pub use server::{GroupTotals, SimHandle, SimTotals, Simulator};
 pub use spec::{AcceptanceGroup, GroupRuleError, PerRequestSpec};
@@ -50,6 +59,11 @@ pub use state::{Admission, LatenessStats};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// Response header of `/dcgm/metrics`: the instant the page was computed at, Unix ns (the wall
+/// clock of [`SimHandle::gpu_energy_j`]), so its samples can be held against the truth at that
+/// very instant. The real exporter sends nothing like it.
+pub const DCGM_AT_HEADER: &str = "x-specperf-sim-at-ns";
 
 /// Request header that selects a fault for that request.
 pub const FAULT_HEADER: &str = "x-specperf-fault";
@@ -249,6 +263,9 @@ pub struct SimConfig {
     /// its per-position probability; requests matching none use `acceptance`. With rules, the
     /// vLLM page adds the truth per group (`specperf_sim:group_spec_decode_*`).
     pub acceptance_groups: Vec<AcceptanceGroup>,
+    /// Simulated GPUs behind the engines, served as a DCGM exporter's page at `/dcgm/metrics`;
+    /// `None` (the default) serves 404 there.
+    pub gpus: Option<GpuSim>,
 }
 
 impl Default for SimConfig {
@@ -288,6 +305,7 @@ impl Default for SimConfig {
             tokenizer: None,
             per_request_spec: PerRequestSpec::None,
             acceptance_groups: Vec::new(),
+            gpus: None,
         }
     }
 }
@@ -403,6 +421,9 @@ impl SimConfig {
             }
         }
         spec::validate_groups(&self.acceptance_groups).map_err(SimError::Config)?;
+        if let Some(g) = &self.gpus {
+            gpu::validate(g).map_err(SimError::Config)?;
+        }
         if !self.fault_rates.is_empty() && !self.fault_sequence.is_empty() {
             return bad(
                 "--fault (random faults) and --fault-sequence (faults by arrival order) \

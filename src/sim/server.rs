@@ -1,14 +1,15 @@
 //! The simulator's lifecycle, at the top of its files: binding its listeners (one per server, each
 //! owning a range of engines), building the state every connection shares (`state`: counters,
-//! timer, lateness histogram), serving in-process or on a thread of its own (each listener's
-//! connections handed to `http`), and the handle tests and benches hold.
+//! timer, lateness histogram, simulated GPUs), serving in-process or on a thread of its own (each
+//! listener's connections handed to `http`, the GPUs ticked by a task of their own), and the
+//! handle tests and benches hold.
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use governor::Quota;
 use hdrhistogram::Histogram;
@@ -16,6 +17,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::gpu::{now_ns, unix_s_to_ns, GpuFleet};
 use super::http::accept_loop;
 use super::kv::KvPool;
 use super::model::{EngineCounters, GroupCounters};
@@ -73,10 +75,13 @@ impl Simulator {
             let first = (i * cfg.engines) as usize;
             listeners.push((l, first..first + cfg.engines as usize));
         }
-        let created = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0);
+        // One start instant for the `_created` series and the GPUs' energy counters.
+        let start_ns = now_ns();
+        let created = start_ns as f64 / 1e9;
+        let gpus = cfg
+            .gpus
+            .clone()
+            .map(|g| GpuFleet::new(g, total, cfg.seed, start_ns));
         let hist = Histogram::new_with_bounds(1, 600_000_000_000, 3)
             .map_err(|e| SimError::Config(e.to_string()))?;
         let limiter = cfg.rate_limit.map(|l| {
@@ -103,6 +108,7 @@ impl Simulator {
             requests: Mutex::new(Vec::new()),
             limiter,
             rate_limited: AtomicU64::new(0),
+            gpus,
         });
         Ok(Simulator {
             shared,
@@ -140,6 +146,7 @@ impl Simulator {
             });
             tasks.spawn(accept_loop(listener, ctx, self.tls.clone(), cancel.clone()));
         }
+        tasks.spawn(gpu_ticks(self.shared.clone(), cancel.clone()));
         cancel.cancelled().await;
         tasks.shutdown().await;
     }
@@ -198,6 +205,23 @@ impl Simulator {
             cancel,
             thread: Some(thread),
         })
+    }
+}
+
+/// Redraws the simulated GPUs' power from the engines' load every `GpuSim::tick` until `cancel`
+/// fires (at once without GPUs). Late ticks are delayed, not bunched: the energy integrates over
+/// the real time between ticks whatever it was.
+async fn gpu_ticks(shared: Arc<Shared>, cancel: CancellationToken) {
+    let Some(fleet) = shared.gpus.as_ref() else {
+        return;
+    };
+    let mut every = tokio::time::interval(fleet.cfg.tick);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = every.tick() => fleet.tick(&shared.running_per_engine()),
+        }
     }
 }
 
@@ -313,6 +337,48 @@ impl SimHandle {
     /// Emission lateness so far.
     pub fn lateness(&self) -> LatenessStats {
         lateness_stats(&self.shared)
+    }
+
+    /// Server 0's DCGM exporter page, `http://…/dcgm/metrics`; `None` without `SimConfig::gpus`.
+    pub fn dcgm_url(&self) -> Option<String> {
+        self.shared
+            .gpus
+            .as_ref()
+            .map(|_| format!("{}/dcgm/metrics", self.url()))
+    }
+
+    /// Simulated GPUs, dropped ones included (indices stay); 0 without `SimConfig::gpus`.
+    pub fn gpu_count(&self) -> u32 {
+        self.shared.gpus.as_ref().map_or(0, |f| f.cfg.count)
+    }
+
+    /// The energy GPU `gpu` drew between two instants (Unix seconds, the wall clock the client
+    /// stamps with), J: the exact integral of its simulated power, interpolated within ticks, the
+    /// same function its page's `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` samples at each scrape.
+    /// Nothing before the start; nothing after a dropped GPU's drop. `None` without GPUs, for no
+    /// such GPU, `from > to`, a `to` still in the future (a dropped GPU's is known), or a `from`
+    /// before the hour of history kept.
+    pub fn gpu_energy_j(&self, gpu: u32, from_unix_s: f64, to_unix_s: f64) -> Option<f64> {
+        if from_unix_s.is_nan() || to_unix_s.is_nan() || from_unix_s > to_unix_s {
+            return None;
+        }
+        let fleet = self.shared.gpus.as_ref()?;
+        let to = fleet.energy_at(gpu, unix_s_to_ns(to_unix_s))?;
+        let from = fleet.energy_at(gpu, unix_s_to_ns(from_unix_s))?;
+        Some(to - from)
+    }
+
+    /// GPU `gpu`'s simulated power at an instant (Unix seconds), W: the value held since the tick
+    /// before it, as the page showed then. `None` without GPUs, for no such GPU, an instant in
+    /// the future, before the start or the history kept, or from the GPU's drop on.
+    pub fn gpu_power_w(&self, gpu: u32, unix_s: f64) -> Option<f64> {
+        if unix_s.is_nan() {
+            return None;
+        }
+        self.shared
+            .gpus
+            .as_ref()?
+            .power_at(gpu, unix_s_to_ns(unix_s))
     }
 }
 

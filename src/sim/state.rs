@@ -2,7 +2,7 @@
 //! settings, engines with their counters and schedulers, the timer, the lateness histogram), one
 //! server ([`ServerCtx`]: its range of engines) and one connection ([`ConnState`]). `server`
 //! builds it, `http` and `stream` read and move it, `metrics_page` writes it out; it imports only
-//! the parts below it (`model`'s counters, `sched`, `timer`).
+//! the parts below it (`model`'s counters, `sched`, `timer`, `gpu`'s fleet).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -14,6 +14,7 @@ use hdrhistogram::Histogram;
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use super::gpu::GpuFleet;
 use super::model::EngineCounters;
 use super::sched::EngineSched;
 use super::timer::PreciseTimer;
@@ -76,6 +77,8 @@ pub(super) struct Shared {
     pub(super) limiter: Option<governor::DefaultDirectRateLimiter>,
     /// Completion requests refused 429 by the admission limit.
     pub(super) rate_limited: AtomicU64,
+    /// The simulated GPUs (`SimConfig::gpus`), ticked by `server`, written out by `dcgm_page`.
+    pub(super) gpus: Option<GpuFleet>,
 }
 
 impl Shared {
@@ -84,6 +87,14 @@ impl Shared {
         let mut g = self.lateness.lock().unwrap_or_else(|e| e.into_inner());
         g.0.saturating_record(ns.max(1));
         g.1 += ns;
+    }
+
+    /// Requests admitted and not finished, per engine (global rank): the GPUs' load.
+    pub(super) fn running_per_engine(&self) -> Vec<u64> {
+        self.engines
+            .iter()
+            .map(|e| e.running.load(Relaxed))
+            .collect()
     }
 }
 

@@ -1,5 +1,6 @@
-//! Loopback tests of the per-request speculative-decoding reports: what the bodies and streams
-//! carry, and that it adds up to the simulator's counters.
+//! Loopback tests of the per-request speculative-decoding reports (what the bodies and streams
+//! carry, and that it adds up to the simulator's counters) and of the simulated GPUs' DCGM page
+//! (that its energy counter is the truth `SimHandle::gpu_energy_j` gives, and its events).
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -7,7 +8,9 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
-use super::{MetricsFlavor, PerRequestSpec, SimConfig, SimHandle, Simulator};
+use std::time::Duration;
+
+use super::{GpuSim, MetricsFlavor, PerRequestSpec, SimConfig, SimHandle, Simulator};
 
 /// A simulator with no waiting: every emission is due at once.
 fn instant(cfg: SimConfig) -> SimHandle {
@@ -370,4 +373,271 @@ async fn sglext_only_when_the_request_asks_and_before_the_usage_chunk() {
 
     let r = post(&c, &sim, "/v1/chat/completions", chat("w", true, true)).await;
     assert!(carrying(&r, "sglext").is_empty(), "not asked: {r:?}");
+}
+
+// ---- Simulated GPUs and their DCGM page ----
+
+/// A simulator whose streams last a while (5 ms a step), with `gpus`.
+fn with_gpus(gpus: GpuSim) -> SimHandle {
+    Simulator::spawn(SimConfig {
+        ttft: Duration::ZERO,
+        itl: Duration::from_millis(5),
+        prefill_tokens_per_s: 0.0,
+        gpus: Some(gpus),
+        ..SimConfig::default()
+    })
+    .expect("simulator starts")
+}
+
+fn unix_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64()
+}
+
+/// One scrape of `/dcgm/metrics`: the page parsed by the repo's own parser, and the instant the
+/// simulator computed it at (Unix s).
+struct Scrape {
+    samples: Vec<crate::scrape::prom::Sample>,
+    at_s: f64,
+}
+
+impl Scrape {
+    /// The value of `family` for GPU `gpu`, if shown.
+    fn value(&self, family: &str, gpu: u32) -> Option<f64> {
+        let gpu = gpu.to_string();
+        self.samples
+            .iter()
+            .find(|s| s.name == family && s.label("gpu") == Some(gpu.as_str()))
+            .map(|s| s.value)
+    }
+
+    /// The GPUs shown in `family`.
+    fn gpus(&self, family: &str) -> Vec<u32> {
+        self.samples
+            .iter()
+            .filter(|s| s.name == family)
+            .map(|s| s.label("gpu").expect("gpu label").parse().expect("index"))
+            .collect()
+    }
+}
+
+async fn scrape(c: &HttpClient, sim: &SimHandle) -> Scrape {
+    let url = sim.dcgm_url().expect("a DCGM page with GPUs");
+    let resp = c.get(url.parse().expect("url")).await.expect("GET");
+    assert_eq!(resp.status(), 200);
+    let ct = resp.headers()["content-type"].to_str().expect("ascii");
+    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    let at_ns: u64 = resp.headers()[super::DCGM_AT_HEADER]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("ns");
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    let text = String::from_utf8(body.to_vec()).expect("utf-8");
+    let page = crate::scrape::prom::parse(&text, crate::scrape::prom::Format::Text)
+        .unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    Scrape {
+        samples: page.samples,
+        at_s: at_ns as f64 / 1e9,
+    }
+}
+
+/// `n` streamed chat requests of `max_tokens` in flight on `url`, each asserting its 200.
+fn streams(url: String, n: usize, max_tokens: u32) -> tokio::task::JoinSet<()> {
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let url = url.clone();
+        set.spawn(async move {
+            let body = json!({"model": "specperf-sim", "max_tokens": max_tokens, "stream": true,
+                "messages": [{"role": "user", "content": format!("load {i}")}]});
+            let req = http::Request::post(format!("{url}/v1/chat/completions"))
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(body.to_string())))
+                .expect("request");
+            let resp = client().request(req).await.expect("POST");
+            assert_eq!(resp.status(), 200);
+            resp.into_body().collect().await.expect("body");
+        });
+    }
+    set
+}
+
+/// Waits (at most 2 s) until `running` requests run on the simulator.
+async fn until_running(sim: &SimHandle, running: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while sim.totals().running != running {
+        assert!(std::time::Instant::now() < deadline, "{:?}", sim.totals());
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+const ENERGY: &str = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION";
+const POWER: &str = "DCGM_FI_DEV_POWER_USAGE";
+
+#[tokio::test]
+async fn dcgm_energy_counter_is_the_integral_of_the_simulated_power() {
+    let sim = with_gpus(GpuSim {
+        count: 2,
+        tick: Duration::from_millis(2),
+        ..GpuSim::default()
+    });
+    let c = client();
+    let first = scrape(&c, &sim).await;
+    let mut load = streams(sim.url(), 3, 120);
+    until_running(&sim, 3).await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let mid = scrape(&c, &sim).await;
+    while load.join_next().await.is_some() {}
+    let last = scrape(&c, &sim).await;
+    for gpu in 0..2 {
+        // Each sample is the truth at the instant the page was computed, in whole mJ rounded
+        // down (0.1 mJ of slack for the instant's round trip through f64 seconds: ~100 ns).
+        for s in [&first, &mid, &last] {
+            let page_mj = s.value(ENERGY, gpu).expect("energy sample");
+            let truth_mj = 1e3 * sim.gpu_energy_j(gpu, 0.0, s.at_s).expect("truth");
+            assert!(
+                page_mj <= truth_mj + 0.1 && page_mj > truth_mj - 1.1,
+                "GPU {gpu}: page {page_mj} mJ, truth {truth_mj} mJ"
+            );
+        }
+        // So the counter's increase is the energy drawn between the scrapes: within 2.2 mJ of
+        // some 50 J, tighter than 0.01 %.
+        let delta_mj = last.value(ENERGY, gpu).unwrap() - first.value(ENERGY, gpu).unwrap();
+        let truth_mj = 1e3 * sim.gpu_energy_j(gpu, first.at_s, last.at_s).expect("truth");
+        assert!(truth_mj > 1e3, "a run drew something: {truth_mj} mJ");
+        assert!(
+            (delta_mj - truth_mj).abs() <= 2.2,
+            "GPU {gpu}: counter rose {delta_mj} mJ, truth {truth_mj} mJ"
+        );
+        // And the truth is the integral of the power the page showed: at least idle power over
+        // the window, and the page's power is the power at its instant.
+        let window = last.at_s - first.at_s;
+        assert!(
+            truth_mj / 1e3 >= 0.99 * 90.0 * window,
+            "{truth_mj} over {window} s"
+        );
+        let shown = mid.value(POWER, gpu).unwrap();
+        let truth = sim.gpu_power_w(gpu, mid.at_s).expect("power then");
+        assert!(
+            (shown - truth).abs() <= 0.0005,
+            "page {shown} W, truth {truth} W"
+        );
+    }
+    assert_eq!(sim.gpu_count(), 2);
+    assert_eq!(sim.gpu_energy_j(2, 0.0, last.at_s), None, "no GPU 2");
+    assert_eq!(
+        sim.gpu_energy_j(0, last.at_s, first.at_s),
+        None,
+        "from > to"
+    );
+    assert_eq!(
+        sim.gpu_energy_j(0, 0.0, unix_s() + 60.0),
+        None,
+        "the future"
+    );
+}
+
+#[tokio::test]
+async fn dcgm_power_rises_with_the_requests_running_on_the_gpus_engine() {
+    let sim = with_gpus(GpuSim {
+        count: 1,
+        noise: 0.0,
+        tick: Duration::from_millis(2),
+        ..GpuSim::default()
+    });
+    let c = client();
+    let idle = scrape(&c, &sim).await;
+    assert_eq!(idle.value(POWER, 0), Some(90.0));
+    assert_eq!(idle.value("DCGM_FI_DEV_GPU_UTIL", 0), Some(0.0));
+    let mut load = streams(sim.url(), 4, 200);
+    until_running(&sim, 4).await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let busy = scrape(&c, &sim).await;
+    assert_eq!(sim.totals().running, 4, "still running when scraped");
+    // 90 W idle + 25 W for each of the 4 requests on its (only) engine.
+    assert_eq!(busy.value(POWER, 0), Some(190.0));
+    assert_eq!(sim.gpu_power_w(0, busy.at_s), Some(190.0));
+    assert_eq!(sim.gpu_power_w(0, idle.at_s), Some(90.0));
+    for family in [
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_SM_CLOCK",
+    ] {
+        assert!(
+            busy.value(family, 0) > idle.value(family, 0),
+            "{family} rises under load"
+        );
+    }
+    assert!(busy.value("DCGM_FI_DEV_FB_FREE", 0) < idle.value("DCGM_FI_DEV_FB_FREE", 0));
+    while load.join_next().await.is_some() {}
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        scrape(&c, &sim).await.value(POWER, 0),
+        Some(90.0),
+        "idle again"
+    );
+}
+
+#[tokio::test]
+async fn dcgm_fields_appear_after_add_field_at_and_a_dropped_gpu_leaves_every_family() {
+    let sim = with_gpus(GpuSim {
+        count: 3,
+        add_field_at: Some(Duration::from_millis(150)),
+        drop_gpu: Some((1, Duration::from_millis(150))),
+        ..GpuSim::default()
+    });
+    let c = client();
+    let early = scrape(&c, &sim).await;
+    let names = |s: &Scrape| {
+        let mut n: Vec<String> = s.samples.iter().map(|s| s.name.clone()).collect();
+        n.dedup();
+        n
+    };
+    assert_eq!(names(&early).len(), 9, "{:?}", names(&early));
+    assert!(early.gpus("DCGM_FI_DEV_XID_ERRORS").is_empty());
+    assert_eq!(early.gpus(ENERGY), [0, 1, 2]);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let late = scrape(&c, &sim).await;
+    let late_names = names(&late);
+    assert_eq!(late_names.len(), 11, "{late_names:?}");
+    for family in &late_names {
+        assert_eq!(late.gpus(family), [0, 2], "{family} without GPU 1");
+    }
+    assert_eq!(late.value("DCGM_FI_DEV_XID_ERRORS", 0), Some(0.0));
+    assert_eq!(late.value("DCGM_FI_DEV_POWER_VIOLATION", 2), Some(0.0));
+    // GPU 1's history stopped at its drop: its energy no longer grows, its power is gone.
+    assert_eq!(sim.gpu_count(), 3, "indices stay");
+    assert_eq!(sim.gpu_power_w(1, late.at_s), None);
+    assert!(sim.gpu_power_w(1, early.at_s).is_some());
+    let e1 = sim.gpu_energy_j(1, 0.0, late.at_s).expect("known");
+    let e2 = sim
+        .gpu_energy_j(1, 0.0, late.at_s + 3600.0)
+        .expect("a dropped GPU's is known");
+    assert_eq!(e1, e2);
+    assert!(
+        (0.99 * 90.0 * 0.15..=1.01 * 90.0 * 0.15).contains(&e1),
+        "{e1} J over 150 ms"
+    );
+}
+
+#[tokio::test]
+async fn no_gpus_no_dcgm_page() {
+    let sim = instant(SimConfig::default());
+    assert_eq!(sim.dcgm_url(), None);
+    assert_eq!(sim.gpu_count(), 0);
+    assert_eq!(sim.gpu_energy_j(0, 0.0, 1.0), None);
+    let resp = client()
+        .get(format!("{}/dcgm/metrics", sim.url()).parse().expect("url"))
+        .await
+        .expect("GET");
+    assert_eq!(resp.status(), 404);
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    let text = String::from_utf8(body.to_vec()).expect("utf-8");
+    assert!(
+        text.contains("no GPUs") && text.contains("--gpus"),
+        "{text}"
+    );
 }
