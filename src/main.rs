@@ -43,7 +43,8 @@ fn main() -> ExitCode {
                 sweep(specperf::sweep::SweepConfig::from_replay(&args)).await
             }
             Command::Replay(args) => {
-                let cfg = specperf::sweep::check_single(&args.sweep).and_then(|w| {
+                let telemetry = args.telemetry.gpu_telemetry.is_some();
+                let cfg = specperf::sweep::check_single(&args.sweep, telemetry).and_then(|w| {
                     let mut c = specperf::RunConfig::from_args(&args)?;
                     c.warnings.extend(w);
                     Ok(c)
@@ -54,7 +55,8 @@ fn main() -> ExitCode {
                 sweep(specperf::sweep::SweepConfig::from_profile(&args)).await
             }
             Command::Profile(args) => {
-                let cfg = specperf::sweep::check_single(&args.sweep).and_then(|w| {
+                let telemetry = args.telemetry.gpu_telemetry.is_some();
+                let cfg = specperf::sweep::check_single(&args.sweep, telemetry).and_then(|w| {
                     let mut c = specperf::RunConfig::from_profile(&args)?;
                     c.warnings.extend(w);
                     Ok(c)

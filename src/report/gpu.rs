@@ -212,7 +212,7 @@ pub(super) fn power_chart(dir: &Path, summary: &Value) -> Option<Chart> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::{GpuId, GpuSeries, Reading, SourceKind, Values};
+    use crate::telemetry::{GpuId, GpuSeries, Reading, SourceKind};
 
     #[test]
     fn the_csv_has_nvidia_smis_header_units_and_na_cells_in_time_order() {
@@ -231,7 +231,7 @@ mod tests {
                         .into_iter()
                         .collect()
                 })
-                .unwrap_or_else(Values::new),
+                .unwrap_or_default(),
         };
         let run = TelemetryRun {
             source: SourceKind::Dcgm,

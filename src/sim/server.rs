@@ -249,11 +249,6 @@ impl SimHandle {
     }
 
     /// The served model name.
-    /// TEMPORARY until the GPU page lands.
-    pub fn dcgm_url(&self) -> Option<String> {
-        None
-    }
-
     pub fn model(&self) -> &str {
         &self.shared.cfg.model
     }

@@ -320,7 +320,8 @@ impl CellsConfig {
                 let c = SweepConfig::from_replay(&args).map_err(in_cell)?;
                 (c.warnings, c.ui, c.progress_interval)
             } else {
-                let mut w = check_single(&args.sweep).map_err(in_cell)?;
+                let telemetry = args.telemetry.gpu_telemetry.is_some();
+                let mut w = check_single(&args.sweep, telemetry).map_err(in_cell)?;
                 let c = RunConfig::from_args(&args).map_err(in_cell)?;
                 w.extend(c.warnings);
                 (w, c.ui, c.progress_interval)

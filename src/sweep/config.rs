@@ -88,13 +88,13 @@ pub struct SweepConfig {
 
 /// The sweep flags of a single run: objectives without a search, or convergence without
 /// repeated runs, are refused rather than ignored; flags that only shape a sweep are named in a
-/// warning (returned).
-pub fn check_single(s: &SweepArgs) -> Result<Vec<String>, ConfigError> {
+/// warning (returned). `telemetry`: the run reads GPU telemetry, which checks `--gpus`.
+pub fn check_single(s: &SweepArgs, telemetry: bool) -> Result<Vec<String>, ConfigError> {
     check_pairs_unused(s)?;
     search(s, None, None)?;
     convergence(s)?;
     let unused: Vec<&str> = [
-        ("--gpus", s.gpus.is_some()),
+        ("--gpus", s.gpus.is_some() && !telemetry),
         ("--no-drain", s.no_drain),
         ("--sweep-type zip", s.sweep_type == SweepType::Zip),
         (

@@ -33,7 +33,10 @@ pub(crate) enum Ask {
 
 /// An opened source.
 pub(crate) enum Source {
-    Dcgm { client: Client, urls: Vec<String> },
+    Dcgm {
+        client: Box<Client>,
+        urls: Vec<String>,
+    },
     Nvml(Arc<nvml::Nvml>),
     Smi(smi::Smi),
 }
@@ -141,7 +144,7 @@ pub(crate) async fn open(
             let frames = keep.iter().map(|&i| frames[i].clone()).collect();
             return Ok((
                 Source::Dcgm {
-                    client: client.clone(),
+                    client: Box::new(client.clone()),
                     urls,
                 },
                 frames,
