@@ -948,10 +948,13 @@ pub(super) fn csv(s: &Summary) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
     use serde_json::Value as V;
 
     use super::*;
-    use crate::report::tests::{summary, EPOCH_NS};
+    use crate::report::tests::{export_line, records, summary, EPOCH_NS};
     use crate::telemetry::{
         Energy, Event, GpuSeries, IntegrationCheck, Reading, SourceKind, Values,
     };
@@ -1477,6 +1480,67 @@ mod tests {
             ("http://h/dcgm", "h/dcgm"),
         ] {
             assert_eq!(endpoint_display(url), want);
+        }
+    }
+
+    /// The venv holding aiperf 0.13 (`$SPECPERF_AIPERF_VENV`, else `target/aiperf-venv`).
+    fn aiperf_python() -> Option<PathBuf> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let venv = std::env::var_os("SPECPERF_AIPERF_VENV")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("target/aiperf-venv"));
+        let python = venv.join("bin/python");
+        python.exists().then_some(python)
+    }
+
+    /// The artifacts of the synthetic run, read by AIPerf 0.13's own models, statistics,
+    /// analyzer, CSV writer and `aiperf plot` (`scripts/aiperf_telemetry_check.py`).
+    #[test]
+    fn aiperf_0_13_reads_the_telemetry_artifacts() {
+        let Some(python) = aiperf_python() else {
+            eprintln!(
+                "skipped: no AIPerf venv at target/aiperf-venv or $SPECPERF_AIPERF_VENV \
+                 (scripts/aiperf-conformance.sh --setup installs it)"
+            );
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        for energy_from_summary in [false, true] {
+            let d = dir.path().join(if energy_from_summary {
+                "with-energy"
+            } else {
+                "aiperf-energy"
+            });
+            std::fs::create_dir_all(&d).unwrap();
+            let mut s = with_run(run());
+            if energy_from_summary {
+                s.energy = Some(energy(&s, [290.0, 100.0]));
+            }
+            crate::report::write_artifacts(&d, &s).unwrap();
+            let lines: Vec<u8> = records()
+                .iter()
+                .flat_map(|r| [export_line(r), b"\n".to_vec()].concat())
+                .collect();
+            std::fs::write(d.join("profile_export.jsonl"), lines).unwrap();
+            let mut cmd = Command::new(&python);
+            cmd.arg(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/aiperf_telemetry_check.py"),
+            )
+            .arg(&d)
+            .env("COLUMNS", "250");
+            // The plot is the slow part (a minute on two loaded cores): once is enough.
+            if energy_from_summary {
+                cmd.arg("--no-plot");
+            }
+            let out = cmd.output().unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            eprintln!("{}:\n{text}", d.display());
+            assert!(out.status.success(), "AIPerf 0.13 rejects:\n{text}");
+            assert!(text.contains("every check passed"), "{text}");
         }
     }
 }
