@@ -39,6 +39,7 @@ pub(crate) use request::RecordMetrics;
 pub(crate) use spec::{spec_metrics, SpecSummary, VsCounters, AL_BIN_WIDTH, RELIABLE_WITHIN_PCT};
 #[cfg(test)]
 pub(crate) use spec::{AlBin, GroupSpec, SpecTotals, StreamEstimate};
+pub(crate) use stat::percentile_sorted;
 pub use stat::Stat;
 pub(crate) use summary::PerRequest;
 pub use summary::{LoadMeta, RunMeta, Summary, TimeoutKind, SUMMARY_SCHEMA};

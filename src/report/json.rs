@@ -148,3 +148,90 @@ impl serde_json::ser::Formatter for PyFormatter {
         w.write_all(b": ")
     }
 }
+
+/// One line as orjson writes it (AIPerf's JSONL writers: `orjson.dumps(model.model_dump(...))`):
+/// no spaces, and floats in orjson's notation, which differs from serde_json's only in its
+/// exponents (`1e+16`, where serde_json writes `1e16`).
+pub(crate) fn orjson_compact(v: &impl Serialize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, OrjsonFormatter);
+    v.serialize(&mut ser).expect("in-memory JSON serializes");
+    out
+}
+
+struct OrjsonFormatter;
+
+impl serde_json::ser::Formatter for OrjsonFormatter {
+    fn write_f64<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: f64) -> std::io::Result<()> {
+        w.write_all(orjson_f64(v).as_bytes())
+    }
+
+    fn write_f32<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: f32) -> std::io::Result<()> {
+        w.write_all(orjson_f64(f64::from(v)).as_bytes())
+    }
+}
+
+/// orjson's float: the shortest digits that read back as `v` (Rust's `{:e}` gives the same
+/// ones), written positionally when the decimal exponent is in -5..=15 (always with a fraction,
+/// `100.0`), else as `d.ddde+N` / `d.ddde-N`; `null` for a non-finite value.
+fn orjson_f64(v: f64) -> String {
+    if !v.is_finite() {
+        return "null".into();
+    }
+    let sci = format!("{:e}", v.abs());
+    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("{:e}'s exponent is an integer");
+    let sign = if v.is_sign_negative() { "-" } else { "" };
+    if !(-5..16).contains(&exp) {
+        let plus = if exp > 0 { "+" } else { "" };
+        return format!("{sign}{mantissa}e{plus}{exp}");
+    }
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    if exp < 0 {
+        let zeros = "0".repeat((-exp - 1) as usize);
+        return format!("{sign}0.{zeros}{digits}");
+    }
+    let int_len = exp as usize + 1;
+    if digits.len() <= int_len {
+        format!("{sign}{digits:0<int_len$}.0")
+    } else {
+        format!("{sign}{}.{}", &digits[..int_len], &digits[int_len..])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The values are orjson 3.11's own output (`orjson.dumps(v)`), at each edge of its notation.
+    #[test]
+    fn floats_are_written_as_orjson_writes_them() {
+        let cases = [
+            (1e15, "1000000000000000.0"),
+            (1.5e15, "1500000000000000.0"),
+            (1e16, "1e+16"),
+            (1.2345e16, "1.2345e+16"),
+            (1.2345678901234568e17, "1.2345678901234568e+17"),
+            (1e21, "1e+21"),
+            (1e-5, "0.00001"),
+            (1.5e-5, "0.000015"),
+            (1.5e-6, "1.5e-6"),
+            (1e-7, "1e-7"),
+            (0.0001, "0.0001"),
+            (0.001234, "0.001234"),
+            (-0.0, "-0.0"),
+            (0.0, "0.0"),
+            (5e-324, "5e-324"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (100.0, "100.0"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (123_456_789.0, "123456789.0"),
+            (-85.520_809_984_000_01, "-85.52080998400001"),
+        ];
+        for (v, want) in cases {
+            assert_eq!(orjson_f64(v), want, "{v:e}");
+        }
+        let line = orjson_compact(&Obj::new().with("a", 1e16).with("b", vec![J::from(2u64)]));
+        assert_eq!(String::from_utf8(line).unwrap(), r#"{"a":1e+16,"b":[2]}"#);
+    }
+}

@@ -2,7 +2,7 @@
 //! artifact files. `records.jsonl` and `profile_export.jsonl` are written live by the aggregator
 //! (one line per request, via [`aiperf::write_record`]); everything else is written here at the
 //! end of a run: `summary.json` (ours, schema `specperf.summary.v1`), `console.txt`, AIPerf's
-//! `profile_export_aiperf.{json,csv}` and `server_metrics_export.json`, and on request the
+//! `profile_export_aiperf.{json,csv}`, `gpu_telemetry_export.jsonl` and `server_metrics_export.json`, and on request the
 //! InferenceX raw throughput JSON ([`inferencex`]). [`plot`] draws charts from a finished
 //! artifact directory.
 
@@ -504,8 +504,9 @@ pub(crate) fn write_histograms(dir: &Path, h: &Histograms) -> std::io::Result<()
 }
 
 /// Writes the end-of-run artifacts into `dir`: `summary.json`, `console.txt`,
-/// `profile_export_aiperf.json`, `profile_export_aiperf.csv`, and `server_metrics_export.json` +
-/// `.csv` when metrics endpoints were scraped.
+/// `profile_export_aiperf.json`, `profile_export_aiperf.csv`, `gpu_telemetry_export.jsonl` when
+/// GPU telemetry was read, and `server_metrics_export.json` + `.csv` when metrics endpoints were
+/// scraped.
 pub(crate) fn write_artifacts(dir: &Path, s: &Summary) -> Result<(), ReportError> {
     let mut json = serde_json::to_vec_pretty(s).expect("the summary serializes");
     json.push(b'\n');
@@ -519,6 +520,12 @@ pub(crate) fn write_artifacts(dir: &Path, s: &Summary) -> Result<(), ReportError
         &dir.join("profile_export_aiperf.csv"),
         aiperf::summary_csv(s).as_bytes(),
     )?;
+    if let Some(run) = &s.telemetry {
+        write_file(
+            &dir.join(aiperf::GPU_TELEMETRY_JSONL),
+            &aiperf::gpu_telemetry_jsonl(run),
+        )?;
+    }
     if let Some(r) = &s.acceptance {
         write_file(
             &dir.join("server_metrics_export.json"),

@@ -16,8 +16,8 @@ use crate::scrape::collect::Collected;
 use crate::scrape::{prom, AlPoint, EndpointStatus, PageFormat, ScrapeReport, ScrapeStatus};
 use crate::timefmt::{compact_date, iso8601};
 
-const START_UNIX_S: f64 = 1_796_000_000.0;
-const EPOCH_NS: u64 = 1_796_000_000_000_000_000;
+pub(super) const START_UNIX_S: f64 = 1_796_000_000.0;
+pub(super) const EPOCH_NS: u64 = 1_796_000_000_000_000_000;
 const MS: u64 = 1_000_000;
 
 fn golden_dir() -> PathBuf {
@@ -72,7 +72,7 @@ fn success(id: u64, sent_ms: u64, ttft: u64, gap: u64, steps: u64, per: u32) -> 
     r
 }
 
-fn records() -> Vec<RequestRecord> {
+pub(super) fn records() -> Vec<RequestRecord> {
     let mut warm = success(100, 0, 40, 10, 3, 2);
     warm.phase = Phase::Warmup;
     let mut http = RequestRecord::started(4, 1, 30 * MS, 30 * MS + 50_000);
@@ -197,7 +197,7 @@ fn scrape_report() -> ScrapeReport {
     }
 }
 
-fn summary() -> Summary {
+pub(super) fn summary() -> Summary {
     let mut agg = Aggregate::with_goodput(vec![
         Slo {
             metric: SloMetric::TimeToFirstToken,
@@ -614,7 +614,7 @@ fn agentx_record(id: u64, conv: &str, depth: u32, hit: u64, total: u64) -> Reque
     r
 }
 
-fn export_line(r: &RequestRecord) -> Vec<u8> {
+pub(super) fn export_line(r: &RequestRecord) -> Vec<u8> {
     let mut line = Vec::new();
     aiperf::write_record(&mut line, r, EPOCH_NS, true).unwrap();
     line

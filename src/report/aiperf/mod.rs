@@ -7,14 +7,17 @@
 //! `spec_decode_*` record metrics and its `SpecDecodeAcceptanceRecord`, and in the summary their
 //! statistics, the run totals and ratios and the pooled acceptance histogram.
 //!
-//! [`record`] writes the per-request line, [`summary`] the end-of-run JSON and CSV; the names and
-//! classes both need are here.
+//! [`record`] writes the per-request line, [`summary`] the end-of-run JSON and CSV, [`telemetry`]
+//! the GPU telemetry: its JSONL and what the summary carries of it; the names and classes they
+//! need are here.
 
 mod record;
 mod summary;
+mod telemetry;
 
 pub(crate) use record::write_record;
 pub(crate) use summary::{summary_csv, summary_json};
+pub(crate) use telemetry::{jsonl as gpu_telemetry_jsonl, JSONL as GPU_TELEMETRY_JSONL};
 
 use crate::metrics::{MetricKey, Summary};
 use crate::record::FailureKind;

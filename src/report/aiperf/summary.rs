@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::super::json::{Obj, J};
+use super::telemetry;
 use super::{benchmark_id, error_class, tag, tool_version, PCTS, RECORD_METRICS, SCHEMA_VERSION};
 use crate::metrics::{MetricKey, Stat, Summary, SweepMetric, SUMMARY_SCHEMA};
 use crate::record::{FailureKind, SpecSource};
@@ -214,6 +215,17 @@ fn spec_derived(s: &Summary) -> Vec<(&'static str, &'static str, &'static str, f
     out
 }
 
+/// AIPerf's energy-efficiency metrics (with GPU telemetry), from the summary's own figures for
+/// the AIPerf metrics its analyzer reads.
+fn energy_efficiency(s: &Summary) -> Vec<telemetry::Scalar> {
+    let scalars = derived(s);
+    let metric = |tag: &str| match tag {
+        "request_latency" => s.metric(MetricKey::RequestLatency).map(|st| st.avg),
+        _ => scalars.iter().find(|d| d.0 == tag).and_then(|d| d.3),
+    };
+    telemetry::efficiency(s, &metric)
+}
+
 /// AIPerf's `pooled_spec_decode_acceptance_histogram`: `{j: steps that accepted exactly j
 /// drafts}` summed over the requests, zero counts absent (AIPerf pools the sparse per-request
 /// maps); `null` when no response reported a histogram.
@@ -283,6 +295,11 @@ pub(crate) fn summary_json(s: &Summary) -> J {
         .put("aiperf_version", tool_version())
         .put("benchmark_id", benchmark_id(s));
     metric_entries(&mut o, s, true);
+    // AIPerf's energy-efficiency analyzer adds its metrics after every other one, to the profiling
+    // phase's only.
+    for (tag, _, unit, v) in energy_efficiency(s) {
+        o.put(tag, Obj::new().with("unit", unit).with("avg", v));
+    }
     let l = &m.load;
     o.put("input_config", input_config(s));
     o.put(
@@ -326,7 +343,7 @@ pub(crate) fn summary_json(s: &Summary) -> J {
             None => J::from(None::<f64>),
         },
     )
-    .put("telemetry_data", telemetry_data(s))
+    .put("telemetry_data", telemetry::section(s))
     .put(
         "pooled_spec_decode_acceptance_histogram",
         pooled_histogram(s),
@@ -662,26 +679,6 @@ fn agentx_input_config(s: &Summary, run: &crate::metrics::AgentxRunMeta, endpoin
     o
 }
 
-/// `telemetry_data` as AIPerf writes it when no GPU telemetry endpoint answered: the object with
-/// no endpoints (`null` makes `aiperf plot` warn that the data has an unexpected structure).
-fn telemetry_data(s: &Summary) -> Obj {
-    let empty = || J::A(Vec::new());
-    Obj::new()
-        .with(
-            "summary",
-            Obj::new()
-                .with("endpoints_configured", empty())
-                .with("endpoints_successful", empty())
-                .with(
-                    "start_time",
-                    crate::timefmt::iso8601(s.benchmark_start_unix_s),
-                )
-                .with("end_time", crate::timefmt::iso8601(s.benchmark_end_unix_s)),
-        )
-        .with("endpoints", Obj::new())
-        .with("error_summary", empty())
-}
-
 /// What AIPerf has no field for.
 fn specperf_block(s: &Summary) -> Obj {
     let mut o = Obj::new()
@@ -744,7 +741,8 @@ fn specperf_block(s: &Summary) -> Obj {
 /// `profile_export_aiperf.csv` as AIPerf 0.13's exporter writes it: record metrics with statistics,
 /// a blank line, then scalars; each section's rows sorted by AIPerf tag, labelled
 /// `Header (unit)` except where the unit is `requests` or `count`; two decimals, whole counts as integers.
-/// Readers look rows up by these labels (InferenceX's `collect_sweep_results.py`).
+/// Readers look rows up by these labels (InferenceX's `collect_sweep_results.py`). With GPU
+/// telemetry, AIPerf's GPU table follows.
 pub(crate) fn summary_csv(s: &Summary) -> String {
     let label = |header: &str, unit: &str| {
         if matches!(unit, "requests" | "count") {
@@ -808,6 +806,7 @@ pub(crate) fn summary_csv(s: &Summary) -> String {
         .filter_map(|(tag, header, unit, v)| v.map(|v| (tag, header, unit, v)))
         .chain(spec_derived(s))
         .chain(run_totals(s))
+        .chain(energy_efficiency(s))
         .collect();
     scalars.sort_by_key(|&(tag, ..)| tag);
     for (_, header, unit, v) in scalars {
@@ -826,5 +825,6 @@ pub(crate) fn summary_csv(s: &Summary) -> String {
     {
         let _ = writeln!(o, "Acceptance Length (tokens/step),{al:.2}");
     }
+    o.push_str(&telemetry::csv(s));
     o
 }
