@@ -226,3 +226,45 @@ fn an_agentx_replay_writes_what_aiperf_0_13_writes_for_the_same_run() {
         ],
     );
 }
+
+/// GPU telemetry of a real run (the simulator's DCGM page, a field appearing mid-run): AIPerf
+/// 0.13's `TelemetryRecord` reads every `gpu_telemetry_export.jsonl` line back to the same bytes,
+/// its export model and statistics the `telemetry_data` section, its analyzer the efficiency
+/// metrics, its CSV writer the GPU table, and `aiperf plot` draws the GPU plot
+/// (`scripts/aiperf_telemetry_check.py`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpu_telemetry_of_a_real_run_is_read_and_drawn_by_aiperf() {
+    let _machine = crate::common::exclusive();
+    let python = venv_python();
+    let s = sim(specperf::sim::SimConfig {
+        gpus: Some(specperf::sim::GpuSim {
+            count: 2,
+            add_field_at: Some(Duration::from_millis(300)),
+            ..Default::default()
+        }),
+        ..fast()
+    });
+    let dcgm = s.dcgm_url().unwrap();
+    let crate::common::Replayed { out, dir } = crate::common::Replay::at(&s.url())
+        .args("--concurrency 4 --request-count 200 --osl 64 --gpus 2")
+        .args(&format!(
+            "--gpu-telemetry {dcgm} --gpu-telemetry-interval 0.05"
+        ))
+        .run()
+        .await;
+    assert!(out.summary.energy.is_some());
+    let run = Command::new(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/aiperf_telemetry_check.py"))
+        .arg(dir.path())
+        .env("COLUMNS", "250")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(run.status.success(), "AIPerf 0.13 rejects:\n{text}");
+    assert!(text.contains("every check passed"), "{text}");
+}

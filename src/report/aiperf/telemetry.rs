@@ -1493,8 +1493,8 @@ mod tests {
         python.exists().then_some(python)
     }
 
-    /// The artifacts of the synthetic run, read by AIPerf 0.13's own models, statistics,
-    /// analyzer, CSV writer and `aiperf plot` (`scripts/aiperf_telemetry_check.py`).
+    /// The artifacts of the synthetic run (a field appearing, a GPU vanishing), read by AIPerf
+    /// 0.13's own models, statistics, analyzer and CSV writer (`scripts/aiperf_telemetry_check.py`).
     #[test]
     fn aiperf_0_13_reads_the_telemetry_artifacts() {
         let Some(python) = aiperf_python() else {
@@ -1528,10 +1528,9 @@ mod tests {
             )
             .arg(&d)
             .env("COLUMNS", "250");
-            // The plot is the slow part (a minute on two loaded cores): once is enough.
-            if energy_from_summary {
-                cmd.arg("--no-plot");
-            }
+            // The plot is the slow part (a minute on two loaded cores): the integration test
+            // `conformance::gpu_telemetry_of_a_real_run_is_read_and_drawn_by_aiperf` draws it.
+            cmd.arg("--no-plot");
             let out = cmd.output().unwrap();
             let text = format!(
                 "{}{}",
