@@ -1522,8 +1522,8 @@ pub struct EmbeddedSimArgs {
     #[arg(long = "sim-acceptance-group", value_name = "TEXT=P")]
     pub acceptance_groups: Vec<crate::sim::AcceptanceGroup>,
     /// Simulator: N simulated H200 GPUs behind its engines, served as a DCGM exporter's page at
-    /// <simulator>/dcgm/metrics (90 W idle, +25 W per active request). See `specperf sim --help`
-    /// (--gpus).
+    /// the simulator's /dcgm/metrics (90 W idle, +25 W per active request), which
+    /// --gpu-telemetry without a source reads. See `specperf sim --help` (--gpus).
     #[arg(long = "sim-gpus", value_name = "N")]
     pub sim_gpus: Option<u32>,
 }

@@ -10,6 +10,9 @@
 //!                                            │                      ▲
 //!  scrape (side task): /metrics pages ──> prom::parse ──> acceptance ──> ScrapeReport, live AL in progress
 //!                                                    └──> collect (every family, bounded) ──> server_metrics_export
+//!  telemetry (side task): DCGM pages | NVML | nvidia-smi / amd-smi ──> series per GPU, events ──>
+//!          energy over the window (counter delta, InferenceX's trapezoid) ──> Summary.energy; the
+//!          series to gpu_telemetry_export.jsonl, gpu_metrics.csv and the power chart
 //!
 //!  agentx (beside dataset): Weka traces ──> session trees (root, subagents, split flat chains,
 //!          spawn/join, delays, replay dependencies, theoretical cache) ──> t* snapshots; prompts
