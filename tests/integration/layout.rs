@@ -128,6 +128,20 @@ fn serve_sits_below_what_runs_cells() {
     );
 }
 
+/// GPU telemetry is a side task like the scrape: it reads pages with the client and the
+/// exposition parser (and names a child's exit as `serve` does), and what it records flows up
+/// into `metrics` and `report`, never back.
+#[test]
+fn telemetry_sits_beside_the_scrape_below_metrics() {
+    let g = graph();
+    let t = g.get("telemetry").expect("src/telemetry exists");
+    let allowed = ["client", "scrape", "serve"];
+    assert!(
+        t.iter().all(|d| allowed.contains(&d.as_str())),
+        "telemetry imports {t:?}; it may use only {allowed:?}"
+    );
+}
+
 #[test]
 fn pipeline_stages_import_only_earlier_stages() {
     let g = graph();
