@@ -45,7 +45,7 @@ What must agree (each a named check):
   byte-equal);
 * spawn order, checked in each run: a child's first turn starts after its spawning turn ended.
 
-One difference is known and kept on purpose (README, AgentX): when the whole system goes idle at
+One difference is known and kept on purpose (docs/agentx.md): when the whole system goes idle at
 a return whose follow-up turn is not yet scheduled, AIPerf 0.13 pulls its far timers in; specperf
 does not. `--allow-aiperf-idle-jumps` lists such sends as `aiperf_idle_jumps` instead of failing:
 only sends AIPerf made earlier than specperf (or alone) with nothing of its run in flight, within
@@ -245,7 +245,7 @@ def main():
                          "(or alone) while nothing of its run was in flight, within its system idle "
                          "cap of its last return: AIPerf 0.13 pulls far timers in there when a "
                          "returning turn's follow-up is not yet scheduled; specperf does not "
-                         "(README, AgentX: different on purpose)")
+                         "(docs/agentx.md: different on purpose)")
     a = ap.parse_args()
     ra, rs = rows(a.aiperf), rows(a.specperf)
     fails = []

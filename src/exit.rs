@@ -1,5 +1,5 @@
 //! Process exit codes, and the one place where outcomes and errors map to them (documented in
-//! `--help` and README). The library never exits: `main` asks [`ExitStatus::exit_code`] (or
+//! `--help` and docs/replaying.md). The library never exits: `main` asks [`ExitStatus::exit_code`] (or
 //! [`exit_code`] for a finished run) and returns the number.
 
 use crate::engine::{EngineError, RunOutcome};

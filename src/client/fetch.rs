@@ -52,7 +52,7 @@ pub(crate) enum FetchError {
     OverCap {
         /// What was over: the announced length, the body, the inflated body.
         what: String,
-        /// The cap's name, as errors and the README give it.
+        /// The cap's name, as errors and docs/replaying.md give it.
         cap_name: &'static str,
         /// The cap, bytes.
         cap_bytes: usize,

@@ -196,7 +196,7 @@ pub enum DatasetError {
         path: String,
         /// What is too large, and where.
         what: String,
-        /// The cap's name, as the README lists it.
+        /// The cap's name, as docs/replaying.md lists it.
         cap_name: &'static str,
         /// The cap, with its unit.
         cap: String,

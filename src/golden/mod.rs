@@ -216,7 +216,7 @@ pub enum GoldenError {
         available: String,
     },
     /// The `collection` block does not match the schema.
-    #[error("Invalid collection block in {}: {msg} (see the README's collection block schema)", file.display())]
+    #[error("Invalid collection block in {}: {msg} (see schemas/collection.v1.json and docs/gate.md)", file.display())]
     Collection {
         /// The file.
         file: PathBuf,

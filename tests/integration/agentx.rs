@@ -427,7 +427,7 @@ fn the_replay_matches_aiperf_0_13_on_the_same_traces_and_server() {
         .args(["--isl-tolerance", "0.15"])
         // At 3 lanes the system goes idle, and AIPerf 0.13 then pulls a far timer in (here
         // fx-simple-001's first turn at t*, ~7.8 s instead of beyond the window) when a returning
-        // turn's follow-up is not yet scheduled; specperf does not (README, different on
+        // turn's follow-up is not yet scheduled; specperf does not (docs/agentx.md, different on
         // purpose). Only AIPerf-early sends made while its run was idle are excused, as notes.
         .arg("--allow-aiperf-idle-jumps")
         .output()

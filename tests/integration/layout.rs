@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// The replay pipeline, in data-flow order (README "Layout", lib.rs diagram).
+/// The replay pipeline, in data-flow order (docs/development.md "Layout", lib.rs diagram).
 const PIPELINE: [&str; 7] = [
     "dataset", "agentx", "render", "schedule", "client", "metrics", "report",
 ];

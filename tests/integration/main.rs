@@ -10,6 +10,7 @@ mod common;
 mod completions;
 mod conformance;
 mod crash;
+mod docs;
 mod drain;
 mod dynamo;
 mod energy;
