@@ -94,8 +94,10 @@ fn shell_words(line: &str) -> Vec<String> {
 /// shell operator (`|`, `>`, `&&`, `;`, ...). `cargo run --release --` counts as `specperf`.
 fn invocations(words: &[String]) -> Vec<Vec<String>> {
     let is_op = |w: &str| {
-        matches!(w, "|" | "||" | "&&" | ";" | "&" | ">" | ">>" | "<" | "2>" | "2>&1")
-            || w.starts_with('>')
+        matches!(
+            w,
+            "|" | "||" | "&&" | ";" | "&" | ">" | ">>" | "<" | "2>" | "2>&1"
+        ) || w.starts_with('>')
             || w.starts_with("2>")
     };
     let mut out = Vec::new();
@@ -180,7 +182,16 @@ fn commands() -> Vec<DocCommand> {
 fn the_shell_splitter_reads_the_pages_quoting() {
     assert_eq!(
         shell_words(r#"A=1 specperf x --j '{"a": 1}' --k "b c" d\ e # note"#),
-        ["A=1", "specperf", "x", "--j", r#"{"a": 1}"#, "--k", "b c", "d e"]
+        [
+            "A=1",
+            "specperf",
+            "x",
+            "--j",
+            r#"{"a": 1}"#,
+            "--k",
+            "b c",
+            "d e"
+        ]
     );
     let w = shell_words("specperf completions zsh > \"${fpath[1]}/_specperf\"");
     assert_eq!(invocations(&w), [["specperf", "completions", "zsh"]]);
@@ -204,14 +215,21 @@ fn every_documented_command_parses_with_the_binarys_flags() {
                 .map(|e| format!("{}: {}\n  {}", c.at, c.argv.join(" "), e.render()))
         })
         .collect();
-    assert!(bad.is_empty(), "documented commands that do not parse:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "documented commands that do not parse:\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]
 fn the_commands_marked_to_run_offline_run_against_the_simulator() {
     let bin = env!("CARGO_BIN_EXE_specperf");
     let runs: Vec<DocCommand> = commands().into_iter().filter(|c| c.run).collect();
-    assert!(runs.len() >= 3, "blocks marked <!-- doc-test: run -->: {runs:?}");
+    assert!(
+        runs.len() >= 3,
+        "blocks marked <!-- doc-test: run -->: {runs:?}"
+    );
     let mut dir = tempfile::tempdir().unwrap();
     let mut block = 0;
     for c in runs {
@@ -259,5 +277,9 @@ fn links_between_pages_point_at_files_that_exist() {
             }
         }
     }
-    assert!(missing.is_empty(), "links to missing files:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "links to missing files:\n{}",
+        missing.join("\n")
+    );
 }
