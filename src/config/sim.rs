@@ -280,16 +280,19 @@ mod tests {
         assert_eq!(cfg.acceptance_groups, [rule("story", 0.4)]);
     }
 
+    /// `specperf sim ARGS` as a simulator config, or the error's text.
+    fn sim_cfg(args: &[&str]) -> Result<SimConfig, String> {
+        let mut argv = vec!["specperf", "sim"];
+        argv.extend_from_slice(args);
+        let Command::Sim(a) = parse(&argv) else {
+            panic!("not sim")
+        };
+        sim_config(&a).map_err(|e| e.to_string())
+    }
+
     #[test]
     fn gpu_flags_reach_the_config_or_name_the_bad_value() {
-        let cfg = |args: &[&str]| {
-            let mut argv = vec!["specperf", "sim"];
-            argv.extend_from_slice(args);
-            let Command::Sim(a) = parse(&argv) else {
-                panic!("not sim")
-            };
-            sim_config(&a).map_err(|e| e.to_string())
-        };
+        let cfg = sim_cfg;
         assert_eq!(cfg(&[]).unwrap().gpus, None, "no GPUs by default");
         let g = cfg(&[
             "--gpus",
@@ -339,14 +342,7 @@ mod tests {
 
     #[test]
     fn max_model_len_must_fit_the_kv_cache_and_caps_the_context() {
-        let cfg = |args: &[&str]| {
-            let mut argv = vec!["specperf", "sim"];
-            argv.extend_from_slice(args);
-            let Command::Sim(a) = parse(&argv) else {
-                panic!("not sim")
-            };
-            sim_config(&a).map_err(|e| e.to_string())
-        };
+        let cfg = sim_cfg;
         let ok = cfg(&["--max-model-len", "4096"]).unwrap();
         assert_eq!(ok.context_limit(), 4096);
         assert_eq!(cfg(&[]).unwrap().context_limit(), 131_072 * 16);

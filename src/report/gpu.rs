@@ -190,23 +190,15 @@ pub(super) fn power_chart(dir: &Path, summary: &Value) -> Option<Chart> {
     {
         let _ = write!(title, " ({j:.3} J per output token over the window)");
     }
-    Some(Chart {
-        id: "gpu_power",
-        title,
-        x_label: format!(
-            "time since the window opened (s; it closed at {:.1})",
-            end - start
-        ),
-        y_label: "power (W)".into(),
-        series,
-        bars: Vec::new(),
-        x_categories: Vec::new(),
-        hlines: Vec::new(),
-        band: None,
-        y_range: None,
-        x_from_zero: false,
-        empty_note: "no power readings".into(),
-    })
+    let x_label = format!(
+        "time since the window opened (s; it closed at {:.1})",
+        end - start
+    );
+    let mut c = Chart::lines("gpu_power", &title, &x_label, "power (W)", series);
+    // Reads from before the window (the warmup) are drawn at negative times.
+    c.x_from_zero = false;
+    c.empty_note = "no power readings".into();
+    Some(c)
 }
 
 #[cfg(test)]

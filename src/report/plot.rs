@@ -234,20 +234,9 @@ fn line(name: &str, t: &[f64], v: &[f64], color: &'static str) -> Series {
 }
 
 fn chart(id: &'static str, title: &str, x: &str, y: &str, series: Vec<Series>) -> Chart {
-    Chart {
-        id,
-        title: title.into(),
-        x_label: x.into(),
-        y_label: y.into(),
-        series,
-        bars: Vec::new(),
-        x_categories: Vec::new(),
-        hlines: Vec::new(),
-        band: None,
-        y_range: None,
-        x_from_zero: !id.ends_with("_cdf"),
-        empty_note: "no data in this run".into(),
-    }
+    let mut c = Chart::lines(id, title, x, y, series);
+    c.x_from_zero = !id.ends_with("_cdf");
+    c
 }
 
 /// The charts of one artifact directory, by file stem.

@@ -87,6 +87,33 @@ pub(crate) struct Chart {
     pub(crate) empty_note: String,
 }
 
+impl Chart {
+    /// A chart of lines with nothing else: x from 0, y from the data, "no data in this run" when
+    /// empty.
+    pub(crate) fn lines(
+        id: &'static str,
+        title: &str,
+        x_label: &str,
+        y_label: &str,
+        series: Vec<Series>,
+    ) -> Chart {
+        Chart {
+            id,
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            series,
+            bars: Vec::new(),
+            x_categories: Vec::new(),
+            hlines: Vec::new(),
+            band: None,
+            y_range: None,
+            x_from_zero: true,
+            empty_note: "no data in this run".into(),
+        }
+    }
+}
+
 /// The plot area's grid lines with their tick labels (`(pixel, text)` per tick) and its frame.
 pub(crate) fn grid(
     o: &mut String,

@@ -338,18 +338,26 @@ impl GpuFleet {
         self.tick_at(&mut gpus, now_ns(), running);
     }
 
+    /// Settles GPU `i` at `now`; unless it dropped, its last tick and `now` (never before that
+    /// tick).
+    fn live(&self, i: usize, g: &mut Gpu, now: u64) -> Option<(Tick, u64)> {
+        self.settle(i, g, now);
+        if g.dropped {
+            return None;
+        }
+        let last = *g
+            .history
+            .back()
+            .expect("a GPU's history starts with a tick");
+        Some((last, now.max(last.at_ns)))
+    }
+
     /// A tick at `now`: integrates each GPU's power since its last tick, then redraws it.
     fn tick_at(&self, gpus: &mut [Gpu], now: u64, running: &[u64]) {
         for (i, g) in gpus.iter_mut().enumerate() {
-            self.settle(i, g, now);
-            if g.dropped {
+            let Some((last, now)) = self.live(i, g, now) else {
                 continue;
-            }
-            let last = *g
-                .history
-                .back()
-                .expect("a GPU's history starts with a tick");
-            let now = now.max(last.at_ns);
+            };
             if g.demand_w >= self.cfg.max_w {
                 g.violation_ns += now - last.at_ns;
             }
@@ -376,15 +384,9 @@ impl GpuFleet {
     fn read_at(&self, gpus: &mut [Gpu], now: u64) -> FleetReading {
         let mut out = Vec::with_capacity(gpus.len());
         for (i, g) in gpus.iter_mut().enumerate() {
-            self.settle(i, g, now);
-            if g.dropped {
+            let Some((last, now)) = self.live(i, g, now) else {
                 continue;
-            }
-            let last = *g
-                .history
-                .back()
-                .expect("a GPU's history starts with a tick");
-            let now = now.max(last.at_ns);
+            };
             let throttled = if g.demand_w >= self.cfg.max_w {
                 now - last.at_ns
             } else {

@@ -113,6 +113,24 @@ async fn counter_energy_is_the_simulators_truth_and_the_integration_agrees() {
     let console = dir.text("console.txt");
     assert!(console.contains("GPU energy: "), "{console}");
 
+    let plot = std::process::Command::new(env!("CARGO_BIN_EXE_specperf"))
+        .args(["plot", "--png", "false"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        plot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plot.stderr)
+    );
+    let svg = std::fs::read_to_string(dir.path().join("plots/gpu_power.svg")).unwrap();
+    assert!(
+        svg.contains("GPU power over time") && svg.contains("GPU 3"),
+        "{svg:.300}"
+    );
+    let html = std::fs::read_to_string(dir.path().join("plots/report.html")).unwrap();
+    assert!(html.contains("gpu_power"));
+
     inferencex_agrees(dir.path(), 4, e.joules_per_output_token.unwrap());
 }
 
