@@ -320,3 +320,53 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_with_gpu_telemetry_reports_energy_per_token_per_point_and_charts_it() {
+    let s = sim(gpu_sim(GpuSim {
+        count: 2,
+        ..GpuSim::default()
+    }));
+    let dcgm = s.dcgm_url().unwrap();
+    let url = s.url();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sweep");
+    let o = crate::sweep::sweep_with(
+        crate::sweep::sweep_config(&[
+            "--url",
+            &url,
+            "--concurrency",
+            "2,6",
+            "--request-count",
+            "24",
+            "--osl",
+            "32",
+            "--no-drain",
+            "--gpus",
+            "2",
+            "--gpu-telemetry",
+            &dcgm,
+            "--gpu-telemetry-interval",
+            "0.05",
+            "--artifact-dir",
+            dir.to_str().unwrap(),
+        ]),
+        |_| {},
+    )
+    .await;
+    assert_eq!(o.exit_code, 0);
+    let csv = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = head
+        .iter()
+        .position(|h| *h == "joules_per_output_token")
+        .unwrap_or_else(|| panic!("no energy column: {head:?}"));
+    for row in csv.lines().skip(1) {
+        let v: f64 = row.split(',').nth(col).unwrap().parse().unwrap();
+        assert!(v > 0.0, "{row}");
+    }
+    let svg = std::fs::read_to_string(dir.join("energy.svg")).unwrap();
+    assert!(svg.contains("Energy per output token against interactivity"));
+    let html = std::fs::read_to_string(dir.join("sweep.html")).unwrap();
+    assert!(html.contains("J/out tok") && html.contains("id=\"energy\""));
+}
