@@ -16,6 +16,16 @@ pub(crate) fn iso8601(unix_s: f64) -> String {
         .to_string()
 }
 
+/// Unix nanoseconds as nvidia-smi's CSV timestamp, local time with milliseconds
+/// (`2026/11/30 12:00:00.123`), what InferenceX's `aggregate_power.py` parses.
+pub(crate) fn nvidia_smi_local(t_ns: u64) -> String {
+    use chrono::TimeZone;
+    chrono::Local
+        .timestamp_nanos(i64::try_from(t_ns).unwrap_or(i64::MAX))
+        .format("%Y/%m/%d %H:%M:%S%.3f")
+        .to_string()
+}
+
 /// Unix seconds as vLLM's result date, `%Y%m%d-%H%M%S` (UTC).
 pub(crate) fn compact_date(unix_s: f64) -> String {
     utc(unix_s).format("%Y%m%d-%H%M%S").to_string()

@@ -46,7 +46,7 @@ pub(crate) fn gpu_metrics_csv(run: &TelemetryRun) -> String {
                 index,
                 format!(
                     "{}, {index}, {power:.2} W, {}, {}, {}, {}, {}",
-                    local_stamp(r.t_ns),
+                    crate::timefmt::nvidia_smi_local(r.t_ns),
                     v(Field::Temperature, ""),
                     v(Field::SmClock, " MHz"),
                     v(Field::MemClock, " MHz"),
@@ -65,15 +65,6 @@ pub(crate) fn gpu_metrics_csv(run: &TelemetryRun) -> String {
         o.push('\n');
     }
     o
-}
-
-/// Unix ns as nvidia-smi's local-time timestamp, milliseconds.
-fn local_stamp(t_ns: u64) -> String {
-    use chrono::TimeZone;
-    chrono::Local
-        .timestamp_nanos(i64::try_from(t_ns).unwrap_or(i64::MAX))
-        .format("%Y/%m/%d %H:%M:%S%.3f")
-        .to_string()
 }
 
 /// InferenceX's power fields (`aggregate_power.py`'s `_patch_power_result`): the schema version,

@@ -557,8 +557,9 @@ impl Scraper {
     }
 }
 
-/// Wall-clock nanoseconds since the Unix epoch (the export's `*_ns` fields).
-fn unix_ns() -> u64 {
+/// Wall-clock nanoseconds since the Unix epoch (the export's `*_ns` fields; the telemetry's
+/// read stamps).
+pub(crate) fn unix_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))

@@ -22,6 +22,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use crate::scrape::unix_ns;
+
 pub use energy::{Energy, EnergyInputs, GpuEnergy, IntegrationCheck};
 
 /// One GPU as its source names it.
@@ -348,13 +350,6 @@ pub struct TelemetryRun {
     pub series: Vec<GpuSeries>,
     /// Fields and GPUs that came and went, failed reads.
     pub events: Vec<Event>,
-}
-
-/// Wall-clock nanoseconds since the Unix epoch.
-pub(crate) fn unix_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// This machine's name (`gethostname`), the [`GpuId::hostname`] of the local sources; `localhost`
