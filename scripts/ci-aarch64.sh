@@ -5,6 +5,11 @@
 # on aarch64 as on x86-64 apart from timings. Called by .ci/run after the x86-64 suite (it reuses
 # that suite's x86-64 binary and the fetched tokenizer); runs on its own too.
 #
+#   scripts/ci-aarch64.sh            toolchain, cross build, tests under qemu, console comparison
+#   scripts/ci-aarch64.sh --build    toolchain and cross build only (no test runs); .ci/run starts
+#                                    this, niced, beside the x86-64 test run, whose loopback tests
+#                                    mostly wait, then runs the whole script, whose build is a no-op
+#
 # Needs Debian/Ubuntu apt as root for the cross linker and qemu; where that is missing it stops
 # with the packages to install. SPECPERF_SKIP_AARCH64=1 skips the whole leg (a developer machine
 # without apt); CI never sets it.
@@ -22,6 +27,16 @@ if [ "${SPECPERF_SKIP_AARCH64:-0}" = 1 ]; then
   echo "ci-aarch64: skipped (SPECPERF_SKIP_AARCH64=1)"
   exit 0
 fi
+
+build_only=0
+case "${1:-}" in
+  "") ;;
+  --build) build_only=1 ;;
+  *)
+    echo "ci-aarch64: unknown argument '$1' (none, or --build for the cross build alone)" >&2
+    exit 2
+    ;;
+esac
 
 TARGET=aarch64-unknown-linux-gnu
 SYSROOT=/usr/aarch64-linux-gnu
@@ -81,6 +96,10 @@ PROFILE=(
 )
 say "building the tests for $TARGET"
 cargo test --locked --workspace --target "$TARGET" "${PROFILE[@]}" --lib --bins --tests --no-run
+if [ "$build_only" = 1 ]; then
+  say "built (--build: no tests run)"
+  exit 0
+fi
 
 # The real-server suite (llamacpp::) drives llama-server, an x86-64 binary built for this CPU by
 # scripts/llamacpp.sh: the x86-64 leg runs it; under qemu it would measure emulation, not our code.

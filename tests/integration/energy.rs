@@ -21,6 +21,14 @@ fn gpu_sim(gpus: GpuSim) -> SimConfig {
     }
 }
 
+/// How far the counter-based energy may be from the simulator's truth. The counters are exact;
+/// what is not is when they were read: a read is stamped at the middle of its loopback exchange,
+/// and the window's edges are carried to the nearest read at its power. Each millisecond of
+/// exchange at ~140 W is ~0.06% of the ~230 J a GPU draws over this test's window; a loaded
+/// 2-core CI run saw 0.11%. A unit error (mJ against J) or an edge off by one 25 ms read interval
+/// (~1.5%) is still far outside it.
+const COUNTER_BOUND: f64 = 5e-3;
+
 fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs()
 }
@@ -58,7 +66,7 @@ async fn counter_energy_is_the_simulators_truth_and_the_integration_agrees() {
         truth_total += truth;
         let c = g.counter_energy_j.expect("counter delta");
         assert!(
-            rel(c, truth) < 1e-3,
+            rel(c, truth) < COUNTER_BOUND,
             "GPU {}: counter {c} J, truth {truth} J",
             g.id.index
         );
@@ -76,7 +84,10 @@ async fn counter_energy_is_the_simulators_truth_and_the_integration_agrees() {
         b - a,
         e.integrated_energy_j.unwrap()
     );
-    assert!(rel(total, truth_total) < 1e-3, "{total} vs {truth_total}");
+    assert!(
+        rel(total, truth_total) < COUNTER_BOUND,
+        "{total} vs {truth_total}"
+    );
     assert!(e.integration.power_valid, "{:?}", e.integration.reasons);
     assert!(e.events.is_empty(), "{:?}", e.events);
     assert!(e.warnings.is_empty(), "{:?}", e.warnings);

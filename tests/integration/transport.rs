@@ -126,22 +126,29 @@ async fn unreachable_server_without_a_model_is_not_ready_and_with_one_is_connect
 
 /// Issue 27 §3.3: what the HTTP exchange measured goes in each record and, under AIPerf 0.13's
 /// `http_req_*` tags and units, in `profile_export.jsonl`, beside the server's `usage.total_tokens`
-/// and the output length asked for (its `usage_*` and `osl_mismatch_diff_pct`). One lane: after
-/// the first request, each goes out on the kept-alive connection.
+/// and the output length asked for (its `usage_*` and `osl_mismatch_diff_pct`). One lane: the
+/// first request opens the connection, later ones go out on it once it is back in the pool.
+/// hyper hands a finished connection back from a task of its own, so on a loaded machine the next
+/// request can race it and open another (a CI run saw that once in four): the record must say
+/// which, and most requests find it kept alive.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_record_carries_its_http_exchange_and_the_servers_usage() {
     let Replayed { out, dir } = Replay::sim(fast())
-        .args("--concurrency 1 --request-count 4 --osl 16")
+        .args("--concurrency 1 --request-count 6 --osl 16")
         .run()
         .await;
-    assert_eq!(out.summary.counts.success, 4);
+    assert_eq!(out.summary.counts.success, 6);
     let mut recs = dir.records();
     recs.sort_by_key(|r| r["id"].as_u64());
-    for (i, r) in recs.iter().enumerate() {
+    let reused = |r: &serde_json::Value| r["http"]["connection_reused"].as_bool().unwrap();
+    assert!(!reused(&recs[0]), "the first request opens a connection");
+    assert!(
+        recs[1..].iter().filter(|r| reused(r)).count() >= 3,
+        "most later requests go out on the kept-alive connection: {:?}",
+        recs.iter().map(|r| &r["http"]).collect::<Vec<_>>()
+    );
+    for r in &recs {
         let h = &r["http"];
-        if i > 0 {
-            assert_eq!(h["connection_reused"], true, "request {i}: {h}");
-        }
         assert!(h["bytes_sent"].as_u64().unwrap() > 100, "{h}");
         assert_eq!(h["frames_received"], r["reads"], "one frame per body read");
         assert!(h["bytes_received"].as_u64() >= h["frames_received"].as_u64());
@@ -152,7 +159,7 @@ async fn each_record_carries_its_http_exchange_and_the_servers_usage() {
         assert_eq!(r["requested_osl"], 16);
     }
     let lines = dir.profile_export();
-    assert_eq!(lines.len(), 4);
+    assert_eq!(lines.len(), 6);
     for (rec, line) in recs.iter().zip(lines.iter().map(|l| &l["metrics"])) {
         let h = &rec["http"];
         let m = |tag: &str| {
