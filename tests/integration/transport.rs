@@ -126,11 +126,11 @@ async fn unreachable_server_without_a_model_is_not_ready_and_with_one_is_connect
 
 /// Issue 27 §3.3: what the HTTP exchange measured goes in each record and, under AIPerf 0.13's
 /// `http_req_*` tags and units, in `profile_export.jsonl`, beside the server's `usage.total_tokens`
-/// and the output length asked for (its `usage_*` and `osl_mismatch_diff_pct`). One lane: the
-/// first request opens the connection, later ones go out on it once it is back in the pool.
-/// hyper hands a finished connection back from a task of its own, so on a loaded machine the next
-/// request can race it and open another (a CI run saw that once in four): the record must say
-/// which, and most requests find it kept alive.
+/// and the output length asked for (its `usage_*` and `osl_mismatch_diff_pct`). One lane: each
+/// request goes out on the kept-alive connection once it is back in the pool (the first on the
+/// model discovery's). hyper hands a finished connection back from a task of its own, so on a
+/// loaded machine a request can race it and open another (CI runs saw it for the first request
+/// and for the second): the record says which, and keep-alive must show.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_record_carries_its_http_exchange_and_the_servers_usage() {
     let Replayed { out, dir } = Replay::sim(fast())
@@ -141,10 +141,9 @@ async fn each_record_carries_its_http_exchange_and_the_servers_usage() {
     let mut recs = dir.records();
     recs.sort_by_key(|r| r["id"].as_u64());
     let reused = |r: &serde_json::Value| r["http"]["connection_reused"].as_bool().unwrap();
-    assert!(!reused(&recs[0]), "the first request opens a connection");
     assert!(
-        recs[1..].iter().filter(|r| reused(r)).count() >= 3,
-        "most later requests go out on the kept-alive connection: {:?}",
+        recs.iter().filter(|r| reused(r)).count() >= 2,
+        "requests go out on the kept-alive connection: {:?}",
         recs.iter().map(|r| &r["http"]).collect::<Vec<_>>()
     );
     for r in &recs {
