@@ -2,13 +2,13 @@
 # The aarch64 leg of CI (GB200/GB300 Grace nodes are aarch64; every other check runs on x86-64).
 # Cross-builds the workspace for aarch64-unknown-linux-gnu, runs its tests under qemu user-mode
 # emulation, and checks that the embedded default `specperf replay` prints the same console report
-# on aarch64 as on x86-64 apart from timings. Called by .ci/run after the x86-64 suite (it reuses
-# that suite's x86-64 binary and the fetched tokenizer); runs on its own too.
+# on aarch64 as on x86-64 apart from timings. Called by .ci/run (see below; it reuses the x86-64
+# suite's binary and the fetched tokenizer); runs on its own too.
 #
 #   scripts/ci-aarch64.sh            toolchain, cross build, tests under qemu, console comparison
 #   scripts/ci-aarch64.sh --build    toolchain and cross build only (no test runs); .ci/run starts
-#                                    this, niced, beside the x86-64 test run, whose loopback tests
-#                                    mostly wait, then runs the whole script, whose build is a no-op
+#                                    this at nice 19 beside the x86-64 build and tests, then runs
+#                                    the whole script after them, whose build is then a no-op
 #
 # Needs Debian/Ubuntu apt as root for the cross linker and qemu; where that is missing it stops
 # with the packages to install. SPECPERF_SKIP_AARCH64=1 skips the whole leg (a developer machine
