@@ -73,6 +73,10 @@ pub mod sim;
 mod stop;
 pub mod sweep;
 pub mod telemetry;
+/// The test suite's tools (tokenizer, venvs, llama-server): one table with the integration tests.
+#[cfg(test)]
+#[path = "../tests/tools.rs"]
+mod test_tools;
 mod timefmt;
 mod yaml;
 

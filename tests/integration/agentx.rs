@@ -371,17 +371,7 @@ fn profile_replays_the_fixture_traces_end_to_end_with_every_artifact_field() {
 
 /// The AIPerf 0.13.0 venv (`scripts/aiperf-conformance.sh --setup`).
 fn aiperf_bin() -> PathBuf {
-    let venv = std::env::var_os("SPECPERF_AIPERF_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/aiperf-venv"));
-    let bin = venv.join("bin/aiperf");
-    assert!(
-        bin.exists(),
-        "no AIPerf venv at {}: run `scripts/aiperf-conformance.sh --setup`, or point \
-         SPECPERF_AIPERF_VENV at one",
-        venv.display()
-    );
-    bin
+    crate::tools::Tool::Aiperf.path().join("bin/aiperf")
 }
 
 #[test]

@@ -629,21 +629,9 @@ pub(crate) fn browser_dom(page: &Path) -> Option<String> {
     Some(String::from_utf8_lossy(&dom).into_owned())
 }
 
-/// The DeepSeek-V4 `tokenizer.json` `scripts/fetch-tokenizer.sh` installs (the README's test
-/// command runs it first), or `$SPECPERF_DSV4_TOKENIZER`.
+/// The DeepSeek-V4 `tokenizer.json` (a missing one fails with its set-up command).
 pub(crate) fn tokenizer_path() -> std::path::PathBuf {
-    let p = std::env::var("SPECPERF_DSV4_TOKENIZER")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("target/fixtures/deepseek-v4/tokenizer.json")
-        });
-    assert!(
-        p.is_file(),
-        "{} missing: run scripts/fetch-tokenizer.sh (the README's test command does)",
-        p.display()
-    );
-    p
+    crate::tools::Tool::Dsv4Tokenizer.path()
 }
 
 /// "Another client's" request held open on a server while a sweep's drain wait polls it: counts

@@ -8,23 +8,11 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::{fast, replay_at, scaled, sim, wait_exit};
+use crate::tools::Tool;
 
-/// The venv holding aiperf 0.13.0: `$SPECPERF_AIPERF_VENV`, else `target/aiperf-venv`.
+/// The Python of the venv holding aiperf 0.13.0 (a missing venv fails with its set-up command).
 pub(crate) fn venv_python() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let venv = std::env::var_os("SPECPERF_AIPERF_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/aiperf-venv"));
-    let python = venv.join("bin/python");
-    assert!(
-        python.exists(),
-        "no AIPerf venv at {} ({} missing): run `scripts/aiperf-conformance.sh --setup` \
-         (installs aiperf==0.13.0 from PyPI, about 5 minutes once, then cached), \
-         or point SPECPERF_AIPERF_VENV at one",
-        venv.display(),
-        python.display()
-    );
-    python
+    Tool::Aiperf.path().join("bin/python")
 }
 
 /// Runs `scripts/aiperf_conformance.py ARGS` with the venv's Python; panics with its output unless

@@ -30,16 +30,7 @@ fn root() -> &'static Path {
 
 /// The Dynamo venv, or a failure that says how to make it.
 fn venv() -> PathBuf {
-    let venv = std::env::var_os("SPECPERF_DYNAMO_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/dynamo-venv"));
-    assert!(
-        venv.join("bin/python").exists(),
-        "no Dynamo venv at {}: run `scripts/dynamo.sh --setup` (installs ai-dynamo 1.6.1 from \
-         PyPI, about 80 s once, then cached), or point SPECPERF_DYNAMO_VENV at one",
-        venv.display()
-    );
-    venv
+    crate::tools::Tool::Dynamo.path()
 }
 
 /// A Dynamo deployment on loopback, taken down on drop (its `--owner-pid` watcher takes it down
@@ -622,19 +613,8 @@ async fn a_disaggregated_deployment_exports_every_workers_metrics() {
         assert!(gauges.contains(&want), "{}: {gauges:?}", e["url"]);
     }
 
-    // AIPerf 0.13's own models and plots on the artifacts (CI installs its venv).
-    let aiperf = std::env::var_os("SPECPERF_AIPERF_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/aiperf-venv"));
-    if !aiperf.join("bin/python").exists() {
-        eprintln!(
-            "SKIPPED: AIPerf 0.13 conformance of the Dynamo artifacts: no venv at {} (run \
-             scripts/aiperf-conformance.sh --setup)",
-            aiperf.display()
-        );
-        frontend_in_export(&d, &families, &endpoints);
-        return;
-    }
+    // AIPerf 0.13's own models and plots on the artifacts.
+    crate::tools::Tool::Aiperf.path();
     let log = tmp.path().join("conformance.log");
     // The script finds the venv as this test did (given no SPECPERF_AIPERF_VENV, its own link).
     let mut child = Command::new(root().join("scripts/aiperf-conformance.sh"))

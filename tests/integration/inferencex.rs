@@ -20,7 +20,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The InferenceX tree and the Dynamo venv, or `None` after a SKIPPED line naming what is missing.
+/// The InferenceX tree, or `None` after a SKIPPED line saying how to give it; the Dynamo venv
+/// (scripts/test.sh sets it up; a missing one fails).
 fn prerequisites() -> Option<PathBuf> {
     let Some(infx) = std::env::var_os("SPECPERF_INFERENCEX_DIR").map(PathBuf::from) else {
         eprintln!(
@@ -29,16 +30,7 @@ fn prerequisites() -> Option<PathBuf> {
         );
         return None;
     };
-    let venv = std::env::var_os("SPECPERF_DYNAMO_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/dynamo-venv"));
-    if !venv.join("bin/python").exists() {
-        eprintln!(
-            "SKIPPED: InferenceX stage harness: no Dynamo venv at {} (run scripts/dynamo.sh --setup)",
-            venv.display()
-        );
-        return None;
-    }
+    crate::tools::Tool::Dynamo.path();
     assert!(
         infx.join("benchmarks/multi_node/agentic_srt.sh").is_file(),
         "SPECPERF_INFERENCEX_DIR={} has no benchmarks/multi_node/agentic_srt.sh",

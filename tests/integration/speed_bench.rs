@@ -56,15 +56,6 @@ fn split_file(groups: &[&str], per: usize, prompt: impl Fn(&str, usize) -> Strin
     lines.join("\n") + "\n"
 }
 
-fn aiperf_python() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let venv = std::env::var_os("SPECPERF_AIPERF_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/aiperf-venv"));
-    let python = venv.join("bin/python");
-    python.exists().then_some(python)
-}
-
 /// AIPerf 0.13's conversations for each (file, name): (first turn, turns) in its order. One
 /// Python process for all (AIPerf's imports take seconds).
 fn aiperf_selects(python: &Path, cases: &[(PathBuf, String)]) -> Vec<Vec<(String, usize)>> {
@@ -128,12 +119,7 @@ async fn specperf_selects(file: &Path, name: &str) -> Vec<(String, usize)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aiperf_names_select_and_order_every_split_as_aiperf_0_13_does() {
-    let Some(python) = aiperf_python() else {
-        panic!(
-            "no AIPerf venv at target/aiperf-venv: run `scripts/aiperf-conformance.sh --setup` \
-             (aiperf==0.13.0 from PyPI, cached) or point SPECPERF_AIPERF_VENV at one"
-        );
-    };
+    let python = crate::conformance::venv_python();
     let tmp = tempfile::tempdir().unwrap();
     let qualitative = tmp.path().join("qualitative.jsonl");
     std::fs::write(

@@ -13,6 +13,9 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::{json, Map, Value};
 use tokenizer_encoders::{ChatTemplate, Encoder, Tokenizer};
 
+#[path = "../../tests/tools.rs"]
+mod tools;
+
 const CHARS: usize = 20_000;
 
 fn manifest() -> &'static Path {
@@ -57,13 +60,8 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
 
-    let path = std::env::var_os("SPECPERF_DSV4_TOKENIZER").map_or_else(
-        || manifest().join("../target/fixtures/deepseek-v4/tokenizer.json"),
-        Into::into,
-    );
-    let tok = Tokenizer::from_path(&path).unwrap_or_else(|e| {
-        panic!("{e}: run scripts/fetch-tokenizer.sh first (or set SPECPERF_DSV4_TOKENIZER)")
-    });
+    let path = tools::Tool::Dsv4Tokenizer.path();
+    let tok = Tokenizer::from_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let rendered = Encoder::Dsv4.render(&messages, &kwargs, None).unwrap();
     let mut g = c.benchmark_group("count_tokens");
     g.throughput(Throughput::Bytes(rendered.len() as u64));

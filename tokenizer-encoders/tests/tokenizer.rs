@@ -11,21 +11,11 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use tokenizer_encoders::Tokenizer;
 
+#[path = "../../tests/tools.rs"]
+mod tools;
+
 fn tokenizer_path() -> PathBuf {
-    let path = std::env::var_os("SPECPERF_DSV4_TOKENIZER").map_or_else(
-        || {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/fixtures/deepseek-v4/tokenizer.json")
-        },
-        PathBuf::from,
-    );
-    assert!(
-        path.is_file(),
-        "DeepSeek-V4 tokenizer not found at {}: run scripts/fetch-tokenizer.sh first (or set \
-         SPECPERF_DSV4_TOKENIZER to a tokenizer.json)",
-        path.display()
-    );
-    path
+    tools::Tool::Dsv4Tokenizer.path()
 }
 
 fn load(rel: &str) -> Value {

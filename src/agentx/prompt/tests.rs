@@ -2,7 +2,7 @@
 //! shared fixtures README §1–§2) and the real DeepSeek-V4 tokenizer
 //! (`scripts/fetch-tokenizer.sh`; a missing file fails, it is never skipped).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -16,16 +16,7 @@ fn manifest() -> &'static Path {
 fn tokenizer() -> Arc<Tokenizer> {
     static TOK: OnceLock<Arc<Tokenizer>> = OnceLock::new();
     TOK.get_or_init(|| {
-        let path = std::env::var_os("SPECPERF_DSV4_TOKENIZER").map_or_else(
-            || manifest().join("target/fixtures/deepseek-v4/tokenizer.json"),
-            PathBuf::from,
-        );
-        assert!(
-            path.is_file(),
-            "DeepSeek-V4 tokenizer not found at {}: run scripts/fetch-tokenizer.sh first (or set \
-             SPECPERF_DSV4_TOKENIZER)",
-            path.display()
-        );
+        let path = crate::test_tools::Tool::Dsv4Tokenizer.path();
         Arc::new(Tokenizer::from_path(&path).unwrap())
     })
     .clone()

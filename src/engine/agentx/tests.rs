@@ -581,15 +581,7 @@ async fn agentx_at_1536_lanes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_runs_the_lane_scheduler_when_the_run_is_agentx() {
     use clap::Parser;
-    let tok =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/fixtures/deepseek-v4/tokenizer.json");
-    if !tok.is_file() {
-        eprintln!(
-            "skipped: {} missing (scripts/fetch-tokenizer.sh)",
-            tok.display()
-        );
-        return;
-    }
+    let tok = crate::test_tools::Tool::Dsv4Tokenizer.path();
     let dir = tempfile::tempdir().unwrap();
     let art = dir.path().join("a");
     let cli = crate::cli::Cli::try_parse_from([

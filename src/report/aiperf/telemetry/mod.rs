@@ -660,7 +660,7 @@ fn error_summary(run: &TelemetryRun) -> Vec<J> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
     use std::process::Command;
 
     use serde_json::Value as V;
@@ -1195,27 +1195,11 @@ mod tests {
         }
     }
 
-    /// The venv holding aiperf 0.13 (`$SPECPERF_AIPERF_VENV`, else `target/aiperf-venv`).
-    fn aiperf_python() -> Option<PathBuf> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let venv = std::env::var_os("SPECPERF_AIPERF_VENV")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root.join("target/aiperf-venv"));
-        let python = venv.join("bin/python");
-        python.exists().then_some(python)
-    }
-
     /// The artifacts of the synthetic run (a field appearing, a GPU vanishing), read by AIPerf
     /// 0.13's own models, statistics, analyzer and CSV writer (`scripts/aiperf_telemetry_check.py`).
     #[test]
     fn aiperf_0_13_reads_the_telemetry_artifacts() {
-        let Some(python) = aiperf_python() else {
-            eprintln!(
-                "skipped: no AIPerf venv at target/aiperf-venv or $SPECPERF_AIPERF_VENV \
-                 (scripts/aiperf-conformance.sh --setup installs it)"
-            );
-            return;
-        };
+        let python = crate::test_tools::Tool::Aiperf.path().join("bin/python");
         let dir = tempfile::tempdir().unwrap();
         for energy_from_summary in [false, true] {
             let d = dir.path().join(if energy_from_summary {
