@@ -36,9 +36,11 @@ pub(crate) use isl::IslByGroup;
 pub use isl::{GroupIsl, IslCheck};
 pub(crate) use key::MetricKey;
 pub(crate) use request::RecordMetrics;
-pub(crate) use spec::{spec_metrics, SpecSummary, VsCounters, AL_BIN_WIDTH, RELIABLE_WITHIN_PCT};
+pub(crate) use spec::{
+    spec_metrics, GroupSpec, SpecSummary, VsCounters, AL_BIN_WIDTH, RELIABLE_WITHIN_PCT,
+};
 #[cfg(test)]
-pub(crate) use spec::{AlBin, GroupSpec, SpecTotals, StreamEstimate};
+pub(crate) use spec::{AlBin, SpecTotals, StreamEstimate};
 pub(crate) use stat::percentile_sorted;
 pub use stat::Stat;
 pub(crate) use summary::PerRequest;

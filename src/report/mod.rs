@@ -394,27 +394,59 @@ fn spec_section(o: &mut String, d: &SpecSummary) {
         .max()
         .unwrap_or(0)
         .clamp(8, 34);
-    let _ = writeln!(
-        o,
-        "  {field:<width$} {:>8} {:>10} {:>10} {:>10} {:>10}",
-        "requests", "AL tok-w", "AL mean", "acc rate", "stream AL"
-    );
-    for (g, x) in &d.by_group {
-        let r = x.reported.as_ref();
+    // A column no group has a value for is left out (a server without per-request figures would
+    // fill three columns with n/a on every row); the line above the table says why.
+    type Column = (&'static str, fn(&crate::metrics::GroupSpec) -> Option<f64>);
+    let columns: [Column; 4] = [
+        ("AL tok-w", |x| {
+            x.reported
+                .as_ref()
+                .and_then(|r| r.token_weighted_acceptance_length)
+        }),
+        ("AL mean", |x| {
+            x.reported.as_ref().and_then(|r| r.mean_acceptance_length)
+        }),
+        ("acc rate", |x| {
+            x.reported.as_ref().and_then(|r| r.acceptance_rate)
+        }),
+        ("stream AL", |x| {
+            x.stream_estimate
+                .as_ref()
+                .and_then(|e| e.token_weighted_acceptance_length)
+        }),
+    ];
+    let shown: Vec<&Column> = columns
+        .iter()
+        .filter(|(_, value)| {
+            d.by_group
+                .values()
+                .any(|x| value(x).is_some_and(f64::is_finite))
+        })
+        .collect();
+    if shown.len() < columns.len() {
+        let absent: Vec<&str> = columns
+            .iter()
+            .filter(|c| !shown.iter().any(|s| s.0 == c.0))
+            .map(|c| c.0)
+            .collect();
         let _ = writeln!(
             o,
-            "  {g:<width$} {:>8} {:>10} {:>10} {:>10} {:>10}",
-            x.requests,
-            num(r.and_then(|r| r.token_weighted_acceptance_length), 4),
-            num(r.and_then(|r| r.mean_acceptance_length), 4),
-            num(r.and_then(|r| r.acceptance_rate), 4),
-            num(
-                x.stream_estimate
-                    .as_ref()
-                    .and_then(|e| e.token_weighted_acceptance_length),
-                4
-            )
+            "  per {field}: {} left out: no response carried per-request speculative figures \
+             (vLLM's, SGLang's or llama.cpp's; docs/acceptance.md)",
+            absent.join(", ")
         );
+    }
+    let mut head = format!("  {field:<width$} {:>8}", "requests");
+    for (name, _) in &shown {
+        let _ = write!(head, " {name:>10}");
+    }
+    let _ = writeln!(o, "{head}");
+    for (g, x) in &d.by_group {
+        let mut row = format!("  {g:<width$} {:>8}", x.requests);
+        for (_, value) in &shown {
+            let _ = write!(row, " {:>10}", num(value(x), 4));
+        }
+        let _ = writeln!(o, "{row}");
     }
 }
 

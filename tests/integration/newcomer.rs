@@ -660,3 +660,57 @@ fn a_hung_server_costs_the_request_timeout_plus_one_probe() {
         "the run took {took:?}:\n{out}\n{err}"
     );
 }
+
+/// The per-category acceptance table of the bundled collection, as the console prints it.
+fn category_table(console: &str) -> Vec<&str> {
+    console
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("category "))
+        .take_while(|l| l.starts_with("  "))
+        .collect()
+}
+
+/// Issue 39, item 4: against a server that sends no per-request figures (the embedded
+/// simulator's default), the per-category table prints the columns that have values and says once
+/// why the others are absent, instead of three columns of `n/a` on every row; with the figures,
+/// every column is there.
+#[tokio::test]
+async fn the_category_table_leaves_out_columns_no_row_has() {
+    use crate::common::Replay;
+    use specperf::sim::PerRequestSpec;
+    for per_request in [PerRequestSpec::None, PerRequestSpec::Summary] {
+        let cfg = specperf::sim::SimConfig {
+            per_request_spec: per_request,
+            ..fast()
+        };
+        let run = Replay::sim(cfg)
+            .args("--request-count 22 --concurrency 4 --osl 8")
+            .run()
+            .await;
+        let console = specperf::console_table(&run.out.summary);
+        let table = category_table(&console);
+        assert!(table.len() > 2, "no category table:\n{console}");
+        let header: Vec<&str> = table[0].split_whitespace().collect();
+        let columns = header.len() - 1; // "category" is one word, the other headers two
+        for row in &table[1..] {
+            let cells: Vec<&str> = row.split_whitespace().collect();
+            assert!(!cells.contains(&"n/a"), "{per_request:?}: {row}\n{console}");
+            assert!(cells.len() <= columns, "{row}");
+        }
+        let why = console.contains("left out: no response carried per-request speculative figures");
+        if per_request == PerRequestSpec::None {
+            assert_eq!(
+                header,
+                ["category", "requests", "stream", "AL"],
+                "{console}"
+            );
+            assert!(why, "{console}");
+        } else {
+            assert!(
+                header.contains(&"tok-w") && header.contains(&"rate"),
+                "{console}"
+            );
+            assert!(!why, "{console}");
+        }
+    }
+}
