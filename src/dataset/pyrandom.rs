@@ -1,11 +1,10 @@
 //! CPython's `random.seed(n)` + `random.shuffle(x)`, bit for bit, so SPEED-Bench prompts are sent
 //! in the same order as the golden collection (vLLM shuffles with seed 0).
 
+use super::mt19937::Mt19937;
+
 /// MT19937 as CPython seeds it (`init_by_array` with the 32-bit words of |seed|).
-struct Mt {
-    state: [u32; 624],
-    index: usize,
-}
+struct Mt(Mt19937);
 
 impl Mt {
     fn from_seed(seed: u64) -> Self {
@@ -15,70 +14,11 @@ impl Mt {
             key.push(s as u32);
             s >>= 32;
         }
-        if key.is_empty() {
-            key.push(0);
-        }
-        let mut mt = Mt::init_genrand(19_650_218);
-        let n = 624usize;
-        let (mut i, mut j) = (1usize, 0usize);
-        for _ in 0..n.max(key.len()) {
-            let prev = mt.state[i - 1] ^ (mt.state[i - 1] >> 30);
-            mt.state[i] = (mt.state[i] ^ prev.wrapping_mul(1_664_525))
-                .wrapping_add(key[j])
-                .wrapping_add(j as u32);
-            i += 1;
-            j += 1;
-            if i >= n {
-                mt.state[0] = mt.state[n - 1];
-                i = 1;
-            }
-            if j >= key.len() {
-                j = 0;
-            }
-        }
-        for _ in 0..n - 1 {
-            let prev = mt.state[i - 1] ^ (mt.state[i - 1] >> 30);
-            mt.state[i] = (mt.state[i] ^ prev.wrapping_mul(1_566_083_941)).wrapping_sub(i as u32);
-            i += 1;
-            if i >= n {
-                mt.state[0] = mt.state[n - 1];
-                i = 1;
-            }
-        }
-        mt.state[0] = 0x8000_0000;
-        mt.index = n;
-        mt
-    }
-
-    fn init_genrand(s: u32) -> Self {
-        let mut state = [0u32; 624];
-        state[0] = s;
-        for i in 1..624 {
-            state[i] = 1_812_433_253u32
-                .wrapping_mul(state[i - 1] ^ (state[i - 1] >> 30))
-                .wrapping_add(i as u32);
-        }
-        Mt { state, index: 624 }
+        Mt(Mt19937::init_by_array(&key))
     }
 
     fn next_u32(&mut self) -> u32 {
-        if self.index >= 624 {
-            for k in 0..624 {
-                let y = (self.state[k] & 0x8000_0000) | (self.state[(k + 1) % 624] & 0x7fff_ffff);
-                let mut v = self.state[(k + 397) % 624] ^ (y >> 1);
-                if y & 1 != 0 {
-                    v ^= 0x9908_b0df;
-                }
-                self.state[k] = v;
-            }
-            self.index = 0;
-        }
-        let mut y = self.state[self.index];
-        self.index += 1;
-        y ^= y >> 11;
-        y ^= (y << 7) & 0x9d2c_5680;
-        y ^= (y << 15) & 0xefc6_0000;
-        y ^ (y >> 18)
+        self.0.next_u32()
     }
 
     /// `getrandbits(k)` for k ≤ 32: the top k bits of one output.
