@@ -58,7 +58,7 @@ fi
 
 stage tests-build cargo test --locked --workspace --all-targets --no-run
 stage "wait venvs" bg_join venvs
-stage tests cargo test --locked --workspace --lib --bins --tests -- --skip llamacpp::
+stage tests cargo test --locked --no-fail-fast --workspace --lib --bins --tests -- --skip llamacpp::
 # The criterion benches, one pass each (`--bench '*'`: `--benches` would run the unit tests again).
 stage benches cargo test --locked --workspace --bench '*'
 stage "wait llamacpp" bg_join llamacpp

@@ -73,12 +73,14 @@ impl Tool {
         }
     }
 
-    /// The file whose presence says the tool is there, relative to its path.
-    fn probe(self) -> &'static str {
+    /// The file whose presence says the tool is there: the tool's path itself for a file, else a
+    /// file under it.
+    fn probe(self) -> PathBuf {
+        let at = self.location();
         match self {
-            Tool::Dsv4Tokenizer => "",
-            Tool::Aiperf | Tool::Dynamo => "bin/python",
-            Tool::LlamaServer => "bin/llama-server",
+            Tool::Dsv4Tokenizer => at,
+            Tool::Aiperf | Tool::Dynamo => at.join("bin/python"),
+            Tool::LlamaServer => at.join("bin/llama-server"),
         }
     }
 
@@ -92,8 +94,7 @@ impl Tool {
 
     /// The tool's path when it is there.
     pub(crate) fn find(self) -> Option<PathBuf> {
-        let at = self.location();
-        at.join(self.probe()).is_file().then_some(at)
+        self.probe().is_file().then(|| self.location())
     }
 
     /// The tool's path; a missing tool fails the calling test with the command that sets it up.
@@ -110,7 +111,7 @@ impl Tool {
              a copy",
             self.what(),
             at.display(),
-            at.join(self.probe()).display(),
+            self.probe().display(),
             self.setup(),
             self.env()
         )
