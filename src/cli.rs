@@ -30,6 +30,38 @@ const EXIT_CODES: &str =
 2 usage or configuration error; 3 server not ready (or the --url host does not resolve); 124 --timeout-seconds expired; \
 130/143 interrupted by SIGINT/SIGTERM (partial artifacts written).";
 
+// Help headings, shared by every subcommand, so `replay`, `profile`, `collect` and `gate` group
+// the same flags under the same names. clap prints a command's headings in the order of their
+// first flag (hence the field order of ReplayArgs, ProfileArgs, CollectArgs and GateArgs: the
+// pipeline's, target to output), and a heading's flags in field order; `-h` and `-V` stay
+// under `Options:`. No heading holds more than 25 flags (tests/integration/docs.rs).
+const H_CURVE: &str = "Golden curve";
+const H_TARGET: &str = "Target";
+const H_INPUT: &str = "Input";
+const H_BODY: &str = "Sampling and request body";
+const H_LOAD: &str = "Load";
+const H_AGENTX: &str = "AgentX replay (--scenario)";
+const H_LIMITS: &str = "Timeouts and limits";
+const H_METRICS: &str = "Server metrics and acceptance";
+const H_TELEMETRY: &str = "GPU telemetry and energy";
+const H_OUTPUT: &str = "Output";
+const H_SWEEPS: &str = "Sweeps and repeated runs";
+const H_SEARCH: &str = "SLA search";
+const H_SERVE: &str = "Server cells (--serve-cmd)";
+const H_SIM: &str = "Embedded simulator (no URL given)";
+const H_RENDER: &str = "Render";
+const H_INJECT: &str = "Injection";
+const H_DRAIN: &str = "Drain wait";
+const H_CHARTS: &str = "Charts";
+const H_REPORT: &str = "Report";
+// `specperf sim`'s own.
+const H_SIM_SERVER: &str = "Listeners";
+const H_SIM_TIMING: &str = "Timing, KV cache and scheduling";
+const H_SIM_SPEC: &str = "Speculative decoding";
+const H_SIM_RESPONSES: &str = "Responses and /metrics";
+const H_SIM_FAULTS: &str = "Faults and rate limit";
+const H_SIM_GPUS: &str = "Simulated GPUs (DCGM page)";
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -107,113 +139,113 @@ only the cells not done.";
 #[derive(Debug, Args, Clone)]
 pub struct CollectArgs {
     /// The curve's top-level key in the YAML (e.g. deepseek-v4-pro).
-    #[arg(long)]
+    #[arg(long, help_heading = H_CURVE)]
     pub model_key: String,
 
     /// The golden YAML to write (InferenceX's `golden_al_distribution/<curve>.yaml` shape plus
     /// the `collection:` block).
-    #[arg(short = 'o', long)]
+    #[arg(short = 'o', long, help_heading = H_CURVE)]
     pub output: PathBuf,
+
+    /// The --serve-param that is the number of speculative tokens, the curve's key.
+    #[arg(long, default_value = "k", value_name = "NAME", help_heading = H_CURVE)]
+    pub draft_param: String,
+
+    /// Thinking modes to collect, in order (`off`, `on`).
+    #[arg(long, value_delimiter = ',', default_value = "off,on", help_heading = H_CURVE)]
+    pub thinking_modes: Vec<CollectMode>,
+
+    /// `chat_template_kwargs` of thinking_on, a JSON object.
+    #[arg(long, default_value = "{\"thinking\": true}", value_name = "JSON", help_heading = H_CURVE)]
+    pub chat_template_kwargs_on: String,
+
+    /// `chat_template_kwargs` of thinking_off, a JSON object. Default: none sent (InferenceX's
+    /// collector sends none), recorded as `{}` so the gate replays exactly that.
+    #[arg(long, value_name = "JSON", help_heading = H_CURVE)]
+    pub chat_template_kwargs_off: Option<String>,
+
+    /// The hardware and engine, for the header comment (`Measured on KEY (NOTE)`), e.g.
+    /// "B300, vLLM MTP".
+    #[arg(long, help_heading = H_CURVE)]
+    pub note: Option<String>,
+
+    /// Server base URL when the --serve-cmd template fixes the port (no `{port}`).
+    #[arg(short = 'u', long, help_heading = H_TARGET)]
+    pub url: Option<String>,
+
+    /// Model name sent in every request. Default: the first model listed by GET /v1/models.
+    #[arg(short = 'm', long, help_heading = H_TARGET)]
+    pub model: Option<String>,
+
+    /// Endpoint type.
+    #[arg(long, value_enum, default_value_t = EndpointType::Chat, help_heading = H_TARGET)]
+    pub endpoint_type: EndpointType,
+
+    /// The prepared SPEED-Bench file (e.g. qualitative.jsonl from NeMo-Skills' prepare.py).
+    #[arg(long, help_heading = H_INPUT)]
+    pub input_file: PathBuf,
+
+    /// The category replayed in every cell.
+    #[arg(long, default_value = "coding", help_heading = H_INPUT)]
+    pub category: String,
+
+    /// Shuffle seed of the prompts (CPython's, as vLLM's benchmark).
+    #[arg(long, default_value_t = 0, help_heading = H_INPUT)]
+    pub seed: u64,
+
+    /// Output tokens per request.
+    #[arg(long, visible_alias = "output-len", default_value_t = 4096, help_heading = H_INPUT)]
+    pub osl: u32,
+
+    /// Client-side renderer for `--endpoint-type completions`: dsv4, dsv41 or template:PATH
+    /// (chat requests are rendered by the server).
+    #[arg(long, default_value = "none", help_heading = H_INPUT)]
+    pub encoder: String,
+
+    /// Sampling temperature.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, help_heading = H_BODY)]
+    pub temperature: f64,
+
+    /// Sampling top_p (unset: not sent).
+    #[arg(long, allow_negative_numbers = true, help_heading = H_BODY)]
+    pub top_p: Option<f64>,
+
+    /// Sampling top_k (unset: not sent).
+    #[arg(long, allow_negative_numbers = true, help_heading = H_BODY)]
+    pub top_k: Option<i64>,
+
+    /// Requests in flight in each cell (InferenceX's collector: 1).
+    #[arg(long, default_value_t = 1, help_heading = H_LOAD)]
+    pub concurrency: u32,
+
+    /// Prompts of the category (default: all of them). The gate replays every prompt of the
+    /// category, so a number other than the category's size is refused.
+    #[arg(long, visible_alias = "request-count", help_heading = H_LOAD)]
+    pub num_prompts: Option<u32>,
+
+    /// A worker's Prometheus endpoint (repeatable) when the server's own /metrics is not the
+    /// one with the speculative counters.
+    #[arg(long, visible_alias = "metrics-url", num_args = 1.., action = clap::ArgAction::Append, help_heading = H_METRICS)]
+    pub server_metrics: Vec<String>,
+
+    /// Seconds to wait after each cell's last response for the counters to settle before the
+    /// final scrape (default: replay's; 0 for a server whose counters are exact at once).
+    #[arg(long, value_name = "SECONDS", help_heading = H_METRICS)]
+    pub metrics_settle_seconds: Option<f64>,
+
+    /// Where each cell's server log and run go, and `collect.json`. Default:
+    /// `artifacts/collect-<output's name without .yaml>`.
+    #[arg(long, help_heading = H_OUTPUT)]
+    pub artifact_dir: Option<PathBuf>,
+
+    /// Keep the cells done in --artifact-dir; run only the others.
+    #[arg(long, help_heading = H_OUTPUT)]
+    pub resume: bool,
 
     /// The server: `--serve-cmd` and `--serve-param` (one of them the draft length, see
     /// --draft-param), started and stopped once per cell.
     #[command(flatten)]
     pub serve: ServeArgs,
-
-    /// The --serve-param that is the number of speculative tokens, the curve's key.
-    #[arg(long, default_value = "k", value_name = "NAME")]
-    pub draft_param: String,
-
-    /// Server base URL when the --serve-cmd template fixes the port (no `{port}`).
-    #[arg(short = 'u', long)]
-    pub url: Option<String>,
-
-    /// Model name sent in every request. Default: the first model listed by GET /v1/models.
-    #[arg(short = 'm', long)]
-    pub model: Option<String>,
-
-    /// Thinking modes to collect, in order (`off`, `on`).
-    #[arg(long, value_delimiter = ',', default_value = "off,on")]
-    pub thinking_modes: Vec<CollectMode>,
-
-    /// `chat_template_kwargs` of thinking_on, a JSON object.
-    #[arg(long, default_value = "{\"thinking\": true}", value_name = "JSON")]
-    pub chat_template_kwargs_on: String,
-
-    /// `chat_template_kwargs` of thinking_off, a JSON object. Default: none sent (InferenceX's
-    /// collector sends none), recorded as `{}` so the gate replays exactly that.
-    #[arg(long, value_name = "JSON")]
-    pub chat_template_kwargs_off: Option<String>,
-
-    /// The prepared SPEED-Bench file (e.g. qualitative.jsonl from NeMo-Skills' prepare.py).
-    #[arg(long)]
-    pub input_file: PathBuf,
-
-    /// The category replayed in every cell.
-    #[arg(long, default_value = "coding")]
-    pub category: String,
-
-    /// Prompts of the category (default: all of them). The gate replays every prompt of the
-    /// category, so a number other than the category's size is refused.
-    #[arg(long, visible_alias = "request-count")]
-    pub num_prompts: Option<u32>,
-
-    /// Output tokens per request.
-    #[arg(long, visible_alias = "output-len", default_value_t = 4096)]
-    pub osl: u32,
-
-    /// Endpoint type.
-    #[arg(long, value_enum, default_value_t = EndpointType::Chat)]
-    pub endpoint_type: EndpointType,
-
-    /// Client-side renderer for `--endpoint-type completions`: dsv4, dsv41 or template:PATH
-    /// (chat requests are rendered by the server).
-    #[arg(long, default_value = "none")]
-    pub encoder: String,
-
-    /// Sampling temperature.
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    pub temperature: f64,
-
-    /// Sampling top_p (unset: not sent).
-    #[arg(long, allow_negative_numbers = true)]
-    pub top_p: Option<f64>,
-
-    /// Sampling top_k (unset: not sent).
-    #[arg(long, allow_negative_numbers = true)]
-    pub top_k: Option<i64>,
-
-    /// Requests in flight in each cell (InferenceX's collector: 1).
-    #[arg(long, default_value_t = 1)]
-    pub concurrency: u32,
-
-    /// Shuffle seed of the prompts (CPython's, as vLLM's benchmark).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-
-    /// A worker's Prometheus endpoint (repeatable) when the server's own /metrics is not the
-    /// one with the speculative counters.
-    #[arg(long, visible_alias = "metrics-url", num_args = 1.., action = clap::ArgAction::Append)]
-    pub server_metrics: Vec<String>,
-
-    /// Seconds to wait after each cell's last response for the counters to settle before the
-    /// final scrape (default: replay's; 0 for a server whose counters are exact at once).
-    #[arg(long, value_name = "SECONDS")]
-    pub metrics_settle_seconds: Option<f64>,
-
-    /// Where each cell's server log and run go, and `collect.json`. Default:
-    /// `artifacts/collect-<output's name without .yaml>`.
-    #[arg(long)]
-    pub artifact_dir: Option<PathBuf>,
-
-    /// Keep the cells done in --artifact-dir; run only the others.
-    #[arg(long)]
-    pub resume: bool,
-
-    /// The hardware and engine, for the header comment (`Measured on KEY (NOTE)`), e.g.
-    /// "B300, vLLM MTP".
-    #[arg(long)]
-    pub note: Option<String>,
 }
 
 /// A thinking mode of `collect`.
@@ -286,77 +318,77 @@ pub fn write_man_pages(dir: &std::path::Path) -> std::io::Result<Vec<PathBuf>> {
 /// (`config_invalid`), never a usage failure: the gate always writes its file.
 #[derive(Debug, Args)]
 pub struct GateArgs {
-    /// Server base URL. Default: http://localhost:$PORT.
-    #[arg(short = 'u', long)]
-    pub url: Option<String>,
-    /// Model name sent (MODEL_NAME, else MODEL; default: discovered from /v1/models).
-    #[arg(short = 'm', long, env = "MODEL_NAME")]
-    pub model: Option<String>,
-    /// Worker metrics endpoint (repeatable); else the InferenceX env chain
-    /// (SPEEDBENCH_DECODE_METRICS_URLS, ...), else http://0.0.0.0:$PORT/metrics.
-    #[arg(long, visible_alias = "metrics-url", num_args = 1.., action = clap::ArgAction::Append)]
-    pub server_metrics: Vec<String>,
     /// Golden curves: a directory of `<curve>.yaml` files, or one curve file.
-    #[arg(long, env = "AL_GATE_GOLDEN")]
+    #[arg(long, env = "AL_GATE_GOLDEN", help_heading = H_CURVE)]
     pub golden: Option<PathBuf>,
     /// Collection metadata for curves without a `collection:` block: a file, or a directory of
     /// `<curve>.yaml` files (the repository's `collections/`).
-    #[arg(long, env = "AL_GATE_COLLECTION_METADATA")]
+    #[arg(long, env = "AL_GATE_COLLECTION_METADATA", help_heading = H_CURVE)]
     pub collection_metadata: Option<PathBuf>,
     /// Model prefix of the curve, e.g. dsv4.
-    #[arg(long, env = "MODEL_PREFIX")]
+    #[arg(long, env = "MODEL_PREFIX", help_heading = H_CURVE)]
     pub model_prefix: Option<String>,
     /// Speculative method (mtp, eagle, dspark, ...; `none` skips the gate).
-    #[arg(long, env = "SPEC_DECODING")]
+    #[arg(long, env = "SPEC_DECODING", help_heading = H_CURVE)]
     pub spec_method: Option<String>,
     /// Draft model name or path (selects the GQA MiniMax curve).
-    #[arg(long, env = "DRAFT_MODEL")]
+    #[arg(long, env = "DRAFT_MODEL", help_heading = H_CURVE)]
     pub draft_model: Option<String>,
     /// vLLM draft_sample_method (Kimi-K3 DSpark curves).
-    #[arg(long, env = "DRAFT_SAMPLE_METHOD")]
+    #[arg(long, env = "DRAFT_SAMPLE_METHOD", help_heading = H_CURVE)]
     pub draft_sample_method: Option<String>,
     /// thinking_on or thinking_off (required).
-    #[arg(long, env = "THINKING_MODE")]
+    #[arg(long, env = "THINKING_MODE", help_heading = H_CURVE)]
     pub thinking_mode: Option<String>,
     /// Draft tokens per step, k (required).
-    #[arg(long, env = "NUM_SPEC_TOKENS")]
+    #[arg(long, env = "NUM_SPEC_TOKENS", help_heading = H_CURVE)]
     pub num_spec_tokens: Option<String>,
     /// Serving framework (vllm, sglang, trtllm, atom, tilert, dynamo-vllm, dynamo-sglang, dynamo-trtllm).
-    #[arg(long, env = "FRAMEWORK")]
+    #[arg(long, env = "FRAMEWORK", help_heading = H_CURVE)]
     pub framework: Option<String>,
     /// Dynamo's backend framework when --framework is `dynamo`.
-    #[arg(long, env = "DYNAMO_BACKEND_FRAMEWORK")]
+    #[arg(long, env = "DYNAMO_BACKEND_FRAMEWORK", help_heading = H_CURVE)]
     pub dynamo_backend: Option<String>,
-    /// Names the result: al_gate_<RESULT_FILENAME>.json and al_gate_<RESULT_FILENAME>_artifacts/
-    /// (required; a plain file name, no path, checked before anything runs).
-    #[arg(long, env = "RESULT_FILENAME")]
-    pub result_filename: Option<String>,
-    /// Directory of the result file (default: the current directory).
-    #[arg(long, env = "RESULT_DIR")]
-    pub result_dir: Option<PathBuf>,
-    /// Whole-gate budget, seconds (default 1800).
-    #[arg(long, env = "AL_GATE_TIMEOUT_S")]
-    pub timeout_seconds: Option<String>,
-    /// Wait after the last response before the after-scrape, seconds (default 10).
-    #[arg(long, env = "AL_GATE_SETTLE_S")]
-    pub settle_seconds: Option<String>,
-    /// Requests in flight (default 64).
-    #[arg(long, env = "AL_GATE_CONCURRENCY")]
-    pub concurrency: Option<String>,
-    /// Decode engines (DP ranks × workers) the metrics must cover (Dynamo vLLM leader-only check).
-    #[arg(long, env = "AL_GATE_EXPECTED_ENGINES")]
-    pub expected_engines: Option<String>,
+    /// Server base URL. Default: http://localhost:$PORT.
+    #[arg(short = 'u', long, help_heading = H_TARGET)]
+    pub url: Option<String>,
+    /// Model name sent (MODEL_NAME, else MODEL; default: discovered from /v1/models).
+    #[arg(short = 'm', long, env = "MODEL_NAME", help_heading = H_TARGET)]
+    pub model: Option<String>,
+    /// Server port for the default URL and metrics endpoint.
+    #[arg(long, env = "PORT", help_heading = H_TARGET)]
+    pub port: Option<String>,
     /// Prompts file (prepared SPEED-Bench `qualitative.jsonl`).
-    #[arg(long)]
+    #[arg(long, help_heading = H_INPUT)]
     pub input_file: Option<PathBuf>,
     /// Directory holding `qualitative.jsonl` (the prompts cache).
-    #[arg(long, env = "SPEEDBENCH_DIR")]
+    #[arg(long, env = "SPEEDBENCH_DIR", help_heading = H_INPUT)]
     pub speedbench_dir: Option<PathBuf>,
-    /// Server port for the default URL and metrics endpoint.
-    #[arg(long, env = "PORT")]
-    pub port: Option<String>,
+    /// Requests in flight (default 64).
+    #[arg(long, env = "AL_GATE_CONCURRENCY", help_heading = H_LOAD)]
+    pub concurrency: Option<String>,
+    /// Whole-gate budget, seconds (default 1800).
+    #[arg(long, env = "AL_GATE_TIMEOUT_S", help_heading = H_LIMITS)]
+    pub timeout_seconds: Option<String>,
+    /// Worker metrics endpoint (repeatable); else the InferenceX env chain
+    /// (SPEEDBENCH_DECODE_METRICS_URLS, ...), else http://0.0.0.0:$PORT/metrics.
+    #[arg(long, visible_alias = "metrics-url", num_args = 1.., action = clap::ArgAction::Append, help_heading = H_METRICS)]
+    pub server_metrics: Vec<String>,
+    /// Wait after the last response before the after-scrape, seconds (default 10).
+    #[arg(long, env = "AL_GATE_SETTLE_S", help_heading = H_METRICS)]
+    pub settle_seconds: Option<String>,
+    /// Decode engines (DP ranks × workers) the metrics must cover (Dynamo vLLM leader-only check).
+    #[arg(long, env = "AL_GATE_EXPECTED_ENGINES", help_heading = H_METRICS)]
+    pub expected_engines: Option<String>,
+    /// Names the result: al_gate_<RESULT_FILENAME>.json and al_gate_<RESULT_FILENAME>_artifacts/
+    /// (required; a plain file name, no path, checked before anything runs).
+    #[arg(long, env = "RESULT_FILENAME", help_heading = H_OUTPUT)]
+    pub result_filename: Option<String>,
+    /// Directory of the result file (default: the current directory).
+    #[arg(long, env = "RESULT_DIR", help_heading = H_OUTPUT)]
+    pub result_dir: Option<PathBuf>,
     /// Exit 1 unless the verdict is pass (default: always 0, the gate is report-only).
-    #[arg(long)]
+    #[arg(long, help_heading = H_OUTPUT)]
     pub strict: bool,
 }
 
@@ -368,11 +400,11 @@ pub struct GateSummaryArgs {
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Also write the JSON roll-up here.
-    #[arg(long)]
+    #[arg(long, help_heading = H_OUTPUT)]
     pub json: Option<PathBuf>,
     /// Exit 1 when a file is unreadable (default: it is listed after the table and the rest is
     /// still summarised, exit 0).
-    #[arg(long)]
+    #[arg(long, help_heading = H_OUTPUT)]
     pub strict: bool,
 }
 
@@ -510,12 +542,12 @@ fn render_arg(a: clap::Arg) -> clap::Arg {
 pub struct RenderArgs {
     /// Requests to print (the first N of the collection, in replay order); `--request-count`
     /// means the same. Default 3.
-    #[arg(long)]
+    #[arg(long, help_heading = H_RENDER)]
     pub count: Option<usize>,
 
     /// Run an encoder vector file in the shared format instead (JSONL with id, encoder, level,
     /// input, expected); prints a diff per failure and `N passed, M failed`; exit 1 on any failure.
-    #[arg(long)]
+    #[arg(long, help_heading = H_RENDER)]
     pub check_vectors: Option<PathBuf>,
 
     /// The collection and rendering flags, as for `replay`.
@@ -573,7 +605,7 @@ pub struct MergeArgs {
 
     /// Where to write the merged records.jsonl, summary.json and console.txt. Default: `merged/`
     /// beside the first directory.
-    #[arg(short = 'o', long)]
+    #[arg(short = 'o', long, help_heading = H_OUTPUT)]
     pub output: Option<PathBuf>,
 }
 
@@ -593,15 +625,15 @@ pub struct PlotArgs {
 
     /// Where to write the charts and report.html (default: `<DIR>/plots`; for sweeps compared,
     /// `<first DIR>/compare`).
-    #[arg(long)]
+    #[arg(long, help_heading = H_CHARTS)]
     pub output: Option<PathBuf>,
 
     /// Golden acceptance length, drawn on the AL-over-time chart with the gate's ±5% band.
-    #[arg(long)]
+    #[arg(long, help_heading = H_CHARTS)]
     pub golden_al: Option<f64>,
 
     /// Also write PNG versions of the charts (on by default; `--png false` for SVG only).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", help_heading = H_CHARTS)]
     pub png: bool,
 }
 
@@ -643,23 +675,23 @@ pub struct SpeedBenchReportArgs {
 
     /// Where to write the matrix CSV. With --baseline, speed_bench_speedup.csv and
     /// speed_bench_speedup.svg go in the same directory.
-    #[arg(long, value_name = "FILE", default_value = "speed_bench_report.csv")]
+    #[arg(long, value_name = "FILE", default_value = "speed_bench_report.csv", help_heading = H_REPORT)]
     pub output: PathBuf,
 
     /// Print the table, write the CSV, or both (with --baseline: the speedup tables and
     /// speed_bench_speedup.csv alike; the chart is written in every case).
-    #[arg(long, value_enum, default_value_t = SpeedBenchFormat::Both)]
+    #[arg(long, value_enum, default_value_t = SpeedBenchFormat::Both, help_heading = H_REPORT)]
     pub format: SpeedBenchFormat,
 
     /// What each cell holds.
-    #[arg(long, value_enum, default_value_t = SpeedBenchMetric::AcceptLength)]
+    #[arg(long, value_enum, default_value_t = SpeedBenchMetric::AcceptLength, help_heading = H_REPORT)]
     pub metric: SpeedBenchMetric,
 
     /// Runs of the same prompts without speculative decoding (a run, a directory of runs, or a
     /// sweep directory): adds the output-throughput and TPOT speedup of each cell (model ×
     /// category × concurrency) as tables, speed_bench_speedup.csv and a chart against
     /// concurrency, speed_bench_speedup.svg.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = H_REPORT)]
     pub baseline: Option<PathBuf>,
 }
 
@@ -704,32 +736,32 @@ SIGINT/SIGTERM (the outcome is still written).";
 pub struct DrainArgs {
     /// Frontend base URL (a Dynamo frontend, a router, or a single engine): its /metrics is
     /// polled too (`http://` added when no scheme).
-    #[arg(short = 'u', long)]
+    #[arg(short = 'u', long, help_heading = H_DRAIN)]
     pub url: Option<String>,
 
     /// Prometheus endpoint of a worker (repeatable; every worker of the deployment).
     /// `host:port`, a bare port, or a URL; `/metrics` is appended when the URL has no metrics
     /// path. Without it: the same environment as replay's --server-metrics
     /// (AIPERF_SERVER_METRICS_URLS, ...).
-    #[arg(long, visible_alias = "metrics-url", num_args = 1.., action = clap::ArgAction::Append)]
+    #[arg(long, visible_alias = "metrics-url", num_args = 1.., action = clap::ArgAction::Append, help_heading = H_DRAIN)]
     pub server_metrics: Vec<String>,
 
     /// Seconds between polls.
-    #[arg(long, env = "AIPERF_DRAIN_POLL_SECONDS", default_value_t = 10.0)]
+    #[arg(long, env = "AIPERF_DRAIN_POLL_SECONDS", default_value_t = 10.0, help_heading = H_DRAIN)]
     pub poll_interval_seconds: f64,
 
     /// Consecutive polls with nothing running or waiting anywhere that count as drained. A failed
     /// poll of any endpoint starts the count again.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, help_heading = H_DRAIN)]
     pub idle_polls: u32,
 
     /// Longest wait, seconds; exit 124 when the servers are still busy then.
-    #[arg(long, env = "AIPERF_DRAIN_TIMEOUT_SECONDS", default_value_t = 1800.0)]
+    #[arg(long, env = "AIPERF_DRAIN_TIMEOUT_SECONDS", default_value_t = 1800.0, help_heading = H_DRAIN)]
     pub max_wait_seconds: f64,
 
     /// Write the outcome (reason, polls, seconds waited, the largest queue seen, each endpoint's
     /// last reading) to this JSON file.
-    #[arg(short = 'o', long)]
+    #[arg(short = 'o', long, help_heading = H_DRAIN)]
     pub output: Option<PathBuf>,
 }
 
@@ -738,45 +770,58 @@ pub struct DrainArgs {
 pub struct ReplayArgs {
     /// Server base URL (`http://` added when no scheme). Without it, the built-in simulator is
     /// started on loopback and the bundled collection is replayed against it.
-    #[arg(short = 'u', long)]
+    #[arg(short = 'u', long, help_heading = H_TARGET)]
     pub url: Option<String>,
 
     /// Model name sent in every request. Default: the first model listed by GET /v1/models.
-    #[arg(short = 'm', long)]
+    #[arg(short = 'm', long, help_heading = H_TARGET)]
     pub model: Option<String>,
 
     /// Endpoint type.
-    #[arg(long, value_enum, default_value_t = EndpointType::Chat)]
+    #[arg(long, value_enum, default_value_t = EndpointType::Chat, help_heading = H_TARGET)]
     pub endpoint_type: EndpointType,
 
     /// Custom endpoint path (default: /v1/chat/completions or /v1/completions).
-    #[arg(long, visible_alias = "custom-endpoint")]
+    #[arg(long, visible_alias = "custom-endpoint", help_heading = H_TARGET)]
     pub endpoint: Option<String>,
 
     /// Stream responses (SSE). On by default; `--streaming false` for non-streaming requests
     /// (no token timing then: TTFT, ITL, TPOT and the other per-token metrics are left out of
     /// every report; latency and throughputs remain).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", help_heading = H_TARGET)]
     pub streaming: bool,
 
-    /// Requests kept in flight (closed loop; default 64). With --request-rate: a cap on requests
-    /// in flight (arrivals wait for a free slot, which shows as schedule lag).
-    /// A comma list (`8,16,32`) is a sweep: one run per value, see "Sweeps" below.
-    #[arg(long, visible_alias = "max-concurrency", allow_negative_numbers = true)]
-    pub concurrency: Option<List<usize>>,
+    /// Extra HTTP header `Name:Value` (repeatable).
+    #[arg(short = 'H', long = "header", num_args = 1.., action = clap::ArgAction::Append, help_heading = H_TARGET)]
+    pub headers: Vec<String>,
 
-    /// Load shape: open loop, duration, warmup, ramp-up, shards.
-    #[command(flatten)]
-    pub load: LoadArgs,
+    /// Bearer token for `Authorization`. Prefer the environment variable so it stays out of shell history.
+    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true, help_heading = H_TARGET)]
+    pub api_key: Option<String>,
 
-    /// Requests to send. Default: each sample of the collection once. More than the collection
-    /// cycles through it again (reported as dataset reuse).
-    /// A comma list is a sweep.
-    #[arg(long, visible_aliases = ["num-requests", "num-prompts"], allow_negative_numbers = true)]
-    pub request_count: Option<List<u64>>,
+    /// Extra CA certificates (PEM) to trust for https URLs, besides the built-in web roots.
+    #[arg(long, help_heading = H_TARGET)]
+    pub ca_file: Option<PathBuf>,
+
+    /// Do not verify the server's TLS certificate (a test server with a self-signed certificate).
+    /// Anyone on the path can then read and alter the traffic, API key included; a warning goes
+    /// to stderr and into summary.json. Prefer --ca-file.
+    #[arg(long, help_heading = H_TARGET)]
+    pub insecure: bool,
+
+    /// HTTP version: auto (HTTP/1.1, ALPN on TLS), http1, http2 (h2c prior knowledge on http://).
+    #[arg(long, value_enum, default_value_t = HttpVersion::Auto, help_heading = H_TARGET)]
+    pub http: HttpVersion,
+
+    /// Connection reuse (AIPerf's flag): pooled keeps connections open across requests; never
+    /// opens a fresh one per request. Either way, a request whose reused connection closes before
+    /// any response byte (llama-server closes after a stream while advertising keep-alive) is
+    /// sent once more on a fresh connection, and counted as retried.
+    #[arg(long, value_enum, default_value_t = ConnectionReuse::Pooled, help_heading = H_TARGET)]
+    pub connection_reuse_strategy: ConnectionReuse,
 
     /// Prompt collection file. Default: the bundled SPEED-Bench-format collection.
-    #[arg(long)]
+    #[arg(long, help_heading = H_INPUT)]
     pub input_file: Option<PathBuf>,
 
     /// Format of --input-file (default speed_bench; needs --input-file). AIPerf's SPEED-Bench
@@ -784,22 +829,22 @@ pub struct ReplayArgs {
     /// `speed_bench_qualitative`, `speed_bench_<category>` (e.g. `speed_bench_coding`),
     /// `speed_bench_throughput_<N>k` and `speed_bench_throughput_<N>k_<tier>` (N 1, 2, 8, 16, 32;
     /// tier low_entropy, mixed, high_entropy).
-    #[arg(long, value_parser = crate::dataset::DatasetTypeParser)]
+    #[arg(long, value_parser = crate::dataset::DatasetTypeParser, help_heading = H_INPUT)]
     pub custom_dataset_type: Option<crate::dataset::DatasetType>,
 
     /// SPEED-Bench: keep only rows of this category or tier (exact, case-sensitive), e.g.
     /// `coding` or `mixed`. A comma list, or `all` (every one in the file), runs them one after
     /// another, each in its own directory under --artifact-dir with the drain wait between, so
     /// each gets the counters' acceptance length (servers without per-request figures).
-    #[arg(long)]
+    #[arg(long, help_heading = H_INPUT)]
     pub category: Option<String>,
 
     /// SPEED-Bench: shuffle seed (CPython random.seed + shuffle, as vLLM and the golden curves).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, help_heading = H_INPUT)]
     pub seed: u64,
 
     /// SPEED-Bench: keep file order instead of shuffling.
-    #[arg(long)]
+    #[arg(long, help_heading = H_INPUT)]
     pub no_shuffle: bool,
 
     /// Output tokens per request (`max_completion_tokens` for chat, `max_tokens` for completions).
@@ -808,7 +853,8 @@ pub struct ReplayArgs {
     #[arg(
         long,
         visible_alias = "output-tokens-mean",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        help_heading = H_INPUT
     )]
     pub osl: Option<List<u32>>,
 
@@ -816,38 +862,39 @@ pub struct ReplayArgs {
     /// serving wrappers, byte-exact with vLLM's), `template:PATH` (a Hugging Face chat template:
     /// model directory, tokenizer_config.json or .jinja file), or `none` (the text as written).
     /// Chat requests always carry the messages and the server renders them.
-    #[arg(long, default_value = "none")]
+    #[arg(long, default_value = "none", help_heading = H_INPUT)]
     pub encoder: String,
 
     /// `chat_template_kwargs` as a JSON object: sent with chat requests, passed to the encoder for
     /// completions (e.g. '{"thinking": true, "reasoning_effort": "high"}').
-    #[arg(long)]
+    #[arg(long, help_heading = H_INPUT)]
     pub chat_template_kwargs: Option<String>,
 
     /// Send every user turn of a SPEED-Bench row as a session (each turn after the previous
     /// response). Default: the first user turn only, as `vllm bench serve` does.
-    #[arg(long)]
+    #[arg(long, help_heading = H_INPUT)]
     pub all_turns: bool,
 
     /// Break acceptance down by this field of each row (SPEED-Bench, single_turn and multi_turn
     /// collections). Default: SPEED-Bench's `category`. Rows without the field are in no group.
-    #[arg(long, value_name = "FIELD")]
+    #[arg(long, value_name = "FIELD", help_heading = H_INPUT)]
     pub group_by: Option<String>,
 
     /// Local tokenizer (`tokenizer.json` or a model directory) for client-side input token counts
     /// and synthetic prompts. Never downloaded.
-    #[arg(long)]
+    #[arg(long, help_heading = H_INPUT)]
     pub tokenizer: Option<PathBuf>,
 
     /// Generate prompts instead of reading a file: --isl tokens each (needs --tokenizer).
-    #[arg(long, conflicts_with = "input_file")]
+    #[arg(long, conflicts_with = "input_file", help_heading = H_INPUT)]
     pub synthetic: bool,
 
     /// Synthetic: mean input length, tokens. A comma list is a sweep.
     #[arg(
         long,
         visible_alias = "synthetic-input-tokens-mean",
-        default_value_t = List(vec![550])
+        default_value_t = List(vec![550]),
+        help_heading = H_INPUT
     )]
     pub isl: List<u32>,
 
@@ -855,142 +902,138 @@ pub struct ReplayArgs {
     #[arg(
         long,
         visible_alias = "synthetic-input-tokens-stddev",
-        default_value_t = 0.0
+        default_value_t = 0.0,
+        help_heading = H_INPUT
     )]
     pub isl_stddev: f64,
 
     /// Synthetic: standard deviation of the output length around --osl, tokens.
-    #[arg(long, visible_alias = "output-tokens-stddev", default_value_t = 0.0)]
+    #[arg(long, visible_alias = "output-tokens-stddev", default_value_t = 0.0, help_heading = H_INPUT)]
     pub osl_stddev: f64,
 
     /// Synthetic: number of distinct prompts (default 100). AgentX: keep the first N traces
     /// that fit --max-context-length (default: all).
-    #[arg(long)]
+    #[arg(long, help_heading = H_INPUT)]
     pub num_dataset_entries: Option<usize>,
 
     /// Sampling: `temperature` (sent only when given).
-    #[arg(long)]
+    #[arg(long, help_heading = H_BODY)]
     pub temperature: Option<f64>,
     /// Sampling: `top_p` (sent only when given).
-    #[arg(long)]
+    #[arg(long, help_heading = H_BODY)]
     pub top_p: Option<f64>,
     /// Sampling: `top_k` (sent only when given).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, help_heading = H_BODY)]
     pub top_k: Option<i64>,
     /// Sampling: `min_p` (sent only when given).
-    #[arg(long)]
+    #[arg(long, help_heading = H_BODY)]
     pub min_p: Option<f64>,
     /// Sampling: `presence_penalty` (sent only when given).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, help_heading = H_BODY)]
     pub presence_penalty: Option<f64>,
     /// Sampling: `frequency_penalty` (sent only when given).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, help_heading = H_BODY)]
     pub frequency_penalty: Option<f64>,
     /// Sampling: `repetition_penalty` (sent only when given).
-    #[arg(long)]
+    #[arg(long, help_heading = H_BODY)]
     pub repetition_penalty: Option<f64>,
 
     /// Send `max_tokens` instead of `max_completion_tokens` on chat.
-    #[arg(long)]
+    #[arg(long, help_heading = H_BODY)]
     pub use_legacy_max_tokens: bool,
 
     /// Ask for cumulative usage on every chunk (`stream_options.continuous_usage_stats`), for exact
     /// per-chunk token counts and token-weighted ITL. A server that ignores it (llama.cpp) is
     /// warned about once; its tokens are then counted from the final usage.
-    #[arg(long)]
+    #[arg(long, help_heading = H_BODY)]
     pub per_chunk_usage: bool,
 
     /// Extra body fields, `key:value` (value parsed as JSON when it parses, else a string), or one
     /// JSON object. Repeatable; merged into every request body, overriding. Fields specperf owns
     /// are refused: `stream` (--streaming), `stream_options` (--per-chunk-usage), `model`
     /// (--model), `messages` and `prompt` (--input-file).
-    #[arg(long, num_args = 1.., action = clap::ArgAction::Append)]
+    #[arg(long, num_args = 1.., action = clap::ArgAction::Append, help_heading = H_BODY)]
     pub extra_inputs: Vec<String>,
 
-    /// Extra HTTP header `Name:Value` (repeatable).
-    #[arg(short = 'H', long = "header", num_args = 1.., action = clap::ArgAction::Append)]
-    pub headers: Vec<String>,
+    /// Requests kept in flight (closed loop; default 64). With --request-rate: a cap on requests
+    /// in flight (arrivals wait for a free slot, which shows as schedule lag).
+    /// A comma list (`8,16,32`) is a sweep: one run per value, see "Sweeps" below.
+    #[arg(long, visible_alias = "max-concurrency", allow_negative_numbers = true, help_heading = H_LOAD)]
+    pub concurrency: Option<List<usize>>,
 
-    /// Bearer token for `Authorization`. Prefer the environment variable so it stays out of shell history.
-    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
-    pub api_key: Option<String>,
+    /// Requests to send. Default: each sample of the collection once. More than the collection
+    /// cycles through it again (reported as dataset reuse).
+    /// A comma list is a sweep.
+    #[arg(long, visible_aliases = ["num-requests", "num-prompts"], allow_negative_numbers = true, help_heading = H_LOAD)]
+    pub request_count: Option<List<u64>>,
 
-    /// Extra CA certificates (PEM) to trust for https URLs, besides the built-in web roots.
-    #[arg(long)]
-    pub ca_file: Option<PathBuf>,
+    /// Load shape: open loop, duration, warmup, ramp-up, shards.
+    #[command(flatten)]
+    pub load: LoadArgs,
 
-    /// Do not verify the server's TLS certificate (a test server with a self-signed certificate).
-    /// Anyone on the path can then read and alter the traffic, API key included; a warning goes
-    /// to stderr and into summary.json. Prefer --ca-file.
-    #[arg(long)]
-    pub insecure: bool,
+    /// The AgentX replay (`--scenario agentx`).
+    #[command(flatten)]
+    pub agentx: AgentxArgs,
 
-    /// HTTP version: auto (HTTP/1.1, ALPN on TLS), http1, http2 (h2c prior knowledge on http://).
-    #[arg(long, value_enum, default_value_t = HttpVersion::Auto)]
-    pub http: HttpVersion,
+    /// Limit on TCP connect plus TLS handshake, seconds.
+    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true, help_heading = H_LIMITS)]
+    pub connect_timeout_seconds: f64,
 
-    /// Connection reuse (AIPerf's flag): pooled keeps connections open across requests; never
-    /// opens a fresh one per request. Either way, a request whose reused connection closes before
-    /// any response byte (llama-server closes after a stream while advertising keep-alive) is
-    /// sent once more on a fresh connection, and counted as retried.
-    #[arg(long, value_enum, default_value_t = ConnectionReuse::Pooled)]
-    pub connection_reuse_strategy: ConnectionReuse,
+    /// Limit from sending a request to its first content or reasoning token, seconds.
+    #[arg(long, default_value_t = 600.0, allow_negative_numbers = true, help_heading = H_LIMITS)]
+    pub ttft_timeout_seconds: f64,
+
+    /// Limit on silence between SSE events once tokens flow, seconds.
+    #[arg(long, default_value_t = 120.0, allow_negative_numbers = true, help_heading = H_LIMITS)]
+    pub idle_timeout_seconds: f64,
+
+    /// Limit on one whole request, seconds (AIPerf's default).
+    #[arg(long, default_value_t = 21600.0, allow_negative_numbers = true, help_heading = H_LIMITS)]
+    pub request_timeout_seconds: f64,
+
+    /// Deadline for the whole run, seconds; in-flight requests are then cancelled, artifacts are
+    /// written and the exit code is 124.
+    #[arg(long, default_value_t = 86400.0, allow_negative_numbers = true, help_heading = H_LIMITS)]
+    pub timeout_seconds: f64,
+
+    /// Stop the run (exit 1) when no request finishes for this long, seconds.
+    #[arg(long, default_value_t = 300.0, allow_negative_numbers = true, help_heading = H_LIMITS)]
+    pub stall_timeout_seconds: f64,
+
+    /// Wait up to this long for the server to answer GET /v1/models before starting, seconds
+    /// (0: one attempt).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, help_heading = H_LIMITS)]
+    pub wait_for_model_timeout: f64,
+
+    /// Exit 1 when more than this fraction of requests fail.
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true, help_heading = H_LIMITS)]
+    pub failed_request_threshold: f64,
+
+    /// Largest SSE event (or non-streaming body) accepted, bytes.
+    #[arg(long, default_value_t = 4 << 20, help_heading = H_LIMITS)]
+    pub max_event_bytes: usize,
 
     /// Send a request answered 429 (rate limited) again, up to N times, after the server's
     /// Retry-After (1 s without one, at most 60 s), while its first-token deadline allows; each
     /// is counted as retried and the wait is part of its latency. Default 0: a 429 is recorded as
     /// an http_status failure.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(long, default_value_t = 0, value_name = "N", help_heading = H_LIMITS)]
     pub rate_limit_retries: u32,
-
-    /// Limit on TCP connect plus TLS handshake, seconds.
-    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
-    pub connect_timeout_seconds: f64,
-
-    /// Limit from sending a request to its first content or reasoning token, seconds.
-    #[arg(long, default_value_t = 600.0, allow_negative_numbers = true)]
-    pub ttft_timeout_seconds: f64,
-
-    /// Limit on silence between SSE events once tokens flow, seconds.
-    #[arg(long, default_value_t = 120.0, allow_negative_numbers = true)]
-    pub idle_timeout_seconds: f64,
-
-    /// Limit on one whole request, seconds (AIPerf's default).
-    #[arg(long, default_value_t = 21600.0, allow_negative_numbers = true)]
-    pub request_timeout_seconds: f64,
-
-    /// Deadline for the whole run, seconds; in-flight requests are then cancelled, artifacts are
-    /// written and the exit code is 124.
-    #[arg(long, default_value_t = 86400.0, allow_negative_numbers = true)]
-    pub timeout_seconds: f64,
-
-    /// Stop the run (exit 1) when no request finishes for this long, seconds.
-    #[arg(long, default_value_t = 300.0, allow_negative_numbers = true)]
-    pub stall_timeout_seconds: f64,
-
-    /// Wait up to this long for the server to answer GET /v1/models before starting, seconds
-    /// (0: one attempt).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub wait_for_model_timeout: f64,
-
-    /// Exit 1 when more than this fraction of requests fail.
-    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
-    pub failed_request_threshold: f64,
-
-    /// Largest SSE event (or non-streaming body) accepted, bytes.
-    #[arg(long, default_value_t = 4 << 20)]
-    pub max_event_bytes: usize,
 
     /// Metrics scraping and acceptance length.
     #[command(flatten)]
     pub scrape: ScrapeArgs,
+
+    /// GPU telemetry and energy per token.
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
 
     /// Artifact directory: records.jsonl, summary.json, console.txt, AIPerf's profile_export.jsonl,
     /// profile_export_aiperf.{json,csv}, server_metrics_export.json and inputs.json. Default:
     /// `artifacts/<model>-<endpoint>-concurrency<N>` (open loop: `-rate<R>[-concurrency<N>]`).
     /// An earlier run found there is moved aside to
     /// `<dir>.prev-<unix seconds>` (said in the warnings).
-    #[arg(long, visible_alias = "output-artifact-dir")]
+    #[arg(long, visible_alias = "output-artifact-dir", help_heading = H_OUTPUT)]
     pub artifact_dir: Option<PathBuf>,
 
     /// Goodput objectives, `TAG:VALUE` separated by spaces or repeated: a request is good when it
@@ -998,36 +1041,28 @@ pub struct ReplayArgs {
     /// `inter_token_latency` (ms), `e2el` / `request_latency` (ms), at most the value;
     /// `output_token_throughput_per_user` (tokens/s), at least the value. A request without the
     /// metric (ITL of a one-token answer) is not good.
-    #[arg(long, num_args = 1.., action = clap::ArgAction::Append, value_name = "TAG:VALUE")]
+    #[arg(long, num_args = 1.., action = clap::ArgAction::Append, value_name = "TAG:VALUE", help_heading = H_OUTPUT)]
     pub goodput: Vec<String>,
 
     /// InferenceX: also write the benchmark_serving-style raw throughput JSON `<NAME>.json`
     /// (a file name, not a path; a trailing `.json` is not doubled).
-    #[arg(long, env = "RESULT_FILENAME", value_name = "NAME")]
+    #[arg(long, env = "RESULT_FILENAME", value_name = "NAME", help_heading = H_OUTPUT)]
     pub result_filename: Option<String>,
 
     /// Directory for `<RESULT_FILENAME>.json` (default: the artifact directory). Created and
     /// checked writable before the first request, as --artifact-dir is (exit 2 if not).
-    #[arg(long, env = "RESULT_DIR")]
+    #[arg(long, env = "RESULT_DIR", help_heading = H_OUTPUT)]
     pub result_dir: Option<PathBuf>,
 
     /// Live display on stderr: `simple` is a progress bar when stderr is a terminal, else a plain
     /// line every --progress-interval seconds; `none` prints nothing until the final table.
     /// AIPerf's `dashboard` means `simple`.
-    #[arg(long, value_enum, default_value_t = Ui::Simple)]
+    #[arg(long, value_enum, default_value_t = Ui::Simple, help_heading = H_OUTPUT)]
     pub ui: Ui,
 
     /// Seconds between plain progress lines when stderr is not a terminal (0: none).
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, help_heading = H_OUTPUT)]
     pub progress_interval: f64,
-
-    /// Settings of the embedded simulator (used only without --url).
-    #[command(flatten)]
-    pub sim: EmbeddedSimArgs,
-
-    /// The AgentX replay (`--scenario agentx`).
-    #[command(flatten)]
-    pub agentx: AgentxArgs,
 
     /// Sweeps, repeated runs and SLA search.
     #[command(flatten)]
@@ -1037,13 +1072,14 @@ pub struct ReplayArgs {
     #[command(flatten)]
     pub serve: ServeArgs,
 
-    /// GPU telemetry and energy per token.
+    /// Settings of the embedded simulator (used only without --url).
     #[command(flatten)]
-    pub telemetry: TelemetryArgs,
+    pub sim: EmbeddedSimArgs,
 }
 
 /// GPU telemetry and energy per token over the profiling window.
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = H_TELEMETRY)]
 pub struct TelemetryArgs {
     /// Read GPU power, energy counters, utilisation, memory and clocks during the run, and report
     /// energy per token over exactly the profiling window (AIPerf's flag). SOURCE: DCGM exporter
@@ -1087,6 +1123,7 @@ pub enum Scenario {
 /// The AgentX replay's flags (AIPerf's names), shared by `replay --scenario agentx` and
 /// `profile`.
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = H_AGENTX)]
 pub struct AgentxArgs {
     /// Replay AgentX traces (see `specperf profile --help`); --input-file or --public-dataset
     /// gives the traces, --tokenizer cuts the prompts.
@@ -1192,116 +1229,116 @@ AIPERF_DATASET_WEKA_LIVE_ASSISTANT_RESPONSES=1 is not supported. Exit codes as f
 #[derive(Debug, Args, Clone)]
 pub struct ProfileArgs {
     /// Server base URL.
-    #[arg(short = 'u', long)]
+    #[arg(short = 'u', long, help_heading = H_TARGET)]
     pub url: Option<String>,
 
+    /// Model name sent in every request (default: the first model of GET /v1/models).
+    #[arg(short = 'm', long, visible_alias = "model-names", help_heading = H_TARGET)]
+    pub model: Option<String>,
+
     /// Endpoint path (default /v1/chat/completions).
-    #[arg(long, visible_alias = "custom-endpoint")]
+    #[arg(long, visible_alias = "custom-endpoint", help_heading = H_TARGET)]
     pub endpoint: Option<String>,
 
     /// Endpoint type (AgentX sends chat requests).
-    #[arg(long, value_enum, default_value_t = EndpointType::Chat)]
+    #[arg(long, value_enum, default_value_t = EndpointType::Chat, help_heading = H_TARGET)]
     pub endpoint_type: EndpointType,
 
     /// Stream responses (required by the scenario; on by default).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", help_heading = H_TARGET)]
     pub streaming: bool,
 
-    /// Model name sent in every request (default: the first model of GET /v1/models).
-    #[arg(short = 'm', long, visible_alias = "model-names")]
-    pub model: Option<String>,
+    /// Extra HTTP header `Name:Value` (repeatable).
+    #[arg(short = 'H', long = "header", num_args = 1.., action = clap::ArgAction::Append, help_heading = H_TARGET)]
+    pub headers: Vec<String>,
 
-    /// Tokenizer the prompts are cut with: a `tokenizer.json`, a model directory, or a Hugging
-    /// Face model id whose snapshot is in the hub cache (never downloaded).
-    #[arg(long)]
-    pub tokenizer: Option<PathBuf>,
-
-    /// Session trees replayed at once (one per lane; subagents add requests in flight). A comma
-    /// list is a sweep (one AgentX run per value).
-    #[arg(long, allow_negative_numbers = true)]
-    pub concurrency: Option<List<usize>>,
-
-    /// Profiling length, seconds (scenario: at least 900, default 1800).
-    #[arg(long, allow_negative_numbers = true)]
-    pub benchmark_duration: Option<f64>,
-
-    /// After --benchmark-duration, wait this long for requests in flight, then cancel them.
-    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
-    pub benchmark_grace_period: f64,
-
-    /// Seed of the t* draws and prompt blocks (default 0).
-    #[arg(long)]
-    pub random_seed: Option<u64>,
-
-    /// Live threshold: when more than this fraction of profiling requests fail (checked once
-    /// max(concurrency, 10) have finished), the run stops and exits 1. Default: none.
-    #[arg(long, allow_negative_numbers = true)]
-    pub failed_request_threshold: Option<f64>,
-
-    /// Extra body fields, `key:value` or a JSON object (as for replay).
-    #[arg(long, num_args = 1.., action = clap::ArgAction::Append)]
-    pub extra_inputs: Vec<String>,
-
-    /// Keep the first N traces that fit --max-context-length (default: all).
-    #[arg(long)]
-    pub num_dataset_entries: Option<usize>,
-
-    /// Timeslice length of the server-metrics export, seconds.
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    pub slice_duration: f64,
-
-    /// More Prometheus endpoints to scrape, besides the --url's own /metrics.
-    #[arg(long, num_args = 1.., action = clap::ArgAction::Append)]
-    pub server_metrics: Vec<String>,
-
-    /// Where every artifact is written.
-    #[arg(long, visible_alias = "artifact-dir")]
-    pub output_artifact_dir: Option<PathBuf>,
+    /// Bearer token for `Authorization`.
+    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true, help_heading = H_TARGET)]
+    pub api_key: Option<String>,
 
     /// A `traces.jsonl` or a directory of `*.json` traces (with --custom-dataset-type
     /// weka_trace). The scenario cannot pin a local corpus: needs --unsafe-override there.
-    #[arg(long)]
+    #[arg(long, help_heading = H_INPUT)]
     pub input_file: Option<PathBuf>,
 
     /// Format of --input-file.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, help_heading = H_INPUT)]
     pub custom_dataset_type: Option<ProfileDatasetType>,
 
-    /// Forbidden by the scenario (it would replay every turn back to back); not supported.
-    #[arg(long)]
-    pub ignore_trace_delays: bool,
+    /// Tokenizer the prompts are cut with: a `tokenizer.json`, a model directory, or a Hugging
+    /// Face model id whose snapshot is in the hub cache (never downloaded).
+    #[arg(long, help_heading = H_INPUT)]
+    pub tokenizer: Option<PathBuf>,
+
+    /// Keep the first N traces that fit --max-context-length (default: all).
+    #[arg(long, help_heading = H_INPUT)]
+    pub num_dataset_entries: Option<usize>,
+
+    /// Seed of the t* draws and prompt blocks (default 0).
+    #[arg(long, help_heading = H_INPUT)]
+    pub random_seed: Option<u64>,
+
+    /// Extra body fields, `key:value` or a JSON object (as for replay).
+    #[arg(long, num_args = 1.., action = clap::ArgAction::Append, help_heading = H_INPUT)]
+    pub extra_inputs: Vec<String>,
 
     /// Accepted, noted: token counts always come from the server's `usage`.
-    #[arg(long)]
+    #[arg(long, help_heading = H_INPUT)]
     pub use_server_token_count: bool,
 
-    /// No GPU telemetry (specperf's default; AIPerf's flag, accepted).
-    #[arg(long, conflicts_with = "gpu_telemetry")]
-    pub no_gpu_telemetry: bool,
+    /// Accepted, noted: tokenizers are read from `tokenizer.json`, no code is run.
+    #[arg(long, help_heading = H_INPUT)]
+    pub tokenizer_trust_remote_code: bool,
+
+    /// Session trees replayed at once (one per lane; subagents add requests in flight). A comma
+    /// list is a sweep (one AgentX run per value).
+    #[arg(long, allow_negative_numbers = true, help_heading = H_LOAD)]
+    pub concurrency: Option<List<usize>>,
+
+    /// Profiling length, seconds (scenario: at least 900, default 1800).
+    #[arg(long, allow_negative_numbers = true, help_heading = H_LOAD)]
+    pub benchmark_duration: Option<f64>,
+
+    /// After --benchmark-duration, wait this long for requests in flight, then cancel them.
+    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true, help_heading = H_LOAD)]
+    pub benchmark_grace_period: f64,
+
+    /// Forbidden by the scenario (it would replay every turn back to back); not supported.
+    #[arg(long, help_heading = H_LOAD)]
+    pub ignore_trace_delays: bool,
+
+    /// The AgentX flags.
+    #[command(flatten)]
+    pub agentx: AgentxArgs,
+
+    /// Limit on one whole request, seconds.
+    #[arg(long, default_value_t = 21600.0, allow_negative_numbers = true, help_heading = H_LIMITS)]
+    pub request_timeout_seconds: f64,
+
+    /// Live threshold: when more than this fraction of profiling requests fail (checked once
+    /// max(concurrency, 10) have finished), the run stops and exits 1. Default: none.
+    #[arg(long, allow_negative_numbers = true, help_heading = H_LIMITS)]
+    pub failed_request_threshold: Option<f64>,
+
+    /// More Prometheus endpoints to scrape, besides the --url's own /metrics.
+    #[arg(long, num_args = 1.., action = clap::ArgAction::Append, help_heading = H_METRICS)]
+    pub server_metrics: Vec<String>,
+
+    /// Timeslice length of the server-metrics export, seconds.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, help_heading = H_METRICS)]
+    pub slice_duration: f64,
 
     /// GPU telemetry and energy per token.
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
 
-    /// Accepted, noted: tokenizers are read from `tokenizer.json`, no code is run.
-    #[arg(long)]
-    pub tokenizer_trust_remote_code: bool,
+    /// No GPU telemetry (specperf's default; AIPerf's flag, accepted).
+    #[arg(long, conflicts_with = "gpu_telemetry", help_heading = H_TELEMETRY)]
+    pub no_gpu_telemetry: bool,
 
-    /// Extra HTTP header `Name:Value` (repeatable).
-    #[arg(short = 'H', long = "header", num_args = 1.., action = clap::ArgAction::Append)]
-    pub headers: Vec<String>,
-
-    /// Bearer token for `Authorization`.
-    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
-    pub api_key: Option<String>,
-
-    /// Limit on one whole request, seconds.
-    #[arg(long, default_value_t = 21600.0, allow_negative_numbers = true)]
-    pub request_timeout_seconds: f64,
-
-    /// The AgentX flags.
-    #[command(flatten)]
-    pub agentx: AgentxArgs,
+    /// Where every artifact is written.
+    #[arg(long, visible_alias = "artifact-dir", help_heading = H_OUTPUT)]
+    pub output_artifact_dir: Option<PathBuf>,
 
     /// Sweeps, repeated runs and SLA search.
     #[command(flatten)]
@@ -1320,6 +1357,7 @@ pub enum Ui {
 
 /// Load shape beyond a fixed concurrency.
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = H_LOAD)]
 pub struct LoadArgs {
     /// Open loop: requests per second, released at precomputed arrival times whatever the server
     /// does (latency is also reported from the intended time). `inf`: every request at once
@@ -1413,6 +1451,7 @@ pub struct LoadArgs {
 
 /// Where and how the servers' Prometheus counters are scraped for acceptance length.
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = H_METRICS)]
 pub struct ScrapeArgs {
     /// Prometheus endpoint of a worker to scrape (repeatable; every decode worker of a
     /// deployment). `host:port`, a bare port, or a URL; `/metrics` is appended when the URL has no
@@ -1464,6 +1503,7 @@ pub struct ScrapeArgs {
 
 /// Timing and acceptance of the simulator.
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = H_SIM)]
 pub struct EmbeddedSimArgs {
     /// Simulator: time to first token, ms.
     #[arg(long = "sim-ttft-ms", default_value_t = 50.0)]
@@ -1532,97 +1572,97 @@ pub struct EmbeddedSimArgs {
 #[derive(Debug, Args)]
 pub struct SimArgs {
     /// Address to bind. Loopback by default; anything else exposes the simulator to the network.
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long, default_value = "127.0.0.1", help_heading = H_SIM_SERVER)]
     pub host: std::net::IpAddr,
     /// First port (0 picks a free one). With --servers N, ports port..port+N-1.
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value_t = 8000, help_heading = H_SIM_SERVER)]
     pub port: u16,
     /// API servers (one listener and /metrics each).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, help_heading = H_SIM_SERVER)]
     pub servers: u32,
     /// Data-parallel engines per server (`engine` label).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, help_heading = H_SIM_SERVER)]
     pub engines: u32,
     /// Served model name (empty accepts any).
-    #[arg(long, default_value = "specperf-sim")]
+    #[arg(long, default_value = "specperf-sim", help_heading = H_SIM_SERVER)]
     pub model: String,
     /// Time to first token, ms.
-    #[arg(long, default_value_t = 50.0)]
+    #[arg(long, default_value_t = 50.0, help_heading = H_SIM_TIMING)]
     pub ttft_ms: f64,
     /// Time per decode step, ms.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, help_heading = H_SIM_TIMING)]
     pub itl_ms: f64,
     /// Uniform jitter on every delay, as a fraction (0.1 = ±10 %).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, help_heading = H_SIM_TIMING)]
     pub jitter: f64,
     /// Seed of all random draws.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, help_heading = H_SIM_TIMING)]
     pub seed: u64,
     /// Draft tokens per step (num_speculative_tokens).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, help_heading = H_SIM_SPEC)]
     pub k: u32,
     /// Per-position acceptance probability (until the first rejection).
-    #[arg(long, default_value_t = 0.7, conflicts_with = "target_al")]
+    #[arg(long, default_value_t = 0.7, conflicts_with = "target_al", help_heading = H_SIM_SPEC)]
     pub acceptance_prob: f64,
     /// Target mean acceptance length instead of a probability (1 ≤ AL ≤ k+1).
-    #[arg(long)]
+    #[arg(long, help_heading = H_SIM_SPEC)]
     pub target_al: Option<f64>,
     /// Output tokens when a request sets no max_tokens.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, help_heading = H_SIM_RESPONSES)]
     pub default_max_tokens: u32,
     /// Chance per token of stopping early with finish_reason "stop" (ignored with ignore_eos).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, help_heading = H_SIM_RESPONSES)]
     pub eos_prob: f64,
     /// Send every token of a step as its own chunk (default: one chunk per step).
-    #[arg(long)]
+    #[arg(long, help_heading = H_SIM_RESPONSES)]
     pub split_steps: bool,
     /// Ignore `stream_options.continuous_usage_stats`: usage on the final chunk only, as
     /// llama.cpp's server does.
-    #[arg(long)]
+    #[arg(long, help_heading = H_SIM_RESPONSES)]
     pub ignore_continuous_usage: bool,
     /// First N output tokens are reasoning.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, help_heading = H_SIM_RESPONSES)]
     pub reasoning_tokens: u32,
     /// Delta field for reasoning text.
-    #[arg(long, value_enum, default_value_t = ReasoningField::ReasoningContent)]
+    #[arg(long, value_enum, default_value_t = ReasoningField::ReasoningContent, help_heading = H_SIM_RESPONSES)]
     pub reasoning_field: ReasoningField,
     /// Inject a fault at random: `NAME=RATE` (repeatable), e.g. `http500=0.01`. Per request, send
     /// header `x-specperf-fault: NAME`. Names: http429 http500 http503 close-mid-stream stall
     /// stall-mid-stream slow-headers malformed-chunk error-mid-stream oversized-chunk
     /// close-after-done (the response completes, then its kept-alive connection is closed when
     /// the next request arrives on it, as llama-server does).
-    #[arg(long = "fault", value_parser = parse_fault_rate)]
+    #[arg(long = "fault", value_parser = parse_fault_rate, help_heading = H_SIM_FAULTS)]
     pub faults: Vec<(Fault, f64)>,
     /// Faults by arrival order instead of at random: completion request n gets entry n mod len of
     /// this comma-separated list (`none` = healthy), e.g. `none,http500,none,stall`. Exact and
     /// repeatable mixes for tests; excludes --fault.
-    #[arg(long, value_delimiter = ',', value_parser = parse_fault_or_none)]
+    #[arg(long, value_delimiter = ',', value_parser = parse_fault_or_none, help_heading = H_SIM_FAULTS)]
     pub fault_sequence: Vec<Option<Fault>>,
     /// Which server's /metrics page to imitate: vllm (`vllm:` counters per engine, moving every
     /// step) or llamacpp (llama-server's `llamacpp:` counters, moving when a request ends; each
     /// response then also carries llama-server's root `timings` on its final body or chunk, with
     /// draft_n and draft_n_accepted when drafts were proposed).
-    #[arg(long, value_enum, default_value_t = MetricsFlavor::Vllm)]
+    #[arg(long, value_enum, default_value_t = MetricsFlavor::Vllm, help_heading = H_SIM_RESPONSES)]
     pub metrics_flavor: MetricsFlavor,
     /// Admission limit, as a rate-limited gateway: a token bucket of BURST requests (default: one
     /// second's worth) refilled at RPS requests per second, over all servers. Completion requests
     /// finding it empty get HTTP 429 with Retry-After (seconds) and an OpenAI error body.
-    #[arg(long, value_name = "RPS[,BURST]", allow_hyphen_values = true)]
+    #[arg(long, value_name = "RPS[,BURST]", allow_hyphen_values = true, help_heading = H_SIM_FAULTS)]
     pub rate_limit: Option<String>,
     /// Delay of the slow-headers fault, ms.
-    #[arg(long, default_value_t = 2000.0)]
+    #[arg(long, default_value_t = 2000.0, help_heading = H_SIM_FAULTS)]
     pub slow_headers_ms: f64,
     /// Size of the oversized-chunk event, bytes.
-    #[arg(long, default_value_t = 8 << 20)]
+    #[arg(long, default_value_t = 8 << 20, help_heading = H_SIM_FAULTS)]
     pub oversized_bytes: usize,
     /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
-    #[arg(long, requires = "tls_key")]
+    #[arg(long, requires = "tls_key", help_heading = H_SIM_SERVER)]
     pub tls_cert: Option<PathBuf>,
     /// Private key (PEM) for --tls-cert.
-    #[arg(long, requires = "tls_cert")]
+    #[arg(long, requires = "tls_cert", help_heading = H_SIM_SERVER)]
     pub tls_key: Option<PathBuf>,
     /// Tokens per KV block (prefix-cache granularity, vLLM's --block-size).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, help_heading = H_SIM_TIMING)]
     pub kv_block_tokens: u32,
     /// KV blocks per engine (default 131072: 2,097,152 tokens of 16-token blocks). Running
     /// requests hold blocks for prompt and output (admission reserves the whole output, so
@@ -1630,25 +1670,25 @@ pub struct SimArgs {
     /// same prefix. `vllm:prefix_cache_queries`/`hits` count prompt tokens looked up and found
     /// (the leading run of cached full blocks, at most the prompt minus one token), and
     /// `vllm:kv_cache_usage_perc` the blocks filled.
-    #[arg(long, default_value_t = crate::sim::SimConfig::DEFAULT_KV_BLOCKS)]
+    #[arg(long, default_value_t = crate::sim::SimConfig::DEFAULT_KV_BLOCKS, help_heading = H_SIM_TIMING)]
     pub kv_blocks: u64,
     /// Requests running at once per engine (vLLM's --max-num-seqs); more wait in arrival order
     /// (`vllm:num_requests_waiting`) and their TTFT includes the wait. Default: no limit but the
     /// KV blocks.
-    #[arg(long)]
+    #[arg(long, help_heading = H_SIM_TIMING)]
     pub max_running: Option<u32>,
     /// Prefill speed, tokens/s: TTFT = --ttft-ms + uncached prompt tokens at this rate, so
     /// prefix-cache hits show in TTFT. 0 = instant prefill.
-    #[arg(long, default_value_t = crate::sim::SimConfig::DEFAULT_PREFILL_TOKENS_PER_S)]
+    #[arg(long, default_value_t = crate::sim::SimConfig::DEFAULT_PREFILL_TOKENS_PER_S, help_heading = H_SIM_TIMING)]
     pub prefill_tokens_per_s: f64,
     /// Longest prompt + max tokens (vLLM's --max-model-len); longer requests get HTTP 400 with
     /// vLLM's "maximum context length" message. Default: what one engine's KV blocks hold.
-    #[arg(long)]
+    #[arg(long, help_heading = H_SIM_TIMING)]
     pub max_model_len: Option<u32>,
     /// Count prompt tokens with this tokenizer.json (or model directory): the sum over messages
     /// of each content's tokens (a completions prompt's, token-id arrays as they are), WITHOUT a
     /// chat template. Default: a stand-in of 4 characters a token (plus 4 per chat message).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = H_SIM_TIMING)]
     pub tokenizer: Option<PathBuf>,
     /// vLLM's per-request acceptance report (its flag and values): `summary` adds
     /// `"metrics":{"speculative_decoding":{…}}` at the root of each non-streamed body and of the
@@ -1663,7 +1703,7 @@ pub struct SimArgs {
     /// `choices: []` chunk before the usage chunk when streaming), and --metrics-flavor llamacpp
     /// adds llama.cpp's root `timings` (prompt_n, predicted_n, draft_n, draft_n_accepted, …) to
     /// the final body or chunk.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = crate::sim::PerRequestSpec::None)]
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = crate::sim::PerRequestSpec::None, help_heading = H_SIM_SPEC)]
     pub per_request_spec_decode_metrics: crate::sim::PerRequestSpec,
     /// Acceptance per prompt group, `TEXT=P` (repeatable): a request whose message contents (or
     /// completions prompt) contain TEXT (case-sensitive) accepts each draft position with
@@ -1672,7 +1712,7 @@ pub struct SimArgs {
     /// specperf_sim:group_spec_decode_num_drafts_total, ..._num_draft_tokens_total and
     /// ..._num_accepted_tokens_total with label group="TEXT", and group="" for the requests
     /// matching no rule (the groups add up to the vllm:spec_decode_* counters).
-    #[arg(long = "acceptance-group", value_name = "TEXT=P")]
+    #[arg(long = "acceptance-group", value_name = "TEXT=P", help_heading = H_SIM_SPEC)]
     pub acceptance_groups: Vec<crate::sim::AcceptanceGroup>,
     /// Simulate N H200 GPUs and serve them as NVIDIA dcgm-exporter's page at /dcgm/metrics on
     /// every server (one node: every GPU on each). The engines (servers x engines, by global
@@ -1682,14 +1722,15 @@ pub struct SimArgs {
     /// DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ) is the exact integral of that power at the
     /// scrape's instant. Also GPU_UTIL, MEM_COPY_UTIL, FB_USED/FB_FREE, SM/MEM_CLOCK and GPU_TEMP,
     /// derived from the load.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = H_SIM_GPUS)]
     pub gpus: Option<u32>,
     /// Each simulated GPU's power with no active request, W.
     #[arg(
         long,
         default_value_t = 90.0,
         requires = "gpus",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        help_heading = H_SIM_GPUS
     )]
     pub gpu_idle_w: f64,
     /// Power each active request adds to a simulated GPU (its share of its engine's), W.
@@ -1697,7 +1738,8 @@ pub struct SimArgs {
         long,
         default_value_t = 25.0,
         requires = "gpus",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        help_heading = H_SIM_GPUS
     )]
     pub gpu_per_active_w: f64,
     /// From SECS after the start, the DCGM page adds DCGM_FI_DEV_XID_ERRORS (0) and
@@ -1706,12 +1748,13 @@ pub struct SimArgs {
         long,
         value_name = "SECS",
         requires = "gpus",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        help_heading = H_SIM_GPUS
     )]
     pub gpu_add_field_after: Option<f64>,
     /// GPU@SECS: that GPU disappears from the DCGM page SECS after the start, for good (it fell
     /// off the bus), e.g. `--gpu-drop 3@30`.
-    #[arg(long, value_name = "GPU@SECS", requires = "gpus")]
+    #[arg(long, value_name = "GPU@SECS", requires = "gpus", help_heading = H_SIM_GPUS)]
     pub gpu_drop: Option<String>,
 }
 
@@ -1735,31 +1778,31 @@ pub struct InjectArgs {
     pub framework: Option<String>,
 
     /// Golden curve directory (golden_al_distribution/) or one curve file.
-    #[arg(long)]
+    #[arg(long, help_heading = H_INJECT)]
     pub golden: Option<PathBuf>,
 
     /// Write the result here (atomically) instead of rewriting the recipe.
-    #[arg(long)]
+    #[arg(long, help_heading = H_INJECT)]
     pub output: Option<PathBuf>,
 
     /// Report each speculative entry as real or synthetic (and at what AL); write nothing.
-    #[arg(long)]
+    #[arg(long, help_heading = H_INJECT)]
     pub check: bool,
 
     /// Opt in: `true` or `false` (any case). Unset or empty: off, the recipe is left untouched.
-    #[arg(long, env = "SYNTHETIC_ACCEPTANCE")]
+    #[arg(long, env = "SYNTHETIC_ACCEPTANCE", help_heading = H_INJECT)]
     pub synthetic_acceptance: Option<String>,
 
     /// Explicit AL instead of the golden lookup (refused when it contradicts the committed curve).
-    #[arg(long, env = "SYNTHETIC_ACCEPTANCE_LENGTH")]
+    #[arg(long, env = "SYNTHETIC_ACCEPTANCE_LENGTH", help_heading = H_INJECT)]
     pub synthetic_acceptance_length: Option<String>,
 
     /// Model prefix selecting the golden curve, e.g. dsv4, kimik2.5, minimaxm3.
-    #[arg(long, env = "MODEL_PREFIX")]
+    #[arg(long, env = "MODEL_PREFIX", help_heading = H_INJECT)]
     pub model_prefix: Option<String>,
 
     /// thinking_on or thinking_off; required for the golden lookup, never inferred.
-    #[arg(long, env = "THINKING_MODE")]
+    #[arg(long, env = "THINKING_MODE", help_heading = H_INJECT)]
     pub thinking_mode: Option<String>,
 }
 
@@ -1994,7 +2037,7 @@ pub enum SearchParameter {
 
 /// Sweeps that own the server: `--serve-cmd` started once per cell of the `--serve-param` grid.
 #[derive(Debug, Args, Clone, Default)]
-#[command(next_help_heading = "Sweeps that start the server (--serve-cmd)")]
+#[command(next_help_heading = H_SERVE)]
 pub struct ServeArgs {
     /// Start the server with this shell command once per cell of the --serve-param grid, run
     /// the replay (or the whole sweep the other flags ask for) against it into
@@ -2034,7 +2077,7 @@ fn parse_serve_param(s: &str) -> Result<crate::serve::ServeParam, String> {
 /// Sweeps over load and lengths, repeated runs with confidence intervals, SLA search, the drain
 /// wait between points and the sweep report.
 #[derive(Debug, Args, Clone)]
-#[command(next_help_heading = "Sweeps, repeated runs and SLA search")]
+#[command(next_help_heading = H_SWEEPS)]
 pub struct SweepArgs {
     /// How several comma lists combine.
     #[arg(long, value_enum, default_value_t = SweepType::Grid)]
@@ -2113,58 +2156,58 @@ pub struct SweepArgs {
     /// AIPerf's recipes: search for the best load under the SLA objectives (doubling from
     /// --search-min until a point fails, then bisection), or map input/output shapes against
     /// concurrency (pareto-sweep).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, help_heading = H_SEARCH)]
     pub search_recipe: Option<SearchRecipe>,
 
     /// --search-recipe pareto-sweep: the input/output length shapes, `<isl>/<osl>` pairs
     /// (`128/128,1024/8192`), each run at every --concurrency (synthetic prompts: needs
     /// --synthetic --tokenizer PATH).
-    #[arg(long, value_name = "PAIRS")]
+    #[arg(long, value_name = "PAIRS", help_heading = H_SEARCH)]
     pub isl_osl_pairs: Option<IslOslPairs>,
 
     /// How the search moves: `monotonic` (doubling, then bisection), the only style run here;
     /// AIPerf's other styles are refused by name.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, help_heading = H_SEARCH)]
     pub search_style: Option<SearchStyle>,
 
     /// The load the search moves.
-    #[arg(long, value_enum, default_value_t = SearchParameter::Concurrency)]
+    #[arg(long, value_enum, default_value_t = SearchParameter::Concurrency, help_heading = H_SEARCH)]
     pub search_parameter: SearchParameter,
 
     /// Smallest load the search tries (default 1).
-    #[arg(long, visible_aliases = ["concurrency-min", "request-rate-min"], allow_negative_numbers = true)]
+    #[arg(long, visible_aliases = ["concurrency-min", "request-rate-min"], allow_negative_numbers = true, help_heading = H_SEARCH)]
     pub search_min: Option<f64>,
 
     /// Largest load the search tries (default 1000).
-    #[arg(long, visible_aliases = ["concurrency-max", "request-rate-max"], allow_negative_numbers = true)]
+    #[arg(long, visible_aliases = ["concurrency-max", "request-rate-max"], allow_negative_numbers = true, help_heading = H_SEARCH)]
     pub search_max: Option<f64>,
 
     /// Request-rate search: stop bisecting when the bracket is within this fraction of its top.
-    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true, help_heading = H_SEARCH)]
     pub search_tolerance: f64,
 
     /// SLA: p95 time to first token at most this many ms.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, help_heading = H_SEARCH)]
     pub ttft_sla_ms: Option<f64>,
 
     /// SLA: p95 inter-token latency at most this many ms.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, help_heading = H_SEARCH)]
     pub itl_sla_ms: Option<f64>,
 
     /// SLA: p95 time per output token at most this many ms.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, help_heading = H_SEARCH)]
     pub tpot_sla_ms: Option<f64>,
 
     /// SLA: p99 end-to-end request latency at most this many ms.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, help_heading = H_SEARCH)]
     pub e2e_sla_ms: Option<f64>,
 
     /// SLA: failed fraction of the requests at most this (0..1).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, help_heading = H_SEARCH)]
     pub error_rate_sla: Option<f64>,
 
     /// max-goodput-under-slo: fraction of requests that must meet every objective.
-    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true, help_heading = H_SEARCH)]
     pub slo_attainment_fraction: f64,
 
     /// GPUs serving the model (TP x PP x DP of the deployment): the sweep report's throughput

@@ -283,3 +283,84 @@ fn links_between_pages_point_at_files_that_exist() {
         missing.join("\n")
     );
 }
+
+/// Issue 39 item 5: `replay -h` listed about 150 flags under one `Options:` heading. Every
+/// command's flags sit under headings now (clap's table, which `-h`, `--help` and the man pages
+/// print): none holds more than 25 shown flags, `Options:` keeps only `-h`/`-V`, and the groups
+/// come in the pipeline's order, target to simulator.
+#[test]
+fn every_commands_help_groups_its_flags_under_headings() {
+    use clap::CommandFactory;
+    const MOST: usize = 25;
+    // Flags of each group, the groups in the order their headings must come wherever a command
+    // has them.
+    const PIPELINE: &[&[&str]] = &[
+        &["url", "model"],
+        &["input-file", "tokenizer"],
+        &["concurrency", "request-count"],
+        &["request-timeout-seconds", "timeout-seconds"],
+        &["server-metrics"],
+        &["gpu-telemetry"],
+        &["artifact-dir", "output-artifact-dir", "result-filename"],
+        &["sweep-type"],
+        &["serve-cmd"],
+        &["sim-ttft-ms"],
+    ];
+    let mut cli = specperf::Cli::command();
+    cli.build();
+    let mut wrong = Vec::new();
+    let mut commands = 0;
+    for sub in cli.get_subcommands() {
+        commands += 1;
+        let name = sub.get_name();
+        // Headings in clap's order (each one's first flag, shown or not), with their shown flags.
+        let mut headings: Vec<(&str, usize)> = Vec::new();
+        for arg in sub.get_arguments().filter(|a| !a.is_positional()) {
+            let heading = arg.get_help_heading().unwrap_or("Options");
+            let shown = usize::from(!arg.is_hide_set());
+            match headings.iter_mut().find(|(h, _)| *h == heading) {
+                Some((_, n)) => *n += shown,
+                None => headings.push((heading, shown)),
+            }
+        }
+        for (heading, n) in &headings {
+            if *n > MOST {
+                wrong.push(format!(
+                    "{name}: {n} flags under {heading:?} (at most {MOST})"
+                ));
+            }
+            if *heading == "Options" && *n > 3 {
+                wrong.push(format!(
+                    "{name}: {n} flags under \"Options\" (only -h/--help and -V/--version belong there)"
+                ));
+            }
+        }
+        let position = |long: &str| {
+            let arg = sub.get_arguments().find(|a| a.get_long() == Some(long))?;
+            let heading = arg.get_help_heading().unwrap_or("Options");
+            let i = headings.iter().position(|(h, _)| *h == heading)?;
+            Some((i, heading))
+        };
+        let mut before: Option<(usize, &str, &str)> = None;
+        for group in PIPELINE {
+            for long in *group {
+                let Some((i, heading)) = position(long) else {
+                    continue;
+                };
+                if let Some((j, earlier, flag)) = before {
+                    if i < j {
+                        wrong.push(format!(
+                            "{name}: --{long}'s heading {heading:?} is shown before {earlier:?} \
+                             (--{flag}), though its group comes later in the pipeline"
+                        ));
+                    }
+                }
+                if before.is_none_or(|(j, _, _)| i > j) {
+                    before = Some((i, heading, long));
+                }
+            }
+        }
+    }
+    assert!(commands >= 14, "only {commands} commands");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
