@@ -66,6 +66,12 @@ impl Tokenizer {
         Ok(enc.len())
     }
 
+    /// The base vocabulary's size, without the added tokens (transformers' `vocab_size`: the
+    /// range benchmark_serving.py draws random token ids from; DeepSeek-V4: 128000 of 129280).
+    pub fn base_vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(false)
+    }
+
     /// Text of `ids`, special tokens included (to cut a text at an exact token length).
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizeError> {
         self.inner
