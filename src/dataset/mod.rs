@@ -11,7 +11,7 @@ mod aiperf;
 // The bench-serving drop-in's random datasets (issue 36): they land, tested against the spec's
 // numpy-computed fixtures, before the command that uses them.
 #[cfg_attr(not(test), allow(dead_code))]
-mod bench_serving;
+pub(crate) mod bench_serving;
 mod mt19937;
 // The bench-serving drop-in's dataset and arrivals draw from it (issue 36); it lands, with
 // numpy's own draws as its test, before the command that uses it.

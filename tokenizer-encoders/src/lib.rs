@@ -49,6 +49,19 @@ pub use template::ChatTemplate;
 pub use tokenizer::{TokenizeError, Tokenizer};
 pub use vectors::{check_vector_file, VectorOutcome, VectorReport};
 
+/// Python's `json.dumps(value)` (separators `", "` and `": "`, keys in order, floats as Python's
+/// `repr`), with `ensure_ascii` as given: the prompts' JSON uses `False`, benchmark_serving.py's
+/// result file Python's default `True`.
+pub fn python_json_dumps(value: &Value, ensure_ascii: bool) -> Result<String, EncodeError> {
+    pyjson::dumps_with(
+        value,
+        &pyjson::Dump {
+            ensure_ascii,
+            ..pyjson::Dump::default()
+        },
+    )
+}
+
 /// Fuzz entry point (specperf's `fuzz/`): runs one line of the shared vector format through the
 /// DeepSeek encoders, ignoring the verdict. Only a panic is a finding.
 #[cfg(any(test, fuzzing))]
