@@ -150,7 +150,7 @@ mask() {
     -e 's#(http://127\.0\.0\.1:)[0-9]+#\1PORT#' \
     -e 's#^Artifacts: .*#Artifacts: DIR#' \
     -e '/\(ms\)|tokens\/s|^Throughput:/ s/ +[0-9]+(\.[0-9]+)?/ #/g' \
-    -e '/^  [^ ]+ +[0-9]+ +([0-9.]+|n\/a) +/ s/ +[0-9]+\.[0-9]+/ #/g' \
+    -e '/^  [^ ]+ +[0-9]+ +([0-9.]+|n\/a)( |$)/ s/ +[0-9]+\.[0-9]+/ #/g' \
     "$1"
 }
 target/debug/specperf replay --ui none --artifact-dir "$tmp/x86_64" >"$tmp/x86_64.txt"
