@@ -56,10 +56,25 @@ if [ "$setup_only" = 1 ]; then
   exit 0
 fi
 
+# Runs `cargo test ARGS`; when a test fails, prints every failure's own report again at the end:
+# with --no-fail-fast a failing binary's report is followed by every later binary's output, and
+# the reader (or CI's excerpt of the log) sees the tail.
+tests_with_recap() {
+  local log rc=0
+  log=$(mktemp)
+  cargo test "$@" 2>&1 | tee "$log" || rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "test.sh: the failures' reports again (the whole log: $log):"
+    # Each binary's report sits between its first and second "failures:" line.
+    awk '/^failures:$/ { inside = !inside; next } inside' "$log" | tail -n 400
+  fi
+  return "$rc"
+}
+
 stage tests-build cargo test --locked --workspace --all-targets --no-run
 stage "wait venvs" bg_join venvs
-stage tests cargo test --locked --no-fail-fast --workspace --lib --bins --tests -- --skip llamacpp::
+stage tests tests_with_recap --locked --no-fail-fast --workspace --lib --bins --tests -- --skip llamacpp::
 # The criterion benches, one pass each (`--bench '*'`: `--benches` would run the unit tests again).
 stage benches cargo test --locked --workspace --bench '*'
 stage "wait llamacpp" bg_join llamacpp
-stage tests-llamacpp cargo test --locked -p specperf --test integration llamacpp::
+stage tests-llamacpp tests_with_recap --locked -p specperf --test integration llamacpp::
