@@ -58,6 +58,7 @@ fn record(i: u64) -> RequestRecord {
         retries: 0,
         chunk_gaps: gaps,
         response_text: None,
+        chunk_text_ends: Vec::new(),
         session: None,
         spec: None,
         spec_warning: None,

@@ -105,6 +105,12 @@ pub enum Command {
     /// with --baseline, the speedup over the same runs without speculative decoding.
     #[command(mut_args(negative_ok))]
     SpeedBenchReport(Box<SpeedBenchReportArgs>),
+    /// The drop-in for InferenceX's benchmark_serving.py and srt-slurm's sa-bench: their argv
+    /// (`--flavor inferencex`, the default, or `--flavor sa-bench`), the same prompts, load,
+    /// result file, console lines and exit codes. `specperf bench-serving --help` lists each
+    /// flavor's flags.
+    #[command(disable_help_flag = true, after_help = BENCH_SERVING_HELP)]
+    BenchServing(BenchServingArgs),
     /// Wait until the servers are drained: poll the frontend's and every worker's /metrics until
     /// no request is running or waiting for several polls in a row (between benchmark points).
     #[command(mut_args(negative_ok))]
@@ -118,6 +124,23 @@ pub enum Command {
     /// Write man pages (`specperf.1` and one per subcommand, `specperf-COMMAND.1`) into a
     /// directory.
     Man(ManArgs),
+}
+
+const BENCH_SERVING_HELP: &str = "Example (InferenceX's run_benchmark_serving, one word changed):
+  specperf bench-serving --model deepseek-ai/DeepSeek-V4 --backend vllm \\
+    --base-url http://0.0.0.0:8000 --dataset-name random --random-input-len 1024 \\
+    --random-output-len 128 --random-range-ratio 0.8 --num-prompts 640 --max-concurrency 64 \\
+    --request-rate inf --ignore-eos --num-warmups 128 --save-result --result-dir out \\
+    --result-filename result.json
+Reference: docs/bench-serving.md";
+
+/// `specperf bench-serving`: upstream's argv, read by the drop-in's own argparse-style table
+/// (each flavor has its own flags, so clap only hands them over).
+#[derive(Debug, Args)]
+pub struct BenchServingArgs {
+    /// benchmark_serving.py's flags (`--help` lists them per flavor).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0.., value_name = "ARGV")]
+    pub argv: Vec<String>,
 }
 
 const COLLECT_HELP: &str =

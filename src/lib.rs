@@ -44,8 +44,6 @@
 //! golden curve from a grid of server cells) sits above `gate`, `sweep` and `golden`.
 
 pub mod agentx;
-// The bench-serving drop-in (issue 36): its parts land, each tested, before the command.
-#[cfg_attr(not(test), allow(dead_code))]
 mod bench_serving;
 mod cli;
 mod client;
@@ -83,12 +81,13 @@ mod test_tools;
 mod timefmt;
 mod yaml;
 
+pub use bench_serving::bench_serving;
 pub use cli::{
-    completions, render_ignored, write_man_pages, AgentxArgs, Cli, CollectArgs, CollectMode,
-    Command, CompletionsArgs, DrainArgs, EmbeddedSimArgs, GateArgs, GateSummaryArgs, InjectArgs,
-    LoadArgs, ManArgs, MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType, RenderArgs,
-    ReplayArgs, Scenario, ScrapeArgs, ServeArgs, SimArgs, SpeedBenchFormat, SpeedBenchMetric,
-    SpeedBenchReportArgs, Ui,
+    completions, render_ignored, write_man_pages, AgentxArgs, BenchServingArgs, Cli, CollectArgs,
+    CollectMode, Command, CompletionsArgs, DrainArgs, EmbeddedSimArgs, GateArgs, GateSummaryArgs,
+    InjectArgs, LoadArgs, ManArgs, MergeArgs, PlotArgs, ProfileArgs, ProfileDatasetType,
+    RenderArgs, ReplayArgs, Scenario, ScrapeArgs, ServeArgs, SimArgs, SpeedBenchFormat,
+    SpeedBenchMetric, SpeedBenchReportArgs, Ui,
 };
 pub use client::sse;
 pub use client::{HttpVersion, Timeouts};

@@ -94,6 +94,11 @@ fn main() -> ExitCode {
                 }
             },
             Command::Drain(args) => drain(&args).await,
+            Command::BenchServing(args) => {
+                let stop = Stopper::new();
+                spawn_signal_handlers(&stop);
+                specperf::bench_serving(&args.argv, stop).await
+            }
         }
     });
     // Everything that matters is written by now. Tasks still running (requests cancelled by a

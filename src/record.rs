@@ -209,9 +209,14 @@ pub struct RequestRecord {
     /// (0 when per-chunk usage is unavailable). Not serialized: it feeds the histograms.
     #[serde(skip)]
     pub chunk_gaps: Vec<ChunkGap>,
-    /// The response text, kept only for multi-turn sessions (the next turn's history).
+    /// The response text, kept only for multi-turn sessions (the next turn's history) and
+    /// `bench-serving`'s generated texts.
     #[serde(skip)]
     pub response_text: Option<String>,
+    /// With `response_text`: where each content event's text ends in it (bytes), so that one
+    /// event's text can be told apart (`bench-serving`'s peak output rate tokenizes each).
+    #[serde(skip)]
+    pub chunk_text_ends: Vec<u32>,
     /// Where an AgentX request sits in its session tree (`None` for every other workload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<Box<SessionMeta>>,
@@ -443,6 +448,7 @@ impl RequestRecord {
             retries: 0,
             chunk_gaps: Vec::new(),
             response_text: None,
+            chunk_text_ends: Vec::new(),
             session: None,
             spec: None,
             spec_warning: None,

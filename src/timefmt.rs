@@ -31,6 +31,12 @@ pub(crate) fn compact_date(unix_s: f64) -> String {
     utc(unix_s).format("%Y%m%d-%H%M%S").to_string()
 }
 
+/// Now as local time `%Y%m%d-%H%M%S` (`datetime.now().strftime(...)`, benchmark_serving.py's
+/// result date).
+pub(crate) fn local_compact_now() -> String {
+    chrono::Local::now().format("%Y%m%d-%H%M%S").to_string()
+}
+
 /// Now as RFC 3339 UTC at second precision, e.g. `2026-11-30T12:00:00Z`.
 pub(crate) fn rfc3339_now() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)

@@ -269,6 +269,17 @@ fn p_word(p: f64) -> String {
     }
 }
 
+/// Python's `str(float)`: `inf`, `20.0`, `1e-07`.
+pub(crate) fn py_float(v: f64) -> String {
+    if v.is_nan() {
+        "nan".to_owned()
+    } else if v.is_infinite() {
+        if v > 0.0 { "inf" } else { "-inf" }.to_owned()
+    } else {
+        tokenizer_encoders::python_json_dumps(&json!(v), true).unwrap_or_else(|_| v.to_string())
+    }
+}
+
 /// A float for the file (non-finite values cannot occur: every division is by a positive duration
 /// or count).
 fn float(v: f64) -> Value {

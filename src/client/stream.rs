@@ -21,7 +21,8 @@ pub(super) struct StreamState {
     pub(super) done: bool,
     pub(super) first_token: Option<Instant>,
     /// Events of the current read, each stamped when its blank line was parsed; reused per read.
-    pub(super) parsed: Vec<(Instant, Result<Event, sse::Malformed>)>,
+    /// With each, the length of the captured text after it (0 when text is not captured).
+    pub(super) parsed: Vec<(Instant, Result<Event, sse::Malformed>, usize)>,
     pub(super) last_event: Instant,
     pub(super) prev_completion_tokens: u64,
     pub(super) per_chunk_usage: bool,
@@ -88,13 +89,15 @@ impl StreamState {
         let text = &mut self.text;
         self.parser
             .push(data, |ev| {
-                parsed.push((Instant::now(), classify(ev)));
+                let mut text_len = 0;
                 if let Some(t) = text.as_mut() {
                     sse::append_text(ev, t);
+                    text_len = t.len();
                 }
+                parsed.push((Instant::now(), classify(ev), text_len));
             })
             .map_err(|e| (FailureKind::Oversized, e.to_string()))?;
-        for (at, ev) in parsed.drain(..) {
+        for (at, ev, text_len) in parsed.drain(..) {
             rec.events += 1;
             match ev {
                 Err(m) => {
@@ -104,7 +107,13 @@ impl StreamState {
                 Ok(Event::Error(m)) => {
                     self.stream_error.get_or_insert(m);
                 }
-                Ok(Event::Chunk(c)) => self.on_chunk(c, at, clock, rec),
+                Ok(Event::Chunk(c)) => {
+                    let token = c.content || c.reasoning;
+                    self.on_chunk(c, at, clock, rec);
+                    if token && self.text.is_some() {
+                        rec.chunk_text_ends.push(text_len as u32);
+                    }
+                }
             }
         }
         self.parsed = parsed;
@@ -264,6 +273,11 @@ impl StreamState {
             rec.response_text = self.text.take();
             return rec;
         };
+        if kind == FailureKind::MissingUsage {
+            // A complete answer the server did not count: a caller that counts it itself
+            // (`bench-serving`) needs the text.
+            rec.response_text = self.text.take();
+        }
         fail(rec, clock, kind, msg)
     }
 }

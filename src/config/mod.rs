@@ -9,7 +9,7 @@
 
 mod agentx;
 mod drain;
-mod hub;
+pub(crate) mod hub;
 mod input;
 mod load;
 mod output;

@@ -8,15 +8,9 @@
 //! `synthetic` makes prompts of exact token lengths.
 
 mod aiperf;
-// The bench-serving drop-in's random datasets (issue 36): they land, tested against the spec's
-// numpy-computed fixtures, before the command that uses them.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod bench_serving;
 mod mt19937;
-// The bench-serving drop-in's dataset and arrivals draw from it (issue 36); it lands, with
-// numpy's own draws as its test, before the command that uses it.
-#[cfg_attr(not(test), allow(dead_code))]
-mod numpy_random;
+pub(crate) mod numpy_random;
 mod pyrandom;
 mod sharegpt;
 mod speed_bench;

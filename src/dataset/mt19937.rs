@@ -79,6 +79,7 @@ impl Mt19937 {
     }
 
     /// How many words of the current block were consumed (`N`: regenerate next).
+    #[cfg(test)]
     pub(crate) fn pos(&self) -> usize {
         self.pos
     }

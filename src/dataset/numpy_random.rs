@@ -46,6 +46,7 @@ impl RandomState {
     }
 
     /// `get_state()[2]`: how many words of the current block were consumed (624 = regenerate next).
+    #[cfg(test)]
     pub(crate) fn pos(&self) -> usize {
         self.mt.pos()
     }

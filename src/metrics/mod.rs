@@ -13,8 +13,6 @@ mod agentx;
 mod goodput;
 mod isl;
 mod key;
-// numpy's arithmetic for bench-serving's statistics (issue 36); lands before the command.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod numpy;
 mod request;
 mod spec;

@@ -94,6 +94,7 @@ pub(crate) fn percentile_sorted(s: &[f64], p: f64) -> f64 {
 }
 
 /// `np.percentile(v, p)`.
+#[cfg(test)]
 pub(crate) fn percentile(v: &[f64], p: f64) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);

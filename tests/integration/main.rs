@@ -5,6 +5,7 @@
 mod acceptance;
 mod agentx;
 mod agentx_cli;
+mod bench_serving;
 mod ci;
 mod collect;
 mod common;

@@ -1,0 +1,374 @@
+//! The load of one bench-serving run (shared/spec/bench-serving.md §6.2, §7, §8.1): the
+//! warmups or the initial test, the releases at upstream's arrival times, the
+//! `--max-concurrency` slots, one [`Client`] request per release, and each request's record
+//! turned into upstream's per-request figures.
+//!
+//! ```text
+//! bodies (dataset order) ─► releases at a_k ─► slot (semaphore) ─► Client::execute ─► Outcome
+//!                                  │ Stopper: the unreleased and the in-flight end as failures
+//! ```
+//!
+//! Each request's clock starts when it holds its slot (`sent_ns`), as upstream's does; the times
+//! are the client's, one stamp per SSE event, so a busy client does not stretch them.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use http::{HeaderMap, Uri};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::args::Api;
+use super::result::{Outcome, Window};
+use crate::client::{Client, Clock, Prepared};
+use crate::record::{FailureKind, Outcome as RecordOutcome, RequestRecord};
+use crate::stop::Stopper;
+
+/// One request ready to go.
+#[derive(Clone)]
+pub(crate) struct Request {
+    pub(crate) body: Bytes,
+    pub(crate) prompt_len: usize,
+}
+
+/// What the run sends and how.
+pub(crate) struct Load {
+    pub(crate) client: Client,
+    pub(crate) url: Uri,
+    /// In dataset order.
+    pub(crate) requests: Vec<Request>,
+    /// Gaps after each release, seconds (empty: `--request-rate inf`).
+    pub(crate) gaps: Vec<f64>,
+    pub(crate) max_concurrency: Option<usize>,
+    /// Keep the generated text (`--save-detailed`, sa-bench always).
+    pub(crate) capture_text: bool,
+    /// Progress on stderr (not with `--disable-tqdm`).
+    pub(crate) progress: bool,
+}
+
+/// One request's record and when it was released (seconds after the window opened).
+pub(crate) struct Sent {
+    pub(crate) record: RequestRecord,
+    /// Monotonic ns of the run's clock when it took its slot.
+    pub(crate) start_ns: u64,
+}
+
+/// The main phase's results.
+pub(crate) struct Phase {
+    /// Per request, dataset order; `None` for a request never released (the run stopped).
+    pub(crate) sent: Vec<Option<Sent>>,
+    pub(crate) window: Window,
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+impl Load {
+    fn prepared(&self, body: Bytes) -> Prepared {
+        Prepared {
+            uri: self.url.clone(),
+            body,
+            streaming: true,
+            capture_text: self.capture_text,
+            headers: HeaderMap::new(),
+        }
+    }
+
+    /// Sends `body` once, outside the measured phase (warmups, the initial test).
+    pub(crate) async fn once(&self, body: &Bytes, clock: &Clock, stop: &Stopper) -> RequestRecord {
+        let rec = RequestRecord::started(0, 0, 0, 0);
+        self.client
+            .execute(&self.prepared(body.clone()), rec, clock, stop.token())
+            .await
+    }
+
+    /// IX's warmup: `n` copies of request 0, `--max-concurrency` at a time, all awaited; the
+    /// results are dropped.
+    pub(crate) async fn warmup(&self, n: usize, clock: &Clock, stop: &Stopper) {
+        let slots = Arc::new(Semaphore::new(self.max_concurrency.unwrap_or(n.max(1))));
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            let (client, req, clock, token, slots) = (
+                self.client.clone(),
+                self.prepared(self.requests[0].body.clone()),
+                *clock,
+                stop.token().clone(),
+                slots.clone(),
+            );
+            tasks.spawn(async move {
+                let Ok(_slot) = slots.acquire_owned().await else {
+                    return;
+                };
+                let rec = RequestRecord::started(0, 0, 0, 0);
+                client.execute(&req, rec, &clock, &token).await;
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+
+    /// The measured phase: every request released at its arrival time, through the slots.
+    /// `on_open` hears the window's wall-clock start, before the first release.
+    pub(crate) async fn run(&self, clock: &Clock, stop: &Stopper, on_open: &dyn Fn(f64)) -> Phase {
+        let n = self.requests.len();
+        let slots = self.max_concurrency.map(|c| Arc::new(Semaphore::new(c)));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Sent)>();
+        let token: CancellationToken = stop.token().clone();
+        let start_unix = unix_now();
+        on_open(start_unix);
+        let start = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut at = 0.0f64;
+        for (i, r) in self.requests.iter().enumerate() {
+            if i > 0 && !self.gaps.is_empty() {
+                at += self.gaps[i - 1];
+                let when = start + Duration::from_secs_f64(at);
+                tokio::select! {
+                    biased;
+                    _ = token.cancelled() => break,
+                    _ = tokio::time::sleep_until(when.into()) => {}
+                }
+            }
+            if token.is_cancelled() {
+                break;
+            }
+            let (client, req, clock, token, slots, tx) = (
+                self.client.clone(),
+                self.prepared(r.body.clone()),
+                *clock,
+                token.clone(),
+                slots.clone(),
+                tx.clone(),
+            );
+            tasks.spawn(async move {
+                let _slot = match slots {
+                    Some(s) => tokio::select! {
+                        biased;
+                        _ = token.cancelled() => return,
+                        p = s.acquire_owned() => p.ok(),
+                    },
+                    None => None,
+                };
+                let start_ns = clock.now_ns();
+                let rec = RequestRecord::started(i as u64, i, start_ns, start_ns);
+                let record = client.execute(&req, rec, &clock, &token).await;
+                let _ = tx.send((i, Sent { record, start_ns }));
+            });
+        }
+        drop(tx);
+        // Upstream sleeps the gap drawn after the last release before it awaits the replies.
+        if let Some(last) = self.gaps.last() {
+            let when = start + Duration::from_secs_f64(at + last);
+            tokio::select! {
+                _ = token.cancelled() => {}
+                _ = tokio::time::sleep_until(when.into()) => {}
+            }
+        }
+        let mut sent: Vec<Option<Sent>> = (0..n).map(|_| None).collect();
+        let mut done = 0usize;
+        let mut last_print = Instant::now();
+        while let Some((i, s)) = rx.recv().await {
+            sent[i] = Some(s);
+            done += 1;
+            if self.progress && last_print.elapsed() >= Duration::from_secs(5) {
+                last_print = Instant::now();
+                eprintln!(
+                    "bench-serving: {done}/{n} requests done, {:.1} s",
+                    start.elapsed().as_secs_f64()
+                );
+            }
+        }
+        while tasks.join_next().await.is_some() {}
+        let duration = start.elapsed().as_secs_f64();
+        Phase {
+            sent,
+            window: Window {
+                duration,
+                start_unix,
+                end_unix: unix_now(),
+            },
+        }
+    }
+}
+
+/// The arrival gaps of `n` requests at `rate` per second with gamma shape `burstiness`, drawn
+/// from the global stream after the dataset (N draws; `inf` draws none).
+pub(crate) fn gaps(
+    global: &mut crate::dataset::numpy_random::RandomState,
+    n: usize,
+    rate: f64,
+    burstiness: f64,
+) -> Vec<f64> {
+    if rate.is_infinite() {
+        return Vec::new();
+    }
+    let theta = 1.0 / (rate * burstiness);
+    (0..n).map(|_| global.gamma(burstiness, theta)).collect()
+}
+
+/// How a request ended, in upstream's terms; `count` counts the tokens of a text (sa-bench's
+/// fallback when the server sent no usage).
+pub(crate) fn outcome(
+    api: Api,
+    prompt_len: usize,
+    sent: Option<&Sent>,
+    sa_count: Option<&dyn Fn(&str) -> u64>,
+) -> Outcome {
+    let Some(Sent {
+        record: r,
+        start_ns,
+    }) = sent
+    else {
+        return Outcome {
+            prompt_len,
+            error: "not sent: the run was stopped first".to_owned(),
+            ..Outcome::default()
+        };
+    };
+    let secs = |ns: u64| ns.saturating_sub(*start_ns) as f64 / 1e9;
+    let text = r.response_text.clone().unwrap_or_default();
+    let counted = match r.outcome {
+        RecordOutcome::Success => true,
+        // A complete stream without usage: upstream counts it (IX with 0 tokens).
+        RecordOutcome::Failed(FailureKind::MissingUsage) => true,
+        _ => false,
+    };
+    let tokens = r.first_token_ns.is_some();
+    let success = counted && (tokens || api == Api::Chat);
+    if !success {
+        let error = match (&r.outcome, &r.error) {
+            (_, Some(e)) => e.clone(),
+            (RecordOutcome::Success | RecordOutcome::Failed(FailureKind::MissingUsage), None) => {
+                "Never received a valid chunk to calculate TTFT.This response will be marked as \
+                 failed!"
+                    .to_owned()
+            }
+            (o, None) => format!("{o:?}"),
+        };
+        return Outcome {
+            prompt_len,
+            error: if error.is_empty() {
+                "failed".to_owned()
+            } else {
+                error
+            },
+            ..Outcome::default()
+        };
+    }
+    let output_len = match (r.completion_tokens, sa_count) {
+        (Some(t), _) => t,
+        (None, Some(count)) => count(&text),
+        (None, None) => 0,
+    };
+    let last = r.last_token_ns.unwrap_or(r.end_ns);
+    Outcome {
+        success: true,
+        prompt_len,
+        output_len,
+        ttft: r.first_token_ns.map_or(0.0, secs),
+        itl: r.chunk_gaps.iter().map(|g| g.gap_ns as f64 / 1e9).collect(),
+        latency: secs(last),
+        generated_text: text,
+        error: String::new(),
+    }
+}
+
+/// sa-bench's peak output rate: each token chunk's tokens (its text tokenized, or the output
+/// split evenly over the chunks) in 1 s buckets from the first start, then the largest 10 s
+/// moving average (numpy `convolve(..., "valid")`, which swaps the operands when there are fewer
+/// than 10 buckets).
+pub(crate) fn peak_output_tokens_per_s(
+    outcomes: &[Outcome],
+    sent: &[Option<Sent>],
+    count: &dyn Fn(&str) -> u64,
+) -> f64 {
+    const SMOOTH: usize = 10;
+    let ok: Vec<(&Outcome, &Sent)> = outcomes
+        .iter()
+        .zip(sent)
+        .filter_map(|(o, s)| Some((o, s.as_ref()?)))
+        .filter(|(o, _)| o.success)
+        .collect();
+    if ok.is_empty() {
+        return 0.0;
+    }
+    let start = |s: &Sent| s.start_ns as f64 / 1e9;
+    let t0 = ok
+        .iter()
+        .map(|(_, s)| start(s))
+        .fold(f64::INFINITY, f64::min);
+    let t1 = ok
+        .iter()
+        .map(|(o, s)| start(s) + o.latency)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let buckets_n = (t1 - t0).ceil() as usize + 1;
+    let mut buckets = vec![0.0f64; buckets_n];
+    for (o, s) in &ok {
+        let mut times = vec![start(s) + o.ttft];
+        for gap in &o.itl {
+            times.push(times[times.len() - 1] + gap);
+        }
+        let text = s.record.response_text.as_deref().unwrap_or("");
+        let ends = &s.record.chunk_text_ends;
+        let chunks = times.len() as u64;
+        let total = if o.output_len > 0 {
+            o.output_len
+        } else {
+            chunks
+        };
+        for (i, t) in times.iter().enumerate() {
+            let piece = ends.get(i).and_then(|&end| {
+                let begin = if i == 0 { 0 } else { ends[i - 1] as usize };
+                text.get(begin..end as usize).filter(|p| !p.is_empty())
+            });
+            let tokens = match piece {
+                Some(p) => count(p),
+                None => total / chunks + u64::from((i as u64) < total % chunks),
+            };
+            let b = (t - t0).floor();
+            if b >= 0.0 && (b as usize) < buckets_n {
+                buckets[b as usize] += tokens as f64;
+            }
+        }
+    }
+    moving_average_peak(&buckets, SMOOTH)
+}
+
+/// `max(np.convolve(buckets, np.ones(w)/w, "valid"))`.
+fn moving_average_peak(buckets: &[f64], w: usize) -> f64 {
+    let weight = 1.0 / w as f64;
+    let (long, short) = if buckets.len() >= w {
+        (buckets.to_vec(), vec![weight; w])
+    } else {
+        (vec![weight; w], buckets.to_vec())
+    };
+    let windows = long.len() - short.len() + 1;
+    (0..windows)
+        .map(|k| {
+            // numpy's correlate of the reversed kernel: sum over the overlap.
+            short
+                .iter()
+                .rev()
+                .enumerate()
+                .map(|(j, s)| s * long[k + j])
+                .sum::<f64>()
+        })
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_moving_average_is_numpys_valid_convolution_both_ways_round() {
+        let b: Vec<f64> = (1..=12).map(f64::from).collect();
+        // Windows of 10: (1..10)/10 = 5.5, (2..11)/10 = 6.5, (3..12)/10 = 7.5.
+        assert!((moving_average_peak(&b, 10) - 7.5).abs() < 1e-12);
+        // Fewer than 10 buckets: one window, the total over 10.
+        assert!((moving_average_peak(&[3.0, 4.0], 10) - 0.7).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,737 @@
+//! `specperf bench-serving`: InferenceX's and sa-bench's argv against the simulator, as the
+//! callers run it (the binary, its stdout, its result file, its exit code), checked against
+//! shared/spec/bench-serving.md: the F8/F9 datasets' lengths, upstream's key order, the console
+//! lines scripts grep, the >5 % rule, sa-bench's initial test, and a TPOT that is the server's.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{fast, sim};
+
+fn bench_serving(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_specperf"))
+        .arg("bench-serving")
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .expect("specperf runs")
+}
+
+fn tok() -> String {
+    crate::common::tokenizer_path().display().to_string()
+}
+
+/// The result file's keys in order (serde_json here keeps insertion order).
+fn keys(v: &Value) -> Vec<String> {
+    v.as_object().unwrap().keys().cloned().collect()
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// InferenceX's `run_benchmark_serving` argv (F8's first dataset: seed 0, ISL 32, OSL 8, r 0.8,
+/// 4 prompts, serial padding) with warmups, a cap and the result file: the same lengths as
+/// upstream, upstream's keys in upstream's order, only the result file in the directory.
+#[test]
+fn inferencexs_argv_gives_upstreams_lengths_keys_and_console() {
+    let s = sim(fast());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("results");
+    let tok = tok();
+    let out = bench_serving(&[
+        "--model",
+        "specperf-sim",
+        "--tokenizer",
+        &tok,
+        "--backend",
+        "vllm",
+        "--base-url",
+        &s.url(),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "8",
+        "--random-range-ratio",
+        "0.8",
+        "--num-prompts",
+        "4",
+        "--max-concurrency",
+        "2",
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--num-warmups",
+        "4",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--save-result",
+        "--result-dir",
+        dir.to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+        "--random-num-workers",
+        "1",
+        "--disable-tqdm",
+        "--metadata",
+        "a=1",
+        "b=2=3",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(files_in(&dir), ["r.json"]);
+    let text = std::fs::read_to_string(dir.join("r.json")).unwrap();
+    assert!(
+        !text.ends_with('\n') && text.starts_with(r#"{"date": ""#),
+        "{text}"
+    );
+    let r: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(r["input_lens"], serde_json::json!([29, 32, 30, 25]), "F8");
+    assert_eq!(
+        r["output_lens"],
+        serde_json::json!([7, 7, 8, 6]),
+        "F8 with ignore_eos"
+    );
+    assert_eq!(r["completed"], 4);
+    assert_eq!(r["total_input_tokens"], 116);
+    assert_eq!(r["a"], "1");
+    assert_eq!(r["b"], "2");
+    assert_eq!(r["max_concurrency"], 2);
+    assert_eq!(r["request_rate"], "inf");
+    assert!(r["request_goodput:"].is_null());
+    let mut expected: Vec<&str> = vec![
+        "date",
+        "backend",
+        "model_id",
+        "tokenizer_id",
+        "best_of",
+        "num_prompts",
+        "a",
+        "b",
+        "request_rate",
+        "burstiness",
+        "max_concurrency",
+        "duration",
+        "benchmark_start_time_unix",
+        "benchmark_end_time_unix",
+        "completed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "request_throughput",
+        "request_goodput:",
+        "output_throughput",
+        "total_token_throughput",
+        "input_lens",
+        "output_lens",
+    ];
+    for m in ["ttft", "tpot", "itl", "e2el"] {
+        for s in ["mean", "median", "std", "p90", "p99", "p99.9"] {
+            expected.push(Box::leak(format!("{s}_{m}_ms").into_boxed_str()));
+        }
+    }
+    assert_eq!(keys(&r), expected);
+    let (start, end, dur) = (
+        r["benchmark_start_time_unix"].as_f64().unwrap(),
+        r["benchmark_end_time_unix"].as_f64().unwrap(),
+        r["duration"].as_f64().unwrap(),
+    );
+    assert!(
+        end > start && (dur - (end - start)).abs() <= 0.5,
+        "{start} {end} {dur}"
+    );
+
+    // The console in upstream's order, the lines scripts grep.
+    let order = [
+        "-------------------  Input/Output Length Statistics  -------------------",
+        " input_lens : min=25    max=32    mean=29.00    avg_token_mismatch=",
+        "Starting initial single prompt test run...",
+        "Warming up with 4 requests...",
+        "Warmup completed.",
+        "Traffic request rate: inf",
+        "Burstiness factor: 1.0 (Poisson process)",
+        "Maximum request concurrency: 2",
+        "Starting main benchmark run...",
+        "============ Serving Benchmark Result ============",
+        "Successful requests:                     4         ",
+        "---------------Time to First Token----------------",
+        "P99.9 E2EL (ms):",
+        "==================================================",
+    ];
+    let mut at = 0;
+    for line in order {
+        let found = stdout[at..]
+            .find(line)
+            .unwrap_or_else(|| panic!("{line:?} missing or out of order in:\n{stdout}"));
+        at += found + line.len();
+    }
+}
+
+/// sa-bench's argv (the Dynamo backend, one connection pool, a Poisson rate): the initial test
+/// run first, sa-bench's keys (no colon on `request_goodput`, the peak rate, the per-request
+/// lists always, `reuse_http_connections` last).
+#[test]
+fn sa_benchs_argv_gives_its_own_keys_and_initial_test() {
+    let s = sim(fast());
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = tok();
+    let url = s.url();
+    let port = url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    let out = bench_serving(&[
+        "--flavor",
+        "sa-bench",
+        "--model",
+        "specperf-sim",
+        "--tokenizer",
+        &tok,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--backend",
+        "dynamo",
+        "--endpoint",
+        "/v1/completions",
+        "--disable-tqdm",
+        "--dataset-name",
+        "random",
+        "--num-prompts",
+        "6",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "8",
+        "--random-range-ratio",
+        "0.8",
+        "--random-num-workers",
+        "0",
+        "--ignore-eos",
+        "--request-rate",
+        "200",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--max-concurrency",
+        "3",
+        "--trust-remote-code",
+        "--reuse-http-connections",
+        "--save-result",
+        "--result-dir",
+        tmp.path().to_str().unwrap(),
+        "--result-filename",
+        "results_concurrency_3_gpus_8.json",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("Initial test run completed. Starting main benchmark run...")
+            && stdout.contains("Peak output token throughput (tok/s):")
+            && stdout.contains("Traffic request rate: 200.0")
+            && !stdout.contains("Input/Output Length Statistics"),
+        "{stdout}"
+    );
+    let r: Value = crate::common::read_json(&tmp.path().join("results_concurrency_3_gpus_8.json"));
+    let k = keys(&r);
+    // F9 without chat: the same lengths as F8's first dataset, here 6 prompts' targets.
+    assert_eq!(r["input_lens"].as_array().unwrap().len(), 6);
+    assert_eq!(k.last().map(String::as_str), Some("reuse_http_connections"));
+    assert_eq!(r["reuse_http_connections"], true);
+    let pos = |name: &str| {
+        k.iter()
+            .position(|x| x == name)
+            .unwrap_or_else(|| panic!("{name}: {k:?}"))
+    };
+    assert!(pos("duration") < pos("benchmark_start_time_unix"));
+    assert!(pos("output_throughput") < pos("peak_output_tokens_per_s"));
+    assert!(pos("peak_output_tokens_per_s") < pos("total_token_throughput"));
+    assert!(pos("errors") < pos("mean_ttft_ms"));
+    assert!(r["request_goodput"].is_null() && r.get("request_goodput:").is_none());
+    assert!(r["peak_output_tokens_per_s"].as_f64().unwrap() > 0.0);
+    let texts = r["generated_texts"].as_array().unwrap();
+    assert!(
+        texts.iter().all(|t| !t.as_str().unwrap().is_empty()),
+        "{texts:?}"
+    );
+    assert!(r["errors"].as_array().unwrap().iter().all(|e| e == ""));
+}
+
+/// Where upstream's own clock is the bottleneck the figures here are still the server's: the
+/// simulator paces 2 ms per step (one chunk of up to k + 1 = 2 tokens), and that is the ITL the
+/// result reports, with TPOT between 2 ms / 2 and 2 ms.
+#[test]
+fn tpot_and_itl_are_the_servers_pacing() {
+    let s = sim(specperf::sim::SimConfig {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(2),
+        k: 1,
+        ..fast()
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = tok();
+    let out = bench_serving(&[
+        "--model",
+        "specperf-sim",
+        "--tokenizer",
+        &tok,
+        "--base-url",
+        &s.url(),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "16",
+        "--num-prompts",
+        "24",
+        "--max-concurrency",
+        "8",
+        "--ignore-eos",
+        "--save-result",
+        "--result-dir",
+        tmp.path().to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+        "--disable-tqdm",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = crate::common::read_json(&tmp.path().join("r.json"));
+    let itl = r["median_itl_ms"].as_f64().unwrap();
+    assert!(
+        (1.8..6.0).contains(&itl),
+        "ITL {itl} (the server paced 2 ms)"
+    );
+    let tpot = r["median_tpot_ms"].as_f64().unwrap();
+    assert!(
+        (0.9..6.0).contains(&tpot),
+        "TPOT {tpot} (2 ms per step of 1 or 2 tokens)"
+    );
+    let ttft = r["median_ttft_ms"].as_f64().unwrap();
+    assert!(ttft >= 4.0, "TTFT {ttft} below the server's 5 ms");
+}
+
+/// Nothing listening: InferenceX's flavor writes its result with every request failed and exits
+/// 1 with upstream's FAIL line; sa-bench's stops at its initial test (exit 1, upstream's message).
+#[test]
+fn failures_follow_upstreams_exit_codes() {
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = tok();
+    let out = bench_serving(&[
+        "--model",
+        "m",
+        "--tokenizer",
+        &tok,
+        "--base-url",
+        &dead,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        "3",
+        "--save-result",
+        "--result-dir",
+        tmp.path().to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+        "--disable-tqdm",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("FAIL: request failure rate 100.0% exceeds 5% threshold (0/3 completed)"),
+        "{stderr}"
+    );
+    let r = crate::common::read_json(&tmp.path().join("r.json"));
+    assert_eq!(r["completed"], 0);
+    assert_eq!(r["output_lens"], serde_json::json!([0, 0, 0]));
+
+    let out = bench_serving(&[
+        "--flavor",
+        "sa-bench",
+        "--model",
+        "m",
+        "--tokenizer",
+        &tok,
+        "--base-url",
+        &dead,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--num-prompts",
+        "3",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("Initial test run failed - Please make sure benchmark arguments are correctly specified. Error: "), "{stderr}");
+}
+
+/// Usage and configuration errors exit 2 naming the flag or the file, before any request.
+#[test]
+fn what_cannot_be_honoured_exits_2_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = tok();
+    let empty = tmp.path().to_str().unwrap();
+    for (args, needle) in [
+        (
+            vec![
+                "--model",
+                "m",
+                "--tokenizer",
+                &tok,
+                "--dataset-name",
+                "random",
+                "--bogus",
+            ],
+            "unrecognized arguments: --bogus",
+        ),
+        (
+            vec!["--model", "m", "--tokenizer", &tok],
+            "Unknown dataset: sharegpt",
+        ),
+        (
+            vec![
+                "--model",
+                "m",
+                "--tokenizer",
+                empty,
+                "--dataset-name",
+                "random",
+            ],
+            "tokenizer.json",
+        ),
+        (
+            vec!["--model", "nobody/nothing", "--dataset-name", "random"],
+            "hf download nobody/nothing",
+        ),
+        (
+            vec![
+                "--model",
+                "m",
+                "--tokenizer",
+                &tok,
+                "--dataset-name",
+                "random",
+                "--use-chat-template",
+            ],
+            "no chat template",
+        ),
+        (
+            vec![
+                "--model",
+                "m",
+                "--tokenizer",
+                &tok,
+                "--dataset-name",
+                "random",
+                "--random-range-ratio",
+                "1.5",
+            ],
+            "--random-input-len",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
+            .arg("bench-serving")
+            .args(&args)
+            .env("HF_HUB_CACHE", tmp.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    let out = bench_serving(&["--flavor", "sa-bench", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        help.contains("--custom-tokenizer") && !help.contains("--dsv4"),
+        "{help}"
+    );
+}
+
+/// The upstream script under `$VAR/<rel>` (a checkout or snapshot; CI cannot reach GitHub), or
+/// why the side-by-side check is skipped.
+fn upstream(var: &str, rel: &str, what: &str) -> Option<std::path::PathBuf> {
+    let Some(root) = std::env::var_os(var).map(std::path::PathBuf::from) else {
+        eprintln!(
+            "SKIPPED: {what} side by side: {var} is not set (point it at a checkout or snapshot; \
+             CI cannot reach GitHub)"
+        );
+        return None;
+    };
+    let script = root.join(rel);
+    assert!(script.is_file(), "{var}={}: no {rel}", root.display());
+    Some(script)
+}
+
+/// One run of upstream's script (the AIPerf venv's Python has numpy, transformers and aiohttp)
+/// and one of the drop-in, same argv, each with its own result directory.
+fn side_by_side(script: &Path, flavor: &[&str], argv: &[&str], name: &str) -> [(Output, Value); 2] {
+    let tmp = tempfile::tempdir().unwrap().keep();
+    let run = |mut cmd: Command, dir: &str| {
+        let dir = tmp.join(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = cmd
+            .args(argv)
+            .args(["--save-result", "--result-dir", dir.to_str().unwrap()])
+            .args(["--result-filename", name])
+            .env_remove("OPENAI_API_KEY")
+            .env("HF_HUB_OFFLINE", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let r = crate::common::read_json(&dir.join(name));
+        assert_eq!(files_in(&dir), [name], "{stderr}");
+        (out, r)
+    };
+    let mut up = Command::new(crate::conformance::venv_python());
+    up.arg(script).current_dir(script.parent().unwrap());
+    let mut ours = Command::new(env!("CARGO_BIN_EXE_specperf"));
+    ours.arg("bench-serving").args(flavor);
+    [run(up, "upstream"), run(ours, "specperf")]
+}
+
+/// What must agree (spec §14): exit code, keys and their order, value types, the per-request
+/// lengths and errors, token totals; the console's lines with the figures masked.
+fn agree(up: &(Output, Value), ours: &(Output, Value), extra_keys: &[&str]) {
+    let (uo, ur) = up;
+    let (oo, or) = ours;
+    let text = |o: &Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        uo.status.code(),
+        oo.status.code(),
+        "upstream:\n{}\n{}\nspecperf:\n{}\n{}",
+        text(uo),
+        String::from_utf8_lossy(&uo.stderr),
+        text(oo),
+        String::from_utf8_lossy(&oo.stderr)
+    );
+    let ours_keys: Vec<String> = keys(or)
+        .into_iter()
+        .filter(|k| !extra_keys.contains(&k.as_str()))
+        .collect();
+    assert_eq!(keys(ur), ours_keys);
+    for (k, v) in ur.as_object().unwrap() {
+        let w = &or[k];
+        let kind = |v: &Value| match v {
+            Value::Number(n) if n.is_i64() || n.is_u64() => "int",
+            Value::Number(_) => "float",
+            Value::String(_) => "str",
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Array(_) => "list",
+            Value::Object(_) => "dict",
+        };
+        assert_eq!(kind(v), kind(w), "{k}: {v} vs {w}");
+    }
+    for k in [
+        "input_lens",
+        "output_lens",
+        "completed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "num_prompts",
+        "request_rate",
+        "burstiness",
+        "max_concurrency",
+        "model_id",
+        "tokenizer_id",
+        "backend",
+    ] {
+        assert_eq!(ur[k], or[k], "{k}");
+    }
+    if let Some(e) = ur.get("errors") {
+        assert_eq!(e, &or["errors"]);
+    }
+    // Figures masked: a row's label and layout, every other line exactly.
+    let mask = |s: String| -> Vec<String> {
+        s.lines()
+            .filter(|l| {
+                !l.starts_with("Namespace(") && !l.starts_with("Prompt generation completed")
+            })
+            .map(|l| {
+                if l.len() > 41 && l.as_bytes()[40] == b' ' && l[41..].trim().parse::<f64>().is_ok()
+                {
+                    l[..41].to_owned()
+                } else {
+                    l.to_owned()
+                }
+            })
+            .collect()
+    };
+    assert_eq!(mask(text(uo)), mask(text(oo)));
+}
+
+/// Spec §14 with upstream itself: InferenceX's benchmark_serving.py (`$SPECPERF_INFERENCEX_DIR`)
+/// and sa-bench's (`$SPECPERF_SRT_SLURM_DIR`) beside the drop-in, same argv and simulator.
+#[test]
+fn upstream_and_the_drop_in_agree_side_by_side() {
+    let ix = upstream(
+        "SPECPERF_INFERENCEX_DIR",
+        "utils/bench_serving/benchmark_serving.py",
+        "InferenceX's benchmark_serving.py",
+    );
+    let sa = upstream(
+        "SPECPERF_SRT_SLURM_DIR",
+        "src/srtctl/benchmarks/scripts/sa-bench/benchmark_serving.py",
+        "srt-slurm's sa-bench",
+    );
+    if ix.is_none() && sa.is_none() {
+        return;
+    }
+    let s = sim(fast());
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = crate::common::aiperf_tokenizer_dir(tmp.path());
+    let tok = tok.to_str().unwrap();
+    let url = s.url().replace("127.0.0.1", "0.0.0.0");
+    if let Some(script) = &ix {
+        // The default call (warmups, a cap, all at once), then DeepSeek-V4's template with a
+        // gamma-rate load, goodput, detailed lists and a prefix.
+        let base = [
+            "--model",
+            "specperf-sim",
+            "--tokenizer",
+            tok,
+            "--backend",
+            "vllm",
+            "--base-url",
+            &url,
+            "--dataset-name",
+            "random",
+            "--random-range-ratio",
+            "0.8",
+            "--ignore-eos",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+        ];
+        let mut a = base.to_vec();
+        a.extend([
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "8",
+            "--num-prompts",
+            "16",
+            "--max-concurrency",
+            "4",
+            "--request-rate",
+            "inf",
+            "--num-warmups",
+            "8",
+            "--seed",
+            "3",
+        ]);
+        let [up, ours] = side_by_side(script, &[], &a, "ix.json");
+        agree(&up, &ours, &[]);
+        let mut a = base.to_vec();
+        a.extend([
+            "--random-input-len",
+            "256",
+            "--random-output-len",
+            "16",
+            "--num-prompts",
+            "8",
+            "--request-rate",
+            "40",
+            "--burstiness",
+            "0.5",
+            "--use-chat-template",
+            "--dsv4",
+            "--goodput",
+            "ttft:1000",
+            "tpot:50",
+            "--save-detailed",
+            "--random-prefix-len",
+            "8",
+            "--metadata",
+            "k=v",
+            "--metric-percentiles",
+            "50,99",
+        ]);
+        let [up, ours] = side_by_side(script, &[], &a, "ix-dsv4.json");
+        agree(&up, &ours, &[]);
+    }
+    if let Some(script) = &sa {
+        let port = s
+            .url()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .trim_end_matches('/')
+            .to_owned();
+        let a = [
+            "--model",
+            "specperf-sim",
+            "--tokenizer",
+            tok,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--backend",
+            "dynamo",
+            "--endpoint",
+            "/v1/completions",
+            "--disable-tqdm",
+            "--dataset-name",
+            "random",
+            "--num-prompts",
+            "12",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "8",
+            "--random-range-ratio",
+            "0.8",
+            "--random-num-workers",
+            "0",
+            "--ignore-eos",
+            "--request-rate",
+            "100",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+            "--max-concurrency",
+            "4",
+            "--trust-remote-code",
+            "--reuse-http-connections",
+        ];
+        let [up, ours] = side_by_side(
+            script,
+            &["--flavor", "sa-bench"],
+            &a,
+            "results_concurrency_4_gpus_8.json",
+        );
+        agree(
+            &up,
+            &ours,
+            &["benchmark_start_time_unix", "benchmark_end_time_unix"],
+        );
+    }
+}
