@@ -25,19 +25,18 @@ use crate::client::{Client, Clock, Prepared};
 use crate::record::{FailureKind, Outcome as RecordOutcome, RequestRecord};
 use crate::stop::Stopper;
 
-/// One request ready to go.
-#[derive(Clone)]
-pub(crate) struct Request {
-    pub(crate) body: Bytes,
-    pub(crate) prompt_len: usize,
-}
+/// Builds request `i`'s body; called when the request holds its slot, so that only the requests
+/// in flight hold a body (16,384 slots of 8k-token prompts would otherwise keep every body of
+/// the run in memory beside its prompt).
+pub(crate) type BodyOf = Arc<dyn Fn(usize) -> Bytes + Send + Sync>;
 
 /// What the run sends and how.
 pub(crate) struct Load {
     pub(crate) client: Client,
     pub(crate) url: Uri,
-    /// In dataset order.
-    pub(crate) requests: Vec<Request>,
+    /// Requests in dataset order.
+    pub(crate) n: usize,
+    pub(crate) body_of: BodyOf,
     /// Gaps after each release, seconds (empty: `--request-rate inf`).
     pub(crate) gaps: Vec<f64>,
     pub(crate) max_concurrency: Option<usize>,
@@ -91,10 +90,11 @@ impl Load {
     pub(crate) async fn warmup(&self, n: usize, clock: &Clock, stop: &Stopper) {
         let slots = Arc::new(Semaphore::new(self.max_concurrency.unwrap_or(n.max(1))));
         let mut tasks = tokio::task::JoinSet::new();
+        let first = (self.body_of)(0);
         for _ in 0..n {
             let (client, req, clock, token, slots) = (
                 self.client.clone(),
-                self.prepared(self.requests[0].body.clone()),
+                self.prepared(first.clone()),
                 *clock,
                 stop.token().clone(),
                 slots.clone(),
@@ -113,7 +113,7 @@ impl Load {
     /// The measured phase: every request released at its arrival time, through the slots.
     /// `on_open` hears the window's wall-clock start, before the first release.
     pub(crate) async fn run(&self, clock: &Clock, stop: &Stopper, on_open: &dyn Fn(f64)) -> Phase {
-        let n = self.requests.len();
+        let n = self.n;
         let slots = self.max_concurrency.map(|c| Arc::new(Semaphore::new(c)));
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Sent)>();
         let token: CancellationToken = stop.token().clone();
@@ -122,7 +122,7 @@ impl Load {
         let start = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
         let mut at = 0.0f64;
-        for (i, r) in self.requests.iter().enumerate() {
+        for i in 0..n {
             if i > 0 && !self.gaps.is_empty() {
                 at += self.gaps[i - 1];
                 let when = start + Duration::from_secs_f64(at);
@@ -135,13 +135,14 @@ impl Load {
             if token.is_cancelled() {
                 break;
             }
-            let (client, req, clock, token, slots, tx) = (
+            let (client, mut req, clock, token, slots, tx, body_of) = (
                 self.client.clone(),
-                self.prepared(r.body.clone()),
+                self.prepared(Bytes::new()),
                 *clock,
                 token.clone(),
                 slots.clone(),
                 tx.clone(),
+                self.body_of.clone(),
             );
             tasks.spawn(async move {
                 let _slot = match slots {
@@ -152,6 +153,7 @@ impl Load {
                     },
                     None => None,
                 };
+                req.body = body_of(i);
                 let start_ns = clock.now_ns();
                 let rec = RequestRecord::started(i as u64, i, start_ns, start_ns);
                 let record = client.execute(&req, rec, &clock, &token).await;

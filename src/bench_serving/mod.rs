@@ -35,7 +35,7 @@ use crate::metrics::numpy;
 use crate::record::RequestRecord;
 use crate::stop::{StopReason, Stopper};
 use args::{Api, Args, UsageError};
-use load::{Load, Request};
+use load::Load;
 use result::{py_float, Goodput, Header, Outcome, Selection};
 
 /// Why a run ends early, and its exit code.
@@ -218,49 +218,67 @@ fn length_statistics(d: &RandomDataset) -> String {
     o
 }
 
-/// A request body (spec §7), with Python's `json.dumps` bytes (aiohttp's `json=`).
-fn body(
-    a: &Args,
-    model: &str,
-    prompt: &str,
-    max_tokens: u32,
-    extra: &[(&str, Value)],
+/// What every request body shares (spec §7).
+#[derive(Clone)]
+struct BodySpec {
+    api: Api,
+    flavor: Flavor,
+    model: String,
+    best_of: u32,
+    logprobs: Option<i64>,
     ignore_eos: bool,
-) -> Bytes {
-    let mut m = Map::new();
-    m.insert("model".into(), json!(model));
-    match a.api {
-        Api::Completions | Api::Dynamo => {
-            m.insert("prompt".into(), json!(prompt));
-            m.insert("temperature".into(), json!(0.0));
-            m.insert("best_of".into(), json!(a.best_of));
-            m.insert("max_tokens".into(), json!(max_tokens));
-            m.insert("logprobs".into(), json!(a.logprobs));
-        }
-        Api::Chat => {
-            let content = match a.flavor {
-                Flavor::InferenceX => json!(prompt),
-                Flavor::SaBench => json!([{"type": "text", "text": prompt}]),
-            };
-            m.insert(
-                "messages".into(),
-                json!([{"role": "user", "content": content}]),
-            );
-            m.insert("temperature".into(), json!(0.0));
-            m.insert("max_completion_tokens".into(), json!(max_tokens));
+}
+
+impl BodySpec {
+    fn new(a: &Args) -> BodySpec {
+        BodySpec {
+            api: a.api,
+            flavor: a.flavor,
+            model: a.body_model().to_owned(),
+            best_of: a.best_of,
+            logprobs: a.logprobs,
+            ignore_eos: a.ignore_eos,
         }
     }
-    m.insert("stream".into(), json!(true));
-    m.insert("stream_options".into(), json!({"include_usage": true}));
-    if ignore_eos {
-        m.insert("ignore_eos".into(), json!(true));
+
+    /// The body of one request, with Python's `json.dumps` bytes (aiohttp's `json=`); `extra`
+    /// keys go last (the profiler's).
+    fn body(&self, prompt: &str, max_tokens: u32, extra: &[(&str, Value)]) -> Bytes {
+        let mut m = Map::new();
+        m.insert("model".into(), json!(self.model));
+        match self.api {
+            Api::Completions | Api::Dynamo => {
+                m.insert("prompt".into(), json!(prompt));
+                m.insert("temperature".into(), json!(0.0));
+                m.insert("best_of".into(), json!(self.best_of));
+                m.insert("max_tokens".into(), json!(max_tokens));
+                m.insert("logprobs".into(), json!(self.logprobs));
+            }
+            Api::Chat => {
+                let content = match self.flavor {
+                    Flavor::InferenceX => json!(prompt),
+                    Flavor::SaBench => json!([{"type": "text", "text": prompt}]),
+                };
+                m.insert(
+                    "messages".into(),
+                    json!([{"role": "user", "content": content}]),
+                );
+                m.insert("temperature".into(), json!(0.0));
+                m.insert("max_completion_tokens".into(), json!(max_tokens));
+            }
+        }
+        m.insert("stream".into(), json!(true));
+        m.insert("stream_options".into(), json!({"include_usage": true}));
+        if self.ignore_eos {
+            m.insert("ignore_eos".into(), json!(true));
+        }
+        for (k, v) in extra {
+            m.insert((*k).to_owned(), v.clone());
+        }
+        let text = tokenizer_encoders::python_json_dumps(&Value::Object(m), true)
+            .expect("strings and numbers only");
+        Bytes::from(text)
     }
-    for (k, v) in extra {
-        m.insert((*k).to_owned(), v.clone());
-    }
-    let text = tokenizer_encoders::python_json_dumps(&Value::Object(m), true)
-        .expect("strings and numbers only");
-    Bytes::from(text)
 }
 
 fn uri(url: &str, flag: &str) -> Result<http::Uri, Fail> {
@@ -340,15 +358,13 @@ async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
         print!("{}", length_statistics(&dataset));
     }
 
-    let model = a.body_model().to_owned();
-    let requests: Vec<Request> = dataset
-        .prompts
-        .iter()
-        .map(|p| Request {
-            body: body(a, &model, &p.text, p.output_len, &[], a.ignore_eos),
-            prompt_len: p.prompt_len,
-        })
-        .collect();
+    let spec = BodySpec::new(a);
+    let prompts = std::sync::Arc::new(std::mem::take(&mut dataset.prompts));
+    let prompt_lens: Vec<usize> = prompts.iter().map(|p| p.prompt_len).collect();
+    let body_of: load::BodyOf = {
+        let (spec, prompts) = (spec.clone(), prompts.clone());
+        std::sync::Arc::new(move |i| spec.body(&prompts[i].text, prompts[i].output_len, &[]))
+    };
     let gaps = load::gaps(
         &mut dataset.global,
         a.num_prompts,
@@ -388,7 +404,8 @@ async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
     let load = Load {
         client,
         url,
-        requests,
+        n: prompts.len(),
+        body_of,
         gaps,
         max_concurrency: a.max_concurrency,
         capture_text: a.save_detailed || a.flavor == Flavor::SaBench,
@@ -404,7 +421,7 @@ async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
     let clock = Clock::new();
 
     println!("Starting initial single prompt test run...");
-    let first = load.requests[0].body.clone();
+    let first = (load.body_of)(0);
     match a.flavor {
         Flavor::InferenceX if a.num_warmups > 0 => {
             println!("Warming up with {} requests...", a.num_warmups);
@@ -434,7 +451,7 @@ async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
         }
     }
     let base = a.base().replace("://0.0.0.0", "://127.0.0.1");
-    let p0 = &dataset.prompts[0];
+    let p0 = &prompts[0];
     if a.profile {
         println!("Starting profiler...");
         let extra: Vec<(&str, Value)> = match a.flavor {
@@ -445,7 +462,7 @@ async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
             ],
             Flavor::SaBench => Vec::new(),
         };
-        let b = body(a, &model, &p0.text, p0.output_len, &extra, a.ignore_eos);
+        let b = spec.body(&p0.text, p0.output_len, &extra);
         if profiler(&load, &base, "/start_profile", b, &clock, stop).await {
             println!("Profiler started");
         }
@@ -519,7 +536,13 @@ async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
     }
     if a.profile {
         println!("Stopping profiler...");
-        let b = body(a, &a.model, &p0.text, p0.output_len, &[], false);
+        // Upstream's stop request: `model` is --model, and no ignore_eos.
+        let stop_spec = BodySpec {
+            model: a.model.clone(),
+            ignore_eos: false,
+            ..spec.clone()
+        };
+        let b = stop_spec.body(&p0.text, p0.output_len, &[]);
         if profiler(&load, &base, "/stop_profile", b, &clock, stop).await {
             println!("Profiler stopped");
         }
@@ -533,8 +556,8 @@ async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
     let outcomes: Vec<Outcome> = phase
         .sent
         .iter()
-        .zip(&load.requests)
-        .map(|(s, r)| load::outcome(a.api, r.prompt_len, s.as_ref(), count))
+        .zip(&prompt_lens)
+        .map(|(s, &len)| load::outcome(a.api, len, s.as_ref(), count))
         .collect();
     let selection = Selection::parse(&a.percentile_metrics, &a.metric_percentiles);
     let goodput = (!a.goodput.is_empty()).then(|| {
@@ -879,8 +902,8 @@ mod tests {
     /// Spec §7: each backend's keys in upstream's order, as `json.dumps` writes them.
     #[test]
     fn bodies_are_upstreams_bytes() {
-        let a = args("--model m --served-model-name s --dataset-name random");
-        let b = body(&a, a.body_model(), "héllo", 7, &[], true);
+        let a = args("--model m --served-model-name s --dataset-name random --ignore-eos");
+        let b = BodySpec::new(&a).body("héllo", 7, &[]);
         assert_eq!(
             std::str::from_utf8(&b).unwrap(),
             r#"{"model": "s", "prompt": "h\u00e9llo", "temperature": 0.0, "best_of": 1, "max_tokens": 7, "logprobs": null, "stream": true, "stream_options": {"include_usage": true}, "ignore_eos": true}"#
@@ -888,13 +911,13 @@ mod tests {
         let a = args(
             "--model m --backend openai-chat --endpoint /v1/chat/completions --dataset-name random",
         );
-        let b = body(&a, a.body_model(), "hi", 3, &[], false);
+        let b = BodySpec::new(&a).body("hi", 3, &[]);
         assert_eq!(
             std::str::from_utf8(&b).unwrap(),
             r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.0, "max_completion_tokens": 3, "stream": true, "stream_options": {"include_usage": true}}"#
         );
         let a = args("--flavor sa-bench --model m --backend openai-chat --dataset-name random");
-        let b = body(&a, a.body_model(), "hi", 3, &[], false);
+        let b = BodySpec::new(&a).body("hi", 3, &[]);
         assert!(std::str::from_utf8(&b)
             .unwrap()
             .contains(r#""content": [{"type": "text", "text": "hi"}]"#));
