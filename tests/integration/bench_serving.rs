@@ -3,7 +3,7 @@
 //! shared/spec/bench-serving.md: the F8/F9 datasets' lengths, upstream's key order, the console
 //! lines scripts grep, the >5 % rule, sa-bench's initial test, and a TPOT that is the server's.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -493,10 +493,15 @@ fn upstream(var: &str, rel: &str, what: &str) -> Option<std::path::PathBuf> {
 
 /// One run of upstream's script (the AIPerf venv's Python has numpy, transformers and aiohttp)
 /// and one of the drop-in, same argv, each with its own result directory.
-fn side_by_side(script: &Path, flavor: &[&str], argv: &[&str], name: &str) -> [(Output, Value); 2] {
-    let tmp = tempfile::tempdir().unwrap().keep();
+fn side_by_side(
+    tmp: &Path,
+    script: &Path,
+    flavor: &[&str],
+    argv: &[&str],
+    name: &str,
+) -> [(Output, Value, std::path::PathBuf); 2] {
     let run = |mut cmd: Command, dir: &str| {
-        let dir = tmp.join(dir);
+        let dir = tmp.join(dir).join(name.trim_end_matches(".json"));
         std::fs::create_dir_all(&dir).unwrap();
         let out = cmd
             .args(argv)
@@ -509,7 +514,7 @@ fn side_by_side(script: &Path, flavor: &[&str], argv: &[&str], name: &str) -> [(
         let stderr = String::from_utf8_lossy(&out.stderr);
         let r = crate::common::read_json(&dir.join(name));
         assert_eq!(files_in(&dir), [name], "{stderr}");
-        (out, r)
+        (out, r, dir)
     };
     let mut up = Command::new(crate::conformance::venv_python());
     up.arg(script).current_dir(script.parent().unwrap());
@@ -520,9 +525,9 @@ fn side_by_side(script: &Path, flavor: &[&str], argv: &[&str], name: &str) -> [(
 
 /// What must agree (spec §14): exit code, keys and their order, value types, the per-request
 /// lengths and errors, token totals; the console's lines with the figures masked.
-fn agree(up: &(Output, Value), ours: &(Output, Value), extra_keys: &[&str]) {
-    let (uo, ur) = up;
-    let (oo, or) = ours;
+fn agree(up: &(Output, Value, PathBuf), ours: &(Output, Value, PathBuf), extra_keys: &[&str]) {
+    let (uo, ur, _) = up;
+    let (oo, or, _) = ours;
     let text = |o: &Output| String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(
         uo.status.code(),
@@ -648,8 +653,9 @@ fn upstream_and_the_drop_in_agree_side_by_side() {
             "--seed",
             "3",
         ]);
-        let [up, ours] = side_by_side(script, &[], &a, "ix.json");
+        let [up, ours] = side_by_side(tmp.path(), script, &[], &a, "ix.json");
         agree(&up, &ours, &[]);
+        process_result(script, &ours.2, "ix");
         let mut a = base.to_vec();
         a.extend([
             "--random-input-len",
@@ -675,7 +681,7 @@ fn upstream_and_the_drop_in_agree_side_by_side() {
             "--metric-percentiles",
             "50,99",
         ]);
-        let [up, ours] = side_by_side(script, &[], &a, "ix-dsv4.json");
+        let [up, ours] = side_by_side(tmp.path(), script, &[], &a, "ix-dsv4.json");
         agree(&up, &ours, &[]);
     }
     if let Some(script) = &sa {
@@ -723,6 +729,7 @@ fn upstream_and_the_drop_in_agree_side_by_side() {
             "--reuse-http-connections",
         ];
         let [up, ours] = side_by_side(
+            tmp.path(),
             script,
             &["--flavor", "sa-bench"],
             &a,
@@ -734,4 +741,41 @@ fn upstream_and_the_drop_in_agree_side_by_side() {
             &["benchmark_start_time_unix", "benchmark_end_time_unix"],
         );
     }
+}
+
+/// InferenceX's own reader of the result, `utils/process_result.py` (single node, power best
+/// effort), on specperf's file: it runs and converts every latency and TPOT key.
+fn process_result(script: &Path, dir: &Path, stem: &str) {
+    let utils = script.parent().unwrap().parent().unwrap();
+    let out = Command::new(crate::conformance::venv_python())
+        .arg(utils.join("process_result.py"))
+        .current_dir(dir)
+        .env("PYTHONPATH", utils)
+        .envs([
+            ("RUNNER_TYPE", "h200"),
+            ("FRAMEWORK", "vllm"),
+            ("PRECISION", "fp8"),
+            ("SPEC_DECODING", "none"),
+            ("RESULT_FILENAME", stem),
+            ("ISL", "64"),
+            ("OSL", "8"),
+            ("DISAGG", "false"),
+            ("MODEL_PREFIX", "sim"),
+            ("IMAGE", "specperf"),
+            ("TP", "8"),
+            ("EP_SIZE", "1"),
+            ("DP_ATTENTION", "false"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "process_result.py: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let agg = crate::common::read_json(&dir.join(format!("agg_{stem}.json")));
+    assert_eq!(agg["conc"], 4);
+    assert!(agg["median_intvty"].as_f64().unwrap() > 0.0, "{agg}");
+    assert!(agg["p99_e2el"].as_f64().unwrap() > 0.0, "{agg}");
 }

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# `specperf bench-serving` side by side with InferenceX's benchmark_serving.py, same argv, same
+# simulator, alternating run by run, at the point where the Python client is the bottleneck.
+#
+#   INFERENCEX_DIR=/path/to/InferenceX benches/bench_serving.sh
+#   BIG=1 benches/bench_serving.sh          # also specperf alone at concurrency 16,384
+#
+# The simulator runs as its own process at ITL_MS per step with acceptance probability 0 (one
+# token per step), so the true TPOT and ITL are exactly ITL_MS. Each run: InferenceX's
+# run_benchmark_serving argv (random dataset, range ratio 0.8, --request-rate inf,
+# --max-concurrency C, --num-prompts 10*C, --num-warmups 2*C, --ignore-eos, --save-result).
+# Prints per run and as medians with ratios: CPU seconds (user + sys, children included), peak
+# RSS summed over the process tree, request throughput, and mean TTFT / TPOT / ITL from each
+# tool's own result file.
+#
+# Environment: INFERENCEX_DIR (without it, specperf alone), PYTHON (target/aiperf-venv/bin/python:
+# numpy, transformers, aiohttp), PORT (18090), CONCURRENCY (512), ISL (256), OSL (64), ITL_MS (1),
+# TTFT_MS (20), RUNS (3), SPECPERF_BIN (target/release/specperf), SKIP_BUILD=1, BIG=1,
+# BIG_CONCURRENCY (16384), BIG_ISL (1024), BIG_OSL (64).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+PORT=${PORT:-18090}
+CONCURRENCY=${CONCURRENCY:-512}
+ISL=${ISL:-256}
+OSL=${OSL:-64}
+ITL_MS=${ITL_MS:-1}
+TTFT_MS=${TTFT_MS:-20}
+RUNS=${RUNS:-3}
+BIN=${SPECPERF_BIN:-target/release/specperf}
+PYTHON=${PYTHON:-target/aiperf-venv/bin/python}
+[[ $PYTHON = /* ]] || PYTHON=$PWD/$PYTHON
+BASE=http://127.0.0.1:$PORT
+
+if [[ -z ${SKIP_BUILD:-} ]]; then
+    cargo build --release --quiet
+fi
+scripts/fetch-tokenizer.sh >&2
+command -v curl >/dev/null || { echo "error: curl is required" >&2; exit 1; }
+[[ -x /usr/bin/time ]] || { echo "error: GNU time (/usr/bin/time) is required" >&2; exit 1; }
+# Every stream holds a socket in the client and one in the simulator.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+# shellcheck source=benches/lib/measure.sh
+. benches/lib/measure.sh
+
+WORK=$(mktemp -d)
+SIM_PID=
+cleanup() {
+    [[ -n $SIM_PID ]] && kill "$SIM_PID" 2>/dev/null
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+TOK=$WORK/tokenizer
+mkdir -p "$TOK"
+cp target/fixtures/deepseek-v4/tokenizer.json "$TOK/"
+echo '{"tokenizer_class": "PreTrainedTokenizerFast"}' >"$TOK/tokenizer_config.json"
+
+if curl -sf -o /dev/null "$BASE/health"; then
+    echo "error: something already listens on port $PORT (set PORT)" >&2
+    exit 1
+fi
+"$BIN" sim --port "$PORT" --ttft-ms "$TTFT_MS" --itl-ms "$ITL_MS" --acceptance-prob 0 \
+    >"$WORK/sim.log" 2>&1 &
+SIM_PID=$!
+for _ in $(seq 100); do
+    curl -sf -o /dev/null "$BASE/health" && break
+    sleep 0.1
+done
+
+UPSTREAM=
+if [[ -n ${INFERENCEX_DIR:-} ]]; then
+    UPSTREAM=$INFERENCEX_DIR/utils/bench_serving/benchmark_serving.py
+    [[ -f $UPSTREAM ]] || { echo "error: no $UPSTREAM" >&2; exit 1; }
+fi
+
+# argv CONC ISL OSL DIR: InferenceX's run_benchmark_serving call.
+argv() {
+    echo --model specperf-sim --tokenizer "$TOK" --backend vllm --base-url "http://0.0.0.0:$PORT" \
+        --dataset-name random --random-input-len "$2" --random-output-len "$3" \
+        --random-range-ratio 0.8 --num-prompts $((10 * $1)) --max-concurrency "$1" \
+        --request-rate inf --ignore-eos --save-result --num-warmups $((2 * $1)) \
+        --percentile-metrics ttft,tpot,itl,e2el --result-dir "$4" --result-filename r.json
+}
+
+# row NAME OUT: one line of figures from GNU time, the RSS sampler and the tool's result file.
+row() {
+    local t=$2.time
+    local cpu rss
+    cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.2f", s}' "$t")
+    rss=$(awk -v k="$(cat "$2.rss")" 'BEGIN {printf "%.0f", k / 1024}')
+    "$PYTHON" - "$1" "$cpu" "$rss" "$2.dir/r.json" <<'EOF'
+import json, sys
+name, cpu, rss, path = sys.argv[1:]
+r = json.load(open(path))
+print(f"{name:<10} cpu_s {cpu:>7}  rss_mib {rss:>6}  req_s {r['request_throughput']:9.1f}  "
+      f"completed {r['completed']:>6}  ttft_ms {r['mean_ttft_ms']:8.2f}  "
+      f"tpot_ms {r['mean_tpot_ms']:6.3f}  itl_ms {r['mean_itl_ms']:6.3f}")
+EOF
+}
+
+echo "== concurrency $CONCURRENCY, ISL $ISL, OSL $OSL, $((10 * CONCURRENCY)) prompts, simulator TTFT ${TTFT_MS} ms, ${ITL_MS} ms per token"
+for i in $(seq "$RUNS"); do
+    if [[ -n $UPSTREAM ]]; then
+        o=$WORK/upstream$i
+        mkdir -p "$o.dir"
+        # shellcheck disable=SC2046
+        (cd "$(dirname "$UPSTREAM")" && measure "$o" "$PYTHON" -u "$UPSTREAM" \
+            $(argv "$CONCURRENCY" "$ISL" "$OSL" "$o.dir"))
+        row upstream "$o" | tee -a "$WORK/rows"
+    fi
+    o=$WORK/specperf$i
+    mkdir -p "$o.dir"
+    # shellcheck disable=SC2046
+    measure "$o" "$BIN" bench-serving $(argv "$CONCURRENCY" "$ISL" "$OSL" "$o.dir") --disable-tqdm
+    row specperf "$o" | tee -a "$WORK/rows"
+done
+"$PYTHON" - "$WORK/rows" <<'EOF'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    rows.setdefault(f[0], []).append({f[i]: float(f[i + 1]) for i in range(1, len(f), 2)})
+med = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in rows.items()}
+for n, m in med.items():
+    print(f"median {n:<10} " + "  ".join(f"{k} {v:g}" for k, v in m.items()))
+if "upstream" in med and "specperf" in med:
+    u, s = med["upstream"], med["specperf"]
+    print(f"ratios upstream/specperf: cpu_s {u['cpu_s'] / s['cpu_s']:.1f}x, "
+          f"rss {u['rss_mib'] / s['rss_mib']:.1f}x; specperf/upstream req_s "
+          f"{s['req_s'] / u['req_s']:.2f}x")
+EOF
+
+if [[ -n ${BIG:-} ]]; then
+    C=${BIG_CONCURRENCY:-16384}
+    echo "== specperf alone: concurrency $C, ISL ${BIG_ISL:-1024}, OSL ${BIG_OSL:-64}, $((10 * C)) prompts"
+    o=$WORK/big
+    mkdir -p "$o.dir"
+    # shellcheck disable=SC2046
+    measure "$o" "$BIN" bench-serving $(argv "$C" "${BIG_ISL:-1024}" "${BIG_OSL:-64}" "$o.dir") --disable-tqdm
+    row specperf "$o"
+    tail -3 "$o.err"
+fi
