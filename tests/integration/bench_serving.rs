@@ -656,6 +656,7 @@ fn upstream_and_the_drop_in_agree_side_by_side() {
         let [up, ours] = side_by_side(tmp.path(), script, &[], &a, "ix.json");
         agree(&up, &ours, &[]);
         process_result(script, &ours.2, "ix");
+        run_benchmark_serving(script, &s.url(), tok, tmp.path());
         let mut a = base.to_vec();
         a.extend([
             "--random-input-len",
@@ -776,6 +777,48 @@ fn process_result(script: &Path, dir: &Path, stem: &str) {
     );
     let agg = crate::common::read_json(&dir.join(format!("agg_{stem}.json")));
     assert_eq!(agg["conc"], 4);
+    assert_eq!(agg["model"], "specperf-sim");
     assert!(agg["median_intvty"].as_f64().unwrap() > 0.0, "{agg}");
     assert!(agg["p99_e2el"].as_f64().unwrap() > 0.0, "{agg}");
+}
+
+/// InferenceX's own caller, `run_benchmark_serving` of `benchmarks/benchmark_lib.sh`, with its
+/// one change (`python3 …/benchmark_serving.py` → `specperf bench-serving`), then its
+/// `process_result.py` on what it left.
+fn run_benchmark_serving(script: &Path, url: &str, tok: &str, tmp: &Path) {
+    let root = script.ancestors().nth(3).unwrap();
+    let lib = std::fs::read_to_string(root.join("benchmarks/benchmark_lib.sh")).unwrap();
+    let call = r#"python3 "$workspace_dir/utils/bench_serving/benchmark_serving.py""#;
+    assert_eq!(
+        lib.matches(call).count(),
+        1,
+        "benchmark_lib.sh no longer calls {call}"
+    );
+    let lib = lib.replace(call, r#""$SPECPERF_BIN" bench-serving"#);
+    let dir = tmp.join("run_benchmark_serving");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("benchmark_lib.sh"), lib).unwrap();
+    let port = url.rsplit(':').next().unwrap().trim_end_matches('/');
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -e; source ./benchmark_lib.sh; run_benchmark_serving --model specperf-sim \
+             --port {port} --backend vllm --input-len 64 --output-len 8 \
+             --random-range-ratio 0.8 --num-prompts 12 --max-concurrency 4 \
+             --result-filename ix_lib --result-dir . --tokenizer {tok}"
+        ))
+        .current_dir(&dir)
+        .env("SPECPERF_BIN", env!("CARGO_BIN_EXE_specperf"))
+        .env("PYTHONPYCACHEPREFIX", dir.join("pycache"))
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "run_benchmark_serving: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Warming up with 8 requests..."), "{stdout}");
+    process_result(script, &dir, "ix_lib");
 }
