@@ -11,8 +11,8 @@
 //!
 //! The global generator is handed back after the draws: the arrival gaps come from the same
 //! stream. IX's worker processes are emulated, never spawned: what they change is which padding
-//! stream each prompt draws from, so any thread layout that keeps those streams is correct; this
-//! one is serial.
+//! stream each prompt draws from, so any thread layout that keeps those streams is correct. Here
+//! the tokenizer's work runs on every core and the padding draws in prompt order.
 
 use serde_json::{json, Map};
 use tokenizer_encoders::deepseek::{
@@ -256,42 +256,149 @@ fn inferencex(
             .collect()
     };
 
-    let mut prompts = Vec::with_capacity(n);
-    for i in 0..n {
+    // Three passes, the same result as upstream's one loop: every prompt's encode/cut rounds up
+    // to the first padding (no random draw) on all cores; the padding rounds in prompt order
+    // (each chunk's stream is drawn in its own prompt order, which prompt order keeps); the
+    // template and the final count on all cores again.
+    let states = par_map((0..n).collect(), |i| {
+        let target = p + in_lens[i] as usize;
+        let mut token_ids: Vec<u32> = prefix.clone();
+        token_ids.extend(ids_from(offsets[i], i, in_lens[i] as usize, vocab));
+        let text = tok.decode(&token_ids)?;
+        Padding::start(tok, text, target)
+    });
+    let mut states = states.into_iter().collect::<Result<Vec<_>, _>>()?;
+    for (i, st) in states.iter_mut().enumerate() {
         let pad = if chunks == 0 {
             &mut local
         } else {
             &mut streams[i / chunk_size]
         };
-        let in_len = in_lens[i] as usize;
-        let target = p + in_len;
-        let mut token_ids: Vec<u32> = prefix.clone();
-        token_ids.extend(ids_from(offsets[i], i, in_len, vocab));
-        let mut text = tok.decode(&token_ids)?;
-        for _ in 0..10 {
-            let mut ids_now = tok.ids(&text)?;
-            match ids_now.len().cmp(&target) {
-                std::cmp::Ordering::Less => {
-                    ids_now.extend(ids(pad.randint_n(0, vocab, target - ids_now.len())));
-                }
-                std::cmp::Ordering::Greater => ids_now.truncate(target),
-                std::cmp::Ordering::Equal => break,
-            }
-            text = tok.decode(&ids_now)?;
-        }
-        let text = template.apply(&text)?;
-        let prompt_len = tok.ids(&text)?.len();
-        prompts.push(RandomPrompt {
-            text,
-            prompt_len,
-            output_len: out_lens[i] as u32,
-            target_len: target,
-        });
+        st.finish(tok, pad, vocab)?;
     }
+    let prompts = par_map(
+        states.into_iter().enumerate().collect(),
+        |(i, st): (usize, Padding)| -> Result<RandomPrompt, DatasetError> {
+            let text = template.apply(&st.text)?;
+            // Unchanged by a template and last encoded at exactly the target: that is its count.
+            let prompt_len = match (template.is_chat(), st.counted) {
+                (false, Some(len)) => len,
+                _ => tok.ids(&text)?.len(),
+            };
+            Ok(RandomPrompt {
+                text,
+                prompt_len,
+                output_len: out_lens[i] as u32,
+                target_len: st.target,
+            })
+        },
+    );
     Ok(RandomDataset {
-        prompts,
+        prompts: prompts.into_iter().collect::<Result<_, _>>()?,
         chunks,
         global,
+    })
+}
+
+/// One IX prompt in upstream's padding loop (spec §4.3): up to 10 rounds of encode, then pad
+/// (drawing from the prompt's stream) or cut, then decode.
+struct Padding {
+    text: String,
+    target: usize,
+    /// Rounds done.
+    rounds: usize,
+    /// Stopped short of the target at the start of a round: these ids need padding next.
+    short: Option<Vec<u32>>,
+    /// The loop ended on a round whose encode of `text` had exactly `target` tokens.
+    counted: Option<usize>,
+}
+
+impl Padding {
+    const ROUNDS: usize = 10;
+
+    /// Runs the rounds that need no random draw: until the text has the target length, a
+    /// round needs padding, or the rounds run out.
+    fn start(tok: &Tokenizer, text: String, target: usize) -> Result<Padding, DatasetError> {
+        let mut st = Padding {
+            text,
+            target,
+            rounds: 0,
+            short: None,
+            counted: None,
+        };
+        st.run(tok, None, 0)?;
+        Ok(st)
+    }
+
+    /// Finishes the loop, drawing padding from `pad`.
+    fn finish(
+        &mut self,
+        tok: &Tokenizer,
+        pad: &mut RandomState,
+        vocab: i64,
+    ) -> Result<(), DatasetError> {
+        self.run(tok, Some(pad), vocab)
+    }
+
+    fn run(
+        &mut self,
+        tok: &Tokenizer,
+        mut pad: Option<&mut RandomState>,
+        vocab: i64,
+    ) -> Result<(), DatasetError> {
+        while self.rounds < Self::ROUNDS && self.counted.is_none() {
+            let mut ids_now = match self.short.take() {
+                Some(ids) => ids,
+                None => tok.ids(&self.text)?,
+            };
+            match ids_now.len().cmp(&self.target) {
+                std::cmp::Ordering::Less => {
+                    let Some(rs) = pad.as_deref_mut() else {
+                        self.short = Some(ids_now);
+                        return Ok(());
+                    };
+                    ids_now.extend(ids(rs.randint_n(0, vocab, self.target - ids_now.len())));
+                }
+                std::cmp::Ordering::Greater => ids_now.truncate(self.target),
+                std::cmp::Ordering::Equal => {
+                    self.counted = Some(self.target);
+                    break;
+                }
+            }
+            self.text = tok.decode(&ids_now)?;
+            self.rounds += 1;
+        }
+        Ok(())
+    }
+}
+
+/// `f` over `items` on every core, in order (prompt building is CPU-bound and per prompt
+/// independent; upstream spreads it over worker processes too).
+fn par_map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads <= 1 || items.len() < 2 {
+        return items.into_iter().map(f).collect();
+    }
+    let per = items.len().div_ceil(threads);
+    let mut chunks: Vec<Vec<T>> = Vec::new();
+    let mut it = items.into_iter();
+    loop {
+        let c: Vec<T> = it.by_ref().take(per).collect();
+        if c.is_empty() {
+            break;
+        }
+        chunks.push(c);
+    }
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|c| scope.spawn(move || c.into_iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a prompt-building thread panicked"))
+            .collect()
     })
 }
 
@@ -326,32 +433,36 @@ fn sa_bench(
         ids(global.randint_n(0, vocab, p))
     };
 
-    let mut prompts = Vec::with_capacity(n);
-    for i in 0..n {
-        let in_len = in_lens[i] as usize;
-        let (text, prompt_len) = if chat {
-            let drawn = int_times(in_len as i64, 1.5) as usize;
-            let origin = tok.decode(&ids_from(offsets[i], i, drawn, vocab).collect::<Vec<_>>())?;
-            let mut cut = tok.ids(&origin)?;
-            cut.truncate(in_len);
-            let text = template.apply(&tok.decode(&cut)?)?;
-            (text, in_len + t as usize)
-        } else {
-            let mut token_ids = prefix.clone();
-            token_ids.extend(ids_from(offsets[i], i, in_len, vocab));
-            let mut cut = tok.ids(&tok.decode(&token_ids)?)?;
-            cut.truncate(p + in_len);
-            (tok.decode(&cut)?, p + in_len)
-        };
-        prompts.push(RandomPrompt {
-            text,
-            prompt_len,
-            output_len: out_lens[i] as u32,
-            target_len: prompt_len,
-        });
-    }
+    // No draw after the lengths: every prompt is independent, built on all cores.
+    let prompts = par_map(
+        (0..n).collect(),
+        |i| -> Result<RandomPrompt, DatasetError> {
+            let in_len = in_lens[i] as usize;
+            let (text, prompt_len) = if chat {
+                let drawn = int_times(in_len as i64, 1.5) as usize;
+                let origin =
+                    tok.decode(&ids_from(offsets[i], i, drawn, vocab).collect::<Vec<_>>())?;
+                let mut cut = tok.ids(&origin)?;
+                cut.truncate(in_len);
+                let text = template.apply(&tok.decode(&cut)?)?;
+                (text, in_len + t as usize)
+            } else {
+                let mut token_ids = prefix.clone();
+                token_ids.extend(ids_from(offsets[i], i, in_len, vocab));
+                let mut cut = tok.ids(&tok.decode(&token_ids)?)?;
+                cut.truncate(p + in_len);
+                (tok.decode(&cut)?, p + in_len)
+            };
+            Ok(RandomPrompt {
+                text,
+                prompt_len,
+                output_len: out_lens[i] as u32,
+                target_len: prompt_len,
+            })
+        },
+    );
     Ok(RandomDataset {
-        prompts,
+        prompts: prompts.into_iter().collect::<Result<_, _>>()?,
         chunks: 0,
         global,
     })
