@@ -118,6 +118,8 @@ const FLAGS: &[Flag] = &[
     flag("--idle-timeout-seconds", One, Ours, "specperf: a stream silent this long fails [120]"),
     flag("--request-timeout-seconds", One, Ours, "specperf: a request still running after this fails [21600]"),
     flag("--timeout-seconds", One, Ours, "specperf: the whole run's deadline; the result is still written [none]"),
+    flag("--server-metrics", Plus, Ours, "specperf: Prometheus endpoints (URL or host:port): acceptance length over the window, spec_decode_* keys appended"),
+    flag("--server-metrics-settle-seconds", One, Ours, "specperf: wait after the last response before the final scrape (counters lag) [10]"),
 ];
 
 /// A command line the drop-in cannot honour (exit 2).
@@ -190,6 +192,9 @@ pub(crate) struct Args {
     pub(crate) idle_timeout: f64,
     pub(crate) request_timeout: f64,
     pub(crate) deadline: Option<f64>,
+    /// `--server-metrics`, normalised to `/metrics` URLs.
+    pub(crate) server_metrics: Vec<String>,
+    pub(crate) server_metrics_settle: f64,
 }
 
 /// Whether argparse would read `word` as a flag rather than a value (negative numbers are
@@ -417,6 +422,24 @@ fn goodput(words: &[String]) -> Result<Vec<(String, f64)>, UsageError> {
     Ok(out)
 }
 
+/// `--server-metrics` words (each may hold several, comma-separated) as `/metrics` URLs.
+fn metrics_urls(words: Option<&Vec<String>>) -> Result<Vec<String>, UsageError> {
+    let mut out: Vec<String> = Vec::new();
+    for w in words.into_iter().flatten().flat_map(|w| w.split(',')) {
+        let url = crate::config::scrape::metrics_url(w)
+            .map_err(|e| usage(format!("--server-metrics: {e}")))?;
+        if let Some(u) = url {
+            if out.contains(&u) {
+                return Err(usage(format!(
+                    "--server-metrics: {u} is given twice (it would be counted twice)"
+                )));
+            }
+            out.push(u);
+        }
+    }
+    Ok(out)
+}
+
 fn seconds(p: &Parsed, name: &str, default: f64) -> Result<f64, UsageError> {
     let v = float_or(p, name, default)?;
     if v > 0.0 && v.is_finite() {
@@ -619,6 +642,16 @@ impl Args {
             deadline: one(&p, "--timeout-seconds")
                 .map(|_| seconds(&p, "--timeout-seconds", 0.0))
                 .transpose()?,
+            server_metrics: metrics_urls(p.get("--server-metrics"))?,
+            server_metrics_settle: {
+                let v = float_or(&p, "--server-metrics-settle-seconds", 10.0)?;
+                if !(0.0..=3600.0).contains(&v) {
+                    return Err(usage(format!(
+                        "--server-metrics-settle-seconds {v}: give 0 to 3600 seconds"
+                    )));
+                }
+                v
+            },
         })
     }
 

@@ -58,6 +58,8 @@ pub(crate) struct Phase {
     /// Per request, dataset order; `None` for a request never released (the run stopped).
     pub(crate) sent: Vec<Option<Sent>>,
     pub(crate) window: Window,
+    /// When the last response ended (the server-metrics window closes there).
+    pub(crate) last_response: Option<Instant>,
 }
 
 fn unix_now() -> f64 {
@@ -172,8 +174,10 @@ impl Load {
         let mut sent: Vec<Option<Sent>> = (0..n).map(|_| None).collect();
         let mut done = 0usize;
         let mut last_print = Instant::now();
+        let mut last_response = None;
         while let Some((i, s)) = rx.recv().await {
             sent[i] = Some(s);
+            last_response = Some(Instant::now());
             done += 1;
             if self.progress && last_print.elapsed() >= Duration::from_secs(5) {
                 last_print = Instant::now();
@@ -192,6 +196,7 @@ impl Load {
                 start_unix,
                 end_unix: unix_now(),
             },
+            last_response,
         }
     }
 }

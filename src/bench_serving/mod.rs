@@ -33,6 +33,7 @@ use crate::dataset::bench_serving::{
 use crate::exit;
 use crate::metrics::numpy;
 use crate::record::RequestRecord;
+use crate::scrape::{ScrapeReport, ScrapeSettings, Scraper};
 use crate::stop::{StopReason, Stopper};
 use args::{Api, Args, UsageError};
 use load::Load;
@@ -500,6 +501,24 @@ async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
     if a.flavor == Flavor::InferenceX {
         println!("Starting main benchmark run...");
     }
+    let scraper = match a.server_metrics.is_empty() {
+        true => None,
+        false => {
+            let settings = ScrapeSettings {
+                endpoints: a.server_metrics.clone(),
+                interval: Duration::from_secs(1),
+                timeout: Duration::from_secs(5),
+                settle: Duration::from_secs_f64(a.server_metrics_settle),
+                require_stable: false,
+                stable_max: Duration::from_secs(30),
+                acceptance: Default::default(),
+                save_dir: None,
+                slice: Duration::from_secs(1),
+            };
+            let s = Scraper::baseline(load.client.clone(), settings, stop.token()).await;
+            Some(s.spawn(stop.token().clone(), None))
+        }
+    };
     let window_file = MeasurementWindow::create(a);
     let lift = async {
         let wait = Duration::from_secs_f64(a.slow_down_wait_time.max(0.0));
@@ -548,6 +567,13 @@ async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
         }
     }
 
+    let extras = match scraper {
+        Some(task) => {
+            let last = phase.last_response.unwrap_or_else(std::time::Instant::now);
+            spec_decode_keys(task.finish(last).await)
+        }
+        None => Vec::new(),
+    };
     let sa_count = |text: &str| tok.ids(text).map_or(0, |ids| ids.len() as u64);
     let count: Option<&dyn Fn(&str) -> u64> = match a.flavor {
         Flavor::SaBench => Some(&sa_count),
@@ -578,6 +604,19 @@ async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
         ));
     }
     print!("{}", result::console_block(a.flavor, duration, &metrics));
+    if !a.server_metrics.is_empty() {
+        let al = extras
+            .iter()
+            .find(|(k, _)| k == "spec_decode_acceptance_length")
+            .and_then(|(_, v)| v.as_f64());
+        match al {
+            Some(al) => println!("Acceptance length (server counters): {al:.4}"),
+            None => println!(
+                "Acceptance length (server counters): n/a (no speculative counters moved in the \
+                 window)"
+            ),
+        }
+    }
 
     let mut code = exit::OK;
     if a.save_result {
@@ -601,7 +640,7 @@ async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
             &metrics,
             &outcomes,
             a.save_detailed,
-            &[],
+            &extras,
         );
         let path = result_path(a, &header.date);
         let written = path
@@ -683,6 +722,58 @@ async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
         }
     }
     Ok(code)
+}
+
+/// `--server-metrics`: the window's acceptance under `vllm bench serve`'s keys (rate in percent,
+/// per-position rates as fractions), appended after upstream's keys; none when the counters did
+/// not move.
+fn spec_decode_keys(report: Option<ScrapeReport>) -> Vec<(String, Value)> {
+    let Some(r) = report else {
+        eprintln!("WARNING: --server-metrics: the scrape task ended without a report");
+        return Vec::new();
+    };
+    for e in &r.endpoints {
+        for status in [&e.before, &e.after] {
+            if !status.is_ok() {
+                eprintln!("WARNING: --server-metrics {}: {}", e.url, status.as_str());
+            }
+        }
+    }
+    let n = &r.acceptance.numbers;
+    let Some(al) = n.acceptance_length else {
+        if let Some(why) = &r.acceptance.reason {
+            eprintln!("WARNING: --server-metrics: no acceptance length: {why}");
+        }
+        return Vec::new();
+    };
+    let mut v = vec![
+        (
+            "spec_decode_acceptance_rate".to_owned(),
+            json!(n.acceptance_rate.map(|r| r * 100.0)),
+        ),
+        ("spec_decode_acceptance_length".to_owned(), json!(al)),
+        (
+            "spec_decode_num_drafts".to_owned(),
+            json!(n.drafts.round() as u64),
+        ),
+    ];
+    if let Some(d) = n.draft_tokens {
+        v.push((
+            "spec_decode_draft_tokens".to_owned(),
+            json!(d.round() as u64),
+        ));
+    }
+    v.push((
+        "spec_decode_accepted_tokens".to_owned(),
+        json!(n.accepted_tokens.round() as u64),
+    ));
+    if !n.per_position_acceptance.is_empty() {
+        v.push((
+            "spec_decode_per_position_acceptance_rates".to_owned(),
+            json!(n.per_position_acceptance),
+        ));
+    }
+    v
 }
 
 /// `--result-dir/--result-filename`, or upstream's default name.

@@ -14,7 +14,7 @@ mod input;
 mod load;
 mod output;
 mod profile;
-mod scrape;
+pub(crate) mod scrape;
 mod sim;
 mod target;
 mod telemetry;

@@ -822,3 +822,70 @@ fn run_benchmark_serving(script: &Path, url: &str, tok: &str, tmp: &Path) {
     assert!(stdout.contains("Warming up with 8 requests..."), "{stdout}");
     process_result(script, &dir, "ix_lib");
 }
+
+/// Opt-in, what upstream cannot do: `--server-metrics` reads the simulator's speculative counters
+/// over the measured window and appends `vllm bench serve`'s `spec_decode_*` keys after the last
+/// upstream key; the console says the acceptance length after the result block.
+#[test]
+fn server_metrics_append_the_windows_acceptance_after_upstreams_keys() {
+    let s = sim(fast());
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = tok();
+    let metrics = format!("{}/metrics", s.url());
+    let out = bench_serving(&[
+        "--model",
+        "specperf-sim",
+        "--tokenizer",
+        &tok,
+        "--base-url",
+        &s.url(),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "32",
+        "--num-prompts",
+        "8",
+        "--max-concurrency",
+        "4",
+        "--ignore-eos",
+        "--save-result",
+        "--result-dir",
+        tmp.path().to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+        "--disable-tqdm",
+        "--server-metrics",
+        &metrics,
+        "--server-metrics-settle-seconds",
+        "0",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = crate::common::read_json(&tmp.path().join("r.json"));
+    let k = keys(&r);
+    let first = k
+        .iter()
+        .position(|x| x.starts_with("spec_decode_"))
+        .expect("spec_decode keys");
+    assert_eq!(k[first - 1], "p99.9_e2el_ms", "{k:?}");
+    assert!(
+        k[first..].iter().all(|x| x.starts_with("spec_decode_")),
+        "{k:?}"
+    );
+    let al = r["spec_decode_acceptance_length"].as_f64().unwrap();
+    assert!(al > 1.0 && al <= 4.0, "AL {al} (k = 3)");
+    let drafts = r["spec_decode_num_drafts"].as_u64().unwrap();
+    let accepted = r["spec_decode_accepted_tokens"].as_u64().unwrap();
+    assert!((al - (1.0 + accepted as f64 / drafts as f64)).abs() < 1e-9);
+    assert!(
+        stdout.contains("Acceptance length (server counters): "),
+        "{stdout}"
+    );
+}
