@@ -16,7 +16,7 @@
 # Environment: INFERENCEX_DIR (without it, specperf alone), PYTHON (target/aiperf-venv/bin/python:
 # numpy, transformers, aiohttp), PORT (18090), CONCURRENCY (512), ISL (256), OSL (64), ITL_MS (1),
 # TTFT_MS (20), RUNS (3), SPECPERF_BIN (target/release/specperf), SKIP_BUILD=1, BIG=1,
-# BIG_CONCURRENCY (16384), BIG_ISL (1024), BIG_OSL (64).
+# BIG_CONCURRENCY (16384), BIG_ISL (1024), BIG_OSL (64), BIG_PROMPTS (BIG_CONCURRENCY: one per slot).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -76,11 +76,11 @@ if [[ -n ${INFERENCEX_DIR:-} ]]; then
     [[ -f $UPSTREAM ]] || { echo "error: no $UPSTREAM" >&2; exit 1; }
 fi
 
-# argv CONC ISL OSL DIR: InferenceX's run_benchmark_serving call.
+# argv CONC ISL OSL DIR [PROMPTS]: InferenceX's run_benchmark_serving call (10 prompts per slot).
 argv() {
     echo --model specperf-sim --tokenizer "$TOK" --backend vllm --base-url "http://0.0.0.0:$PORT" \
         --dataset-name random --random-input-len "$2" --random-output-len "$3" \
-        --random-range-ratio 0.8 --num-prompts $((10 * $1)) --max-concurrency "$1" \
+        --random-range-ratio 0.8 --num-prompts "${5:-$((10 * $1))}" --max-concurrency "$1" \
         --request-rate inf --ignore-eos --save-result --num-warmups $((2 * $1)) \
         --percentile-metrics ttft,tpot,itl,e2el --result-dir "$4" --result-filename r.json
 }
@@ -135,11 +135,12 @@ EOF
 
 if [[ -n ${BIG:-} ]]; then
     C=${BIG_CONCURRENCY:-16384}
-    echo "== specperf alone: concurrency $C, ISL ${BIG_ISL:-1024}, OSL ${BIG_OSL:-64}, $((10 * C)) prompts"
+    N=${BIG_PROMPTS:-$C}
+    echo "== specperf alone: concurrency $C, ISL ${BIG_ISL:-1024}, OSL ${BIG_OSL:-64}, $N prompts"
     o=$WORK/big
     mkdir -p "$o.dir"
     # shellcheck disable=SC2046
-    measure "$o" "$BIN" bench-serving $(argv "$C" "${BIG_ISL:-1024}" "${BIG_OSL:-64}" "$o.dir") --disable-tqdm
+    measure "$o" "$BIN" bench-serving $(argv "$C" "${BIG_ISL:-1024}" "${BIG_OSL:-64}" "$o.dir" "$N") --disable-tqdm
     row specperf "$o"
     tail -3 "$o.err"
 fi

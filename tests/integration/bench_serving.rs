@@ -478,7 +478,7 @@ fn what_cannot_be_honoured_exits_2_naming_it() {
 
 /// The upstream script under `$VAR/<rel>` (a checkout or snapshot; CI cannot reach GitHub), or
 /// why the side-by-side check is skipped.
-fn upstream(var: &str, rel: &str, what: &str) -> Option<std::path::PathBuf> {
+pub(crate) fn upstream(var: &str, rel: &str, what: &str) -> Option<std::path::PathBuf> {
     let Some(root) = std::env::var_os(var).map(std::path::PathBuf::from) else {
         eprintln!(
             "SKIPPED: {what} side by side: {var} is not set (point it at a checkout or snapshot; \
@@ -655,8 +655,8 @@ fn upstream_and_the_drop_in_agree_side_by_side() {
         ]);
         let [up, ours] = side_by_side(tmp.path(), script, &[], &a, "ix.json");
         agree(&up, &ours, &[]);
-        process_result(script, &ours.2, "ix");
-        run_benchmark_serving(script, &s.url(), tok, tmp.path());
+        process_result(script, &ours.2, "ix", false);
+        run_benchmark_serving(script, &s.url(), "specperf-sim", tok, tmp.path());
         let mut a = base.to_vec();
         a.extend([
             "--random-input-len",
@@ -745,8 +745,9 @@ fn upstream_and_the_drop_in_agree_side_by_side() {
 }
 
 /// InferenceX's own reader of the result, `utils/process_result.py` (single node, power best
-/// effort), on specperf's file: it runs and converts every latency and TPOT key.
-fn process_result(script: &Path, dir: &Path, stem: &str) {
+/// effort unless required), on specperf's file: it runs and converts every latency and TPOT
+/// key.
+fn process_result(script: &Path, dir: &Path, stem: &str, require_power: bool) {
     let utils = script.parent().unwrap().parent().unwrap();
     let out = Command::new(crate::conformance::venv_python())
         .arg(utils.join("process_result.py"))
@@ -763,9 +764,11 @@ fn process_result(script: &Path, dir: &Path, stem: &str) {
             ("DISAGG", "false"),
             ("MODEL_PREFIX", "sim"),
             ("IMAGE", "specperf"),
-            ("TP", "8"),
+            ("TP", "1"),
             ("EP_SIZE", "1"),
             ("DP_ATTENTION", "false"),
+            ("REQUIRE_POWER", if require_power { "1" } else { "0" }),
+            ("GPU_METRICS_CSV", "gpu_metrics.csv"),
         ])
         .output()
         .unwrap();
@@ -777,15 +780,16 @@ fn process_result(script: &Path, dir: &Path, stem: &str) {
     );
     let agg = crate::common::read_json(&dir.join(format!("agg_{stem}.json")));
     assert_eq!(agg["conc"], 4);
-    assert_eq!(agg["model"], "specperf-sim");
     assert!(agg["median_intvty"].as_f64().unwrap() > 0.0, "{agg}");
     assert!(agg["p99_e2el"].as_f64().unwrap() > 0.0, "{agg}");
 }
 
 /// InferenceX's own caller, `run_benchmark_serving` of `benchmarks/benchmark_lib.sh`, with its
-/// one change (`python3 …/benchmark_serving.py` → `specperf bench-serving`), then its
-/// `process_result.py` on what it left.
-fn run_benchmark_serving(script: &Path, url: &str, tok: &str, tmp: &Path) {
+/// one change (`python3 …/benchmark_serving.py` → `specperf bench-serving`), between its
+/// `start_gpu_monitor` and `stop_gpu_monitor` (the stage harness's stand-in `nvidia-smi` writes
+/// synthetic power rows), then its `process_result.py` with power required: its
+/// `aggregate_power.py` joins the rows to the result's window and accepts it.
+pub(crate) fn run_benchmark_serving(script: &Path, url: &str, model: &str, tok: &str, tmp: &Path) {
     let root = script.ancestors().nth(3).unwrap();
     let lib = std::fs::read_to_string(root.join("benchmarks/benchmark_lib.sh")).unwrap();
     let call = r#"python3 "$workspace_dir/utils/bench_serving/benchmark_serving.py""#;
@@ -802,12 +806,15 @@ fn run_benchmark_serving(script: &Path, url: &str, tok: &str, tmp: &Path) {
     let out = Command::new("bash")
         .arg("-c")
         .arg(format!(
-            "set -e; source ./benchmark_lib.sh; run_benchmark_serving --model specperf-sim \
+            "set -e; source ./benchmark_lib.sh; start_gpu_monitor --output gpu_metrics.csv; \
+             sleep 1.5; run_benchmark_serving --model {model} \
              --port {port} --backend vllm --input-len 64 --output-len 8 \
              --random-range-ratio 0.8 --num-prompts 12 --max-concurrency 4 \
-             --result-filename ix_lib --result-dir . --tokenizer {tok}"
+             --result-filename ix_lib --result-dir . --tokenizer {tok}; sleep 1.5; \
+             stop_gpu_monitor"
         ))
         .current_dir(&dir)
+        .env("PATH", stand_in_path())
         .env("SPECPERF_BIN", env!("CARGO_BIN_EXE_specperf"))
         .env("PYTHONPYCACHEPREFIX", dir.join("pycache"))
         .env_remove("OPENAI_API_KEY")
@@ -820,7 +827,22 @@ fn run_benchmark_serving(script: &Path, url: &str, tok: &str, tmp: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("Warming up with 8 requests..."), "{stdout}");
-    process_result(script, &dir, "ix_lib");
+    process_result(script, &dir, "ix_lib", true);
+    let agg = crate::common::read_json(&dir.join("agg_ix_lib.json"));
+    assert_eq!(
+        agg["power_valid"], 1,
+        "aggregate_power.py rejected the window: {agg}"
+    );
+}
+
+/// PATH with the stage harness's stand-in `nvidia-smi` first.
+fn stand_in_path() -> String {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/inferencex-stage/bin");
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
 }
 
 /// Opt-in, what upstream cannot do: `--server-metrics` reads the simulator's speculative counters

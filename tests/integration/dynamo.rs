@@ -1144,3 +1144,37 @@ fn conv_aware_routing_against_dynamo_stops_before_profiling_naming_the_header() 
         "{sent} requests sent at a Dynamo that refuses them"
     );
 }
+
+/// InferenceX's fixed ISL/OSL point through its own `run_benchmark_serving` (one word changed:
+/// `specperf bench-serving` for its Python client) against the deployment InferenceX's
+/// multi-node stage runs on: two mocker workers behind the KV router. Then its
+/// `process_result.py` and `aggregate_power.py` (power required, the stand-in `nvidia-smi`)
+/// accept the result, and every request the frontend saw is one of the run's.
+#[test]
+fn inferencexs_run_benchmark_serving_runs_the_drop_in_against_dynamo() {
+    let Some(script) = crate::bench_serving::upstream(
+        "SPECPERF_INFERENCEX_DIR",
+        "utils/bench_serving/benchmark_serving.py",
+        "InferenceX's run_benchmark_serving against Dynamo",
+    ) else {
+        return;
+    };
+    let d = Dynamo::up(&["--workers", "2", "--router", "kv"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = crate::common::aiperf_tokenizer_dir(tmp.path());
+    let before = d.front();
+    crate::bench_serving::run_benchmark_serving(
+        &script,
+        &d.url,
+        &d.model,
+        tok.to_str().unwrap(),
+        tmp.path(),
+    );
+    // 12 measured requests and 8 warmups (2 × the concurrency), and nothing else.
+    let after = d.settle(&before, 20.0);
+    assert_eq!(
+        after.delta(&before, "dynamo_frontend_requests_total"),
+        20.0,
+        "the frontend saw requests the drop-in did not send"
+    );
+}
