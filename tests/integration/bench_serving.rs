@@ -911,3 +911,115 @@ fn server_metrics_append_the_windows_acceptance_after_upstreams_keys() {
         "{stdout}"
     );
 }
+
+/// srt-slurm's own caller, sa-bench's `bench.sh` (`$SPECPERF_SRT_SLURM_DIR`), with its one change
+/// (`python3 -u …/benchmark_serving.py` → `specperf bench-serving --flavor sa-bench`, both
+/// calls) and its container's `/logs` moved into a temporary directory: the warmup run and the
+/// measured run per concurrency, one result file per concurrency under its name pattern, and
+/// nothing else beside them.
+#[test]
+fn srt_slurms_bench_sh_runs_the_drop_in_per_concurrency() {
+    let Some(script) = upstream(
+        "SPECPERF_SRT_SLURM_DIR",
+        "src/srtctl/benchmarks/scripts/sa-bench/bench.sh",
+        "srt-slurm's sa-bench bench.sh",
+    ) else {
+        return;
+    };
+    let s = sim(fast());
+    let tmp = tempfile::tempdir().unwrap();
+    bench_sh(&script, &s.url(), "specperf-sim", tmp.path());
+}
+
+/// Runs sa-bench's `bench.sh` with its one change against `url` (concurrencies 2 and 4, 3
+/// prompts per slot, 2 warmup prompts per slot, one pool) and checks what it left.
+pub(crate) fn bench_sh(script: &Path, url: &str, model: &str, tmp: &Path) {
+    let scripts = tmp.join("scripts");
+    let bench_dir = scripts.join("sa-bench");
+    std::fs::create_dir_all(&bench_dir).unwrap();
+    let lib = script.parent().unwrap().parent().unwrap().join("lib");
+    std::fs::create_dir_all(scripts.join("lib")).unwrap();
+    for f in std::fs::read_dir(&lib).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, scripts.join("lib").join(f.file_name().unwrap())).unwrap();
+    }
+    let text = std::fs::read_to_string(&script).unwrap();
+    let call = r#"python3 -u "${WORK_DIR}/benchmark_serving.py""#;
+    assert_eq!(
+        text.matches(call).count(),
+        2,
+        "bench.sh no longer calls {call} twice"
+    );
+    let logs = tmp.join("logs");
+    let text = text
+        .replace(call, r#""$SPECPERF_BIN" bench-serving --flavor sa-bench"#)
+        .replace("\"/logs/", "\"$SPECPERF_TEST_LOGS/");
+    std::fs::write(bench_dir.join("bench.sh"), text).unwrap();
+    let tok = crate::common::aiperf_tokenizer_dir(tmp);
+    // python3 is the AIPerf venv's: bench.sh's dependency check imports what sa-bench needs and
+    // would pip-install into a venv otherwise.
+    let venv_bin = crate::conformance::venv_python()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        venv_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .arg(bench_dir.join("bench.sh"))
+        .args([
+            url,
+            "64",
+            "8",
+            "2x4",
+            "inf",
+            tok.to_str().unwrap(),
+            model,
+            "false",
+            "8",
+            "0",
+            "0",
+            "0.8",
+            "3",
+            "2",
+            "",
+            "false",
+            "random",
+            "",
+            "true",
+        ])
+        .env("SPECPERF_BIN", env!("CARGO_BIN_EXE_specperf"))
+        .env("SPECPERF_TEST_LOGS", &logs)
+        .env("PATH", path)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench.sh: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = logs.join("sa-bench_isl_64_osl_8");
+    assert_eq!(
+        files_in(&dir),
+        [
+            "results_concurrency_2_gpus_8.json",
+            "results_concurrency_4_gpus_8.json"
+        ]
+    );
+    for c in [2u64, 4] {
+        let r = crate::common::read_json(&dir.join(format!("results_concurrency_{c}_gpus_8.json")));
+        assert_eq!(r["completed"], c * 3);
+        assert_eq!(r["max_concurrency"], c);
+        assert_eq!(r["reuse_http_connections"], true);
+    }
+    // The warmup runs (rate 250, no result) came first, one per concurrency.
+    assert_eq!(
+        stdout.matches("Traffic request rate: 250.0").count(),
+        2,
+        "{stdout}"
+    );
+}

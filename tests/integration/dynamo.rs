@@ -1178,3 +1178,29 @@ fn inferencexs_run_benchmark_serving_runs_the_drop_in_against_dynamo() {
         "the frontend saw requests the drop-in did not send"
     );
 }
+
+/// srt-slurm's sa-bench `bench.sh` (one change: `specperf bench-serving --flavor sa-bench` for
+/// its Python client) against the same deployment: the Dynamo backend's stream framing, one
+/// connection pool per run, the warmup and measured runs per concurrency.
+#[test]
+fn srt_slurms_bench_sh_runs_the_drop_in_against_dynamo() {
+    let Some(script) = crate::bench_serving::upstream(
+        "SPECPERF_SRT_SLURM_DIR",
+        "src/srtctl/benchmarks/scripts/sa-bench/bench.sh",
+        "srt-slurm's bench.sh against Dynamo",
+    ) else {
+        return;
+    };
+    let d = Dynamo::up(&["--workers", "2", "--router", "kv"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let before = d.front();
+    crate::bench_serving::bench_sh(&script, &d.url, &d.model, tmp.path());
+    // Per concurrency C of 2 and 4: one initial request and 2C warmups in the warmup run, one
+    // initial request and 3C in the measured run; plus bench.sh's own endpoint check.
+    let sent = (1 + 2 * 2 + 1 + 3 * 2) + (1 + 2 * 4 + 1 + 3 * 4) + 1;
+    let after = d.settle(&before, f64::from(sent));
+    assert_eq!(
+        after.delta(&before, "dynamo_frontend_requests_total"),
+        f64::from(sent)
+    );
+}
