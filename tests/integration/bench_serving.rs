@@ -943,7 +943,7 @@ pub(crate) fn bench_sh(script: &Path, url: &str, model: &str, tmp: &Path) {
         let f = f.unwrap().path();
         std::fs::copy(&f, scripts.join("lib").join(f.file_name().unwrap())).unwrap();
     }
-    let text = std::fs::read_to_string(&script).unwrap();
+    let text = std::fs::read_to_string(script).unwrap();
     let call = r#"python3 -u "${WORK_DIR}/benchmark_serving.py""#;
     assert_eq!(
         text.matches(call).count(),
