@@ -137,24 +137,27 @@ impl Load {
             if token.is_cancelled() {
                 break;
             }
-            let (client, mut req, clock, token, slots, tx, body_of) = (
+            // The slot is taken here, in release order: first released, first served, as
+            // upstream's asyncio tasks queue on its semaphore. A released request waiting for a
+            // slot holds up the later releases, which would queue behind it anyway.
+            let slot = match &slots {
+                Some(s) => tokio::select! {
+                    biased;
+                    _ = token.cancelled() => break,
+                    p = s.clone().acquire_owned() => p.ok(),
+                },
+                None => None,
+            };
+            let (client, mut req, clock, token, tx, body_of) = (
                 self.client.clone(),
                 self.prepared(Bytes::new()),
                 *clock,
                 token.clone(),
-                slots.clone(),
                 tx.clone(),
                 self.body_of.clone(),
             );
             tasks.spawn(async move {
-                let _slot = match slots {
-                    Some(s) => tokio::select! {
-                        biased;
-                        _ = token.cancelled() => return,
-                        p = s.acquire_owned() => p.ok(),
-                    },
-                    None => None,
-                };
+                let _slot = slot;
                 req.body = body_of(i);
                 let start_ns = clock.now_ns();
                 let rec = RequestRecord::started(i as u64, i, start_ns, start_ns);
