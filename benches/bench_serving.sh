@@ -101,7 +101,8 @@ print(f"{name:<10} cpu_s {cpu:>7}  rss_mib {rss:>6}  req_s {r['request_throughpu
 EOF
 }
 
-echo "== concurrency $CONCURRENCY, ISL $ISL, OSL $OSL, $((10 * CONCURRENCY)) prompts, simulator TTFT ${TTFT_MS} ms, ${ITL_MS} ms per token"
+: >"$WORK/rows"
+[[ $RUNS -gt 0 ]] && echo "== concurrency $CONCURRENCY, ISL $ISL, OSL $OSL, $((10 * CONCURRENCY)) prompts, simulator TTFT ${TTFT_MS} ms, ${ITL_MS} ms per token"
 for i in $(seq "$RUNS"); do
     if [[ -n $UPSTREAM ]]; then
         o=$WORK/upstream$i

@@ -1023,3 +1023,194 @@ pub(crate) fn bench_sh(script: &Path, url: &str, model: &str, tmp: &Path) {
         "{stdout}"
     );
 }
+
+/// A completions server on 127.0.0.1:0 that records every request body in arrival order and
+/// answers each with one token chunk, a usage chunk and `[DONE]`, closing the connection.
+struct Recorder {
+    url: String,
+    bodies: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+}
+
+impl Recorder {
+    fn start() -> Recorder {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = bodies.clone();
+        std::thread::spawn(move || {
+            for sock in listener.incoming() {
+                let Ok(mut sock) = sock else { return };
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 65536];
+                    let head_end = loop {
+                        if let Some(p) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break p + 4;
+                        }
+                        match sock.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => got.extend_from_slice(&buf[..k]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&got[..head_end]).to_lowercase();
+                    let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    while got.len() < head_end + len {
+                        match sock.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => got.extend_from_slice(&buf[..k]),
+                        }
+                    }
+                    let body = String::from_utf8_lossy(&got[head_end..head_end + len]).into_owned();
+                    log.lock().unwrap().push((path, body));
+                    let sse = "data: {\"choices\":[{\"index\":0,\"text\":\"x\",\"finish_reason\":null}]}\n\n\
+                               data: {\"choices\":[{\"index\":0,\"text\":\"y\",\"finish_reason\":\"length\"}]}\n\n\
+                               data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}\n\n\
+                               data: [DONE]\n\n";
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{sse}"
+                    );
+                    let _ = sock.write_all(reply.as_bytes());
+                    let _ = sock.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        Recorder { url, bodies }
+    }
+
+    fn take(&self) -> Vec<(String, String)> {
+        std::mem::take(&mut *self.bodies.lock().unwrap())
+    }
+}
+
+/// Spec §14, the requests themselves: upstream and the drop-in send byte-identical bodies in the
+/// same order (one slot, so the order is the dataset's, warmups or the initial test first), to
+/// the same paths, for InferenceX's plain and `--dsv4` calls and sa-bench's.
+#[test]
+fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
+    let ix = upstream(
+        "SPECPERF_INFERENCEX_DIR",
+        "utils/bench_serving/benchmark_serving.py",
+        "the bodies of InferenceX's benchmark_serving.py",
+    );
+    let sa = upstream(
+        "SPECPERF_SRT_SLURM_DIR",
+        "src/srtctl/benchmarks/scripts/sa-bench/benchmark_serving.py",
+        "the bodies of srt-slurm's sa-bench",
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = crate::common::aiperf_tokenizer_dir(tmp.path());
+    let tok = tok.to_str().unwrap();
+    let rec = Recorder::start();
+    let mut cases: Vec<(&Path, Vec<&str>)> = Vec::new();
+    let common = [
+        "--model",
+        "m",
+        "--tokenizer",
+        tok,
+        "--base-url",
+        &rec.url,
+        "--dataset-name",
+        "random",
+        "--random-range-ratio",
+        "0.5",
+        "--max-concurrency",
+        "1",
+        "--seed",
+        "11",
+    ];
+    if let Some(script) = &ix {
+        let mut a = common.to_vec();
+        a.extend([
+            "--random-input-len",
+            "48",
+            "--random-output-len",
+            "5",
+            "--num-prompts",
+            "6",
+        ]);
+        a.extend([
+            "--num-warmups",
+            "2",
+            "--ignore-eos",
+            "--served-model-name",
+            "served",
+        ]);
+        cases.push((script, a));
+        let mut a = common.to_vec();
+        a.extend([
+            "--random-input-len",
+            "300",
+            "--random-output-len",
+            "9",
+            "--num-prompts",
+            "5",
+        ]);
+        a.extend([
+            "--use-chat-template",
+            "--dsv4",
+            "--random-prefix-len",
+            "3",
+            "--logprobs",
+            "2",
+        ]);
+        cases.push((script, a));
+    }
+    if let Some(script) = &sa {
+        let mut a = common.to_vec();
+        a.extend([
+            "--random-input-len",
+            "40",
+            "--random-output-len",
+            "6",
+            "--num-prompts",
+            "5",
+        ]);
+        a.extend(["--backend", "dynamo", "--ignore-eos", "--best-of", "2"]);
+        cases.push((script, a));
+    }
+    for (script, argv) in cases {
+        let flavor: &[&str] = if sa.as_deref() == Some(script) {
+            &["--flavor", "sa-bench"]
+        } else {
+            &[]
+        };
+        let up = Command::new(crate::conformance::venv_python())
+            .arg(script)
+            .args(&argv)
+            .current_dir(script.parent().unwrap())
+            .env("OPENAI_API_KEY", "k")
+            .output()
+            .unwrap();
+        assert!(
+            up.status.success(),
+            "{}",
+            String::from_utf8_lossy(&up.stderr)
+        );
+        let theirs = rec.take();
+        let ours = Command::new(env!("CARGO_BIN_EXE_specperf"))
+            .arg("bench-serving")
+            .args(flavor)
+            .args(&argv)
+            .env("OPENAI_API_KEY", "k")
+            .output()
+            .unwrap();
+        assert!(
+            ours.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ours.stderr)
+        );
+        let mine = rec.take();
+        assert!(!theirs.is_empty());
+        assert_eq!(theirs.len(), mine.len(), "{argv:?}");
+        for (i, (t, m)) in theirs.iter().zip(&mine).enumerate() {
+            assert_eq!(t, m, "{argv:?}: request {i} differs");
+        }
+    }
+}
