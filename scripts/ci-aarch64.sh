@@ -113,13 +113,15 @@ SKIP+=(--skip newcomer::a_hung_server)
 # The SLA search test judges TTFT against a fixed millisecond limit: under qemu it would measure
 # the emulated client, not where the simulator saturates (the x86-64 leg runs it).
 SKIP+=(--skip sweep::the_sla_search)
+# The bench-serving pacing test bounds ITL and TTFT in milliseconds: likewise.
+SKIP+=(--skip bench_serving::tpot_and_itl_are_the_servers_pacing)
 if [ "$binfmt" = 0 ]; then
   # These start target/<triple>/qemu/specperf as a child process (CARGO_BIN_EXE_specperf), which
   # the kernel can only execute through a binfmt_misc registration.
   echo "ci-aarch64: note: qemu could not be registered for aarch64 executables (binfmt_misc);"
-  echo "  skipping the tests that spawn the binary: agentx, agentx_cli, completions, crash, gate, inject, process,"
-  echo "  render, reports, security and shards::*, and the sweep and AgentX tests that do"
-  for m in agentx_cli completions crash gate inject process render reports security shards; do
+  echo "  skipping the tests that spawn the binary: agentx, agentx_cli, bench_serving, completions, crash, gate,"
+  echo "  inject, process, render, reports, security and shards::*, and the sweep and AgentX tests that do"
+  for m in agentx_cli bench_serving completions crash gate inject process render reports security shards; do
     SKIP+=(--skip "$m::")
   done
   # By test name: `--skip agentx::` would also match the library's agentx::tests.

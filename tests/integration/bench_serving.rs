@@ -1214,3 +1214,50 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
         }
     }
 }
+
+/// specperf's own run deadline (`--timeout-seconds`) against a server that never answers in
+/// time: exit 124, and the result file is still written, every request counted as failed.
+#[test]
+fn the_deadline_ends_the_run_with_124_and_the_result_written() {
+    let s = sim(specperf::sim::SimConfig {
+        ttft: Duration::from_secs(60),
+        ..fast()
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = tok();
+    let started = std::time::Instant::now();
+    let out = bench_serving(&[
+        "--model",
+        "specperf-sim",
+        "--tokenizer",
+        &tok,
+        "--base-url",
+        &s.url(),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        "3",
+        "--save-result",
+        "--result-dir",
+        tmp.path().to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+        "--disable-tqdm",
+        "--timeout-seconds",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(124), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the deadline did not stop the run"
+    );
+    assert!(stderr.contains("stopped (deadline)"), "{stderr}");
+    let r = crate::common::read_json(&tmp.path().join("r.json"));
+    assert_eq!(r["completed"], 0);
+    assert_eq!(r["input_lens"].as_array().unwrap().len(), 3);
+}
