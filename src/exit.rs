@@ -33,17 +33,25 @@ pub trait ExitStatus {
     fn exit_code(&self) -> i32;
 }
 
+impl ExitStatus for StopReason {
+    /// 130, 143, 124 for SIGINT, SIGTERM and the deadline; 1 for the stall watchdog and
+    /// AgentX's own stops (InferenceX's post-run pipeline fails the job on a non-zero replay
+    /// exit).
+    fn exit_code(&self) -> i32 {
+        match self {
+            StopReason::Interrupted => SIGINT,
+            StopReason::Terminated => SIGTERM,
+            StopReason::Deadline => DEADLINE,
+            StopReason::Stalled | StopReason::WarmupFailed | StopReason::FailedThreshold => FAILED,
+        }
+    }
+}
+
 /// The exit code for a finished run: the stop reason first, then missing artifacts or no
 /// success, then the failed fraction against `failed_threshold`.
 pub fn exit_code(outcome: &RunOutcome, failed_threshold: f64) -> i32 {
-    match outcome.stopped_by {
-        Some(StopReason::Interrupted) => return SIGINT,
-        Some(StopReason::Terminated) => return SIGTERM,
-        Some(StopReason::Deadline) => return DEADLINE,
-        Some(StopReason::Stalled) => return FAILED,
-        // AgentX: InferenceX's post-run pipeline fails the job on a non-zero replay exit.
-        Some(StopReason::WarmupFailed | StopReason::FailedThreshold) => return FAILED,
-        None => {}
+    if let Some(reason) = outcome.stopped_by {
+        return reason.exit_code();
     }
     let c = &outcome.summary.counts;
     if outcome.artifact_error.is_some() || c.success == 0 {
@@ -72,6 +80,31 @@ impl ExitStatus for EngineError {
             | EngineError::SessionControl { .. }
             | EngineError::Url { .. } => USAGE,
             _ => FAILED,
+        }
+    }
+}
+
+impl ExitStatus for crate::bench_serving::Finished {
+    /// bench-serving (docs/bench-serving.md): the stop reason first; then 1 when the result could
+    /// not be written or holds a TPOT of 0, or (InferenceX's flavor) more than 5 % failed.
+    fn exit_code(&self) -> i32 {
+        if let Some(reason) = self.stopped_by {
+            return reason.exit_code();
+        }
+        if self.result_unwritten || self.zero_tpot || self.over_failure_threshold() {
+            return FAILED;
+        }
+        OK
+    }
+}
+
+impl ExitStatus for crate::bench_serving::Fail {
+    /// 2 for what the command line or its files cannot give; 1 for what upstream ends with an
+    /// exception for (sa-bench's failed initial test, an unusable open-file limit).
+    fn exit_code(&self) -> i32 {
+        match self {
+            crate::bench_serving::Fail::Usage(_) => USAGE,
+            crate::bench_serving::Fail::Run(_) => FAILED,
         }
     }
 }

@@ -14,6 +14,8 @@
 mod args;
 mod load;
 pub(crate) mod result;
+mod run;
+mod side;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,26 +24,19 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use tokenizer_encoders::{ChatTemplate, Tokenizer};
 
-use http::HeaderMap;
-
 use crate::client::{
-    build_headers, Client, ClientOptions, Clock, ConnectionReuse, HttpVersion, Prepared, Timeouts,
+    build_headers, Client, ClientOptions, Clock, ConnectionReuse, HttpVersion, Timeouts,
 };
-use crate::dataset::bench_serving::{
-    random_dataset, Flavor, PromptTemplate, RandomDataset, RandomSettings,
-};
-use crate::exit;
+use crate::dataset::bench_serving::{Flavor, PromptTemplate, RandomDataset};
+use crate::exit::{self, ExitStatus};
 use crate::metrics::numpy;
-use crate::record::RequestRecord;
-use crate::scrape::{ScrapeReport, ScrapeSettings, Scraper};
 use crate::stop::{StopReason, Stopper};
 use args::{Api, Args, UsageError};
-use load::Load;
-use result::{py_float, Goodput, Header, Outcome, Selection};
+use result::py_float;
 
-/// Why a run ends early, and its exit code.
+/// Why a run ends before its report (the exit code is `exit.rs`'s).
 #[derive(Debug, thiserror::Error)]
-enum Fail {
+pub(crate) enum Fail {
     /// Usage or configuration (exit 2).
     #[error("{0}")]
     Usage(String),
@@ -53,6 +48,31 @@ enum Fail {
 impl From<UsageError> for Fail {
     fn from(e: UsageError) -> Self {
         Fail::Usage(e.0)
+    }
+}
+
+/// What a finished run decides its exit code from (`exit.rs`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Finished {
+    pub(crate) flavor: Flavor,
+    pub(crate) stopped_by: Option<StopReason>,
+    pub(crate) completed: usize,
+    pub(crate) num_prompts: usize,
+    /// `--save-result` and the file could not be written.
+    pub(crate) result_unwritten: bool,
+    /// A TPOT statistic of 0 was written (InferenceX's `process_result.py` divides by it).
+    pub(crate) zero_tpot: bool,
+}
+
+impl Finished {
+    /// `1 - completed / num_prompts`.
+    pub(crate) fn failure_rate(&self) -> f64 {
+        1.0 - self.completed as f64 / self.num_prompts.max(1) as f64
+    }
+
+    /// InferenceX's rule: more than 5 % of the requests failed (sa-bench has none).
+    pub(crate) fn over_failure_threshold(&self) -> bool {
+        self.flavor == Flavor::InferenceX && self.failure_rate() > 0.05
     }
 }
 
@@ -74,16 +94,54 @@ pub async fn bench_serving(argv: &[String], stop: Stopper) -> i32 {
         }
     };
     match run(&args, &stop).await {
-        Ok(code) => code,
-        Err(Fail::Usage(m)) => {
-            eprintln!("specperf bench-serving: error: {m}");
-            exit::USAGE
-        }
-        Err(Fail::Run(m)) => {
-            eprintln!("specperf bench-serving: error: {m}");
-            exit::FAILED
+        Ok(finished) => finished.exit_code(),
+        Err(e) => {
+            eprintln!("specperf bench-serving: error: {e}");
+            e.exit_code()
         }
     }
+}
+
+/// The run, phase by phase (`run.rs`).
+async fn run(a: &Args, stop: &Stopper) -> Result<Finished, Fail> {
+    let prepared = run::prepare(a).await?;
+    run::arm_deadline(a, stop);
+    let clock = Clock::new();
+    run::before_main(a, &prepared, &clock, stop).await?;
+    let measured = run::main_phase(a, &prepared, &clock, stop).await;
+    Ok(run::report(a, &prepared, measured, stop))
+}
+
+/// The client: HTTP/1.1, a new connection per request unless sa-bench's pool is asked for,
+/// `Authorization: Bearer $OPENAI_API_KEY` when set, every phase of a request bounded.
+fn build_client(a: &Args) -> Result<Client, Fail> {
+    let key = std::env::var("OPENAI_API_KEY")
+        .ok()
+        .filter(|k| !k.is_empty());
+    let headers = build_headers(&[], key.as_deref())
+        .map_err(|e| Fail::Usage(format!("OPENAI_API_KEY: {e}")))?;
+    Client::new(ClientOptions {
+        http: HttpVersion::Http1,
+        reuse: if a.reuse_http_connections {
+            ConnectionReuse::Pooled
+        } else {
+            ConnectionReuse::Never
+        },
+        rate_limit_retries: 0,
+        timeouts: Timeouts {
+            connect: Duration::from_secs(30).min(Duration::from_secs_f64(a.request_timeout)),
+            first_token: Duration::from_secs_f64(a.ttft_timeout),
+            idle: Duration::from_secs_f64(a.idle_timeout),
+            total: Duration::from_secs_f64(a.request_timeout),
+        },
+        headers,
+        origin: None,
+        insecure: false,
+        ca_file: None,
+        max_event_bytes: 4 << 20,
+        max_body_bytes: 4 << 20,
+    })
+    .map_err(|e| Fail::Run(e.to_string()))
 }
 
 /// The tokenizer of `--tokenizer` (else `--model`): a directory or file as given, else a Hub id
@@ -291,491 +349,6 @@ fn uri(url: &str, flag: &str) -> Result<http::Uri, Fail> {
         .ok_or_else(|| Fail::Usage(format!("{flag}: {url} is not an http(s) URL")))
 }
 
-/// The run, from the parsed argv to the exit code.
-async fn run(a: &Args, stop: &Stopper) -> Result<i32, Fail> {
-    let api_url = format!("{}{}", a.base(), a.endpoint);
-    let ok_endpoint = match a.api {
-        Api::Chat => api_url.ends_with("chat/completions"),
-        _ => api_url.ends_with("completions") || api_url.ends_with("profile"),
-    };
-    if !ok_endpoint {
-        let need = if a.api == Api::Chat {
-            "'chat/completions'"
-        } else {
-            "'completions' or 'profile'"
-        };
-        return Err(Fail::Usage(format!(
-            "--endpoint {}: the {} backend's URL must end with {need} (got {api_url})",
-            a.endpoint, a.backend
-        )));
-    }
-    let url = uri(&api_url, "--base-url/--endpoint")?;
-    let (tok, dir) = tokenizer(a)?;
-    let template = template(a, &dir)?;
-    if std::env::var_os("SAVE_TO_PYTORCH_BENCHMARK_FORMAT").is_some() {
-        eprintln!(
-            "WARNING: SAVE_TO_PYTORCH_BENCHMARK_FORMAT is set; the drop-in writes no .pytorch.json"
-        );
-    }
-
-    let workers = match (a.flavor, a.random_num_workers) {
-        (Flavor::InferenceX, 0) => cpu_count().min(8),
-        (_, w) => w,
-    };
-    let settings = RandomSettings {
-        seed: a.seed,
-        input_len: a.random_input_len,
-        output_len: a.random_output_len,
-        range_ratio: a.random_range_ratio,
-        prefix_len: a.random_prefix_len,
-        num_prompts: a.num_prompts,
-        workers,
-    };
-    if a.num_prompts == 0 {
-        return Err(Fail::Usage(
-            "--num-prompts 0: give at least one prompt".into(),
-        ));
-    }
-    let started = std::time::Instant::now();
-    let mut dataset = {
-        let (flavor, template, settings) = (a.flavor, template.clone(), settings.clone());
-        let tok2 = tok.clone();
-        tokio::task::spawn_blocking(move || random_dataset(flavor, &tok2, &template, &settings))
-            .await
-            .map_err(|e| Fail::Run(format!("prompt generation: {e}")))?
-            .map_err(|e| Fail::Usage(e.to_string()))?
-    };
-    if a.flavor == Flavor::InferenceX {
-        if dataset.chunks > 0 {
-            println!(
-                "Generating {} prompts using {} worker processes...",
-                a.num_prompts, dataset.chunks
-            );
-            println!(
-                "Prompt generation completed in {:.1}s",
-                started.elapsed().as_secs_f64()
-            );
-        }
-        print!("{}", length_statistics(&dataset));
-    }
-
-    let spec = BodySpec::new(a);
-    let prompts = std::sync::Arc::new(std::mem::take(&mut dataset.prompts));
-    let prompt_lens: Vec<usize> = prompts.iter().map(|p| p.prompt_len).collect();
-    let body_of: load::BodyOf = {
-        let (spec, prompts) = (spec.clone(), prompts.clone());
-        std::sync::Arc::new(move |i| spec.body(&prompts[i].text, prompts[i].output_len, &[]))
-    };
-    let gaps = load::gaps(
-        &mut dataset.global,
-        a.num_prompts,
-        a.request_rate,
-        a.burstiness,
-    );
-
-    let in_flight = a.max_concurrency.unwrap_or(a.num_prompts) as u64;
-    crate::fdlimit::ensure(Some(in_flight), 1).map_err(|e| Fail::Run(e.to_string()))?;
-    let key = std::env::var("OPENAI_API_KEY")
-        .ok()
-        .filter(|k| !k.is_empty());
-    let headers = build_headers(&[], key.as_deref())
-        .map_err(|e| Fail::Usage(format!("OPENAI_API_KEY: {e}")))?;
-    let client = Client::new(ClientOptions {
-        http: HttpVersion::Http1,
-        reuse: if a.reuse_http_connections {
-            ConnectionReuse::Pooled
-        } else {
-            ConnectionReuse::Never
-        },
-        rate_limit_retries: 0,
-        timeouts: Timeouts {
-            connect: Duration::from_secs(30).min(Duration::from_secs_f64(a.request_timeout)),
-            first_token: Duration::from_secs_f64(a.ttft_timeout),
-            idle: Duration::from_secs_f64(a.idle_timeout),
-            total: Duration::from_secs_f64(a.request_timeout),
-        },
-        headers,
-        origin: None,
-        insecure: false,
-        ca_file: None,
-        max_event_bytes: 4 << 20,
-        max_body_bytes: 4 << 20,
-    })
-    .map_err(|e| Fail::Run(e.to_string()))?;
-    let load = Load {
-        client,
-        url,
-        n: prompts.len(),
-        body_of,
-        gaps,
-        max_concurrency: a.max_concurrency,
-        capture_text: a.save_detailed || a.flavor == Flavor::SaBench,
-        progress: !a.disable_tqdm,
-    };
-    if let Some(secs) = a.deadline {
-        let s = stop.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-            s.stop(StopReason::Deadline);
-        });
-    }
-    let clock = Clock::new();
-
-    println!("Starting initial single prompt test run...");
-    let first = (load.body_of)(0);
-    match a.flavor {
-        Flavor::InferenceX if a.num_warmups > 0 => {
-            println!("Warming up with {} requests...", a.num_warmups);
-            load.warmup(a.num_warmups, &clock, stop).await;
-            println!("Warmup completed.");
-        }
-        Flavor::InferenceX => {}
-        Flavor::SaBench => {
-            let rec = load.once(&first, &clock, stop).await;
-            let o = load::outcome(
-                a.api,
-                0,
-                Some(&load::Sent {
-                    start_ns: rec.sent_ns,
-                    record: rec,
-                }),
-                None,
-            );
-            if !o.success {
-                return Err(Fail::Run(format!(
-                    "Initial test run failed - Please make sure benchmark arguments are \
-                     correctly specified. Error: {}",
-                    o.error
-                )));
-            }
-            println!("Initial test run completed. Starting main benchmark run...");
-        }
-    }
-    let base = a.base().replace("://0.0.0.0", "://127.0.0.1");
-    let p0 = &prompts[0];
-    if a.profile {
-        println!("Starting profiler...");
-        let extra: Vec<(&str, Value)> = match a.flavor {
-            Flavor::InferenceX => vec![
-                ("num_steps", json!(1)),
-                ("merge_profiles", json!(true)),
-                ("profile_by_stage", json!(true)),
-            ],
-            Flavor::SaBench => Vec::new(),
-        };
-        let b = spec.body(&p0.text, p0.output_len, &extra);
-        if profiler(&load, &base, "/start_profile", b, &clock, stop).await {
-            println!("Profiler started");
-        }
-    }
-    let distribution = if a.burstiness == 1.0 {
-        "Poisson process"
-    } else {
-        "Gamma distribution"
-    };
-    println!("Traffic request rate: {}", py_float(a.request_rate));
-    println!(
-        "Burstiness factor: {} ({distribution})",
-        py_float(a.burstiness)
-    );
-    match a.max_concurrency {
-        Some(c) => println!("Maximum request concurrency: {c}"),
-        None => println!("Maximum request concurrency: None"),
-    }
-    let slow = SlowDown::new(a);
-    if let Some(sd) = &slow {
-        let listed: Vec<String> = sd
-            .servers
-            .iter()
-            .map(|b| format!("{b}/slow_down"))
-            .collect();
-        println!(
-            "Enabling slow_down (forward_sleep_time={}s) on {}; will auto-disable after {}s.",
-            py_float(a.slow_down_sleep_time),
-            listed.join(", "),
-            py_float(a.slow_down_wait_time)
-        );
-        sd.post(&load, Some(a.slow_down_sleep_time), &clock, stop)
-            .await;
-    }
-    if a.flavor == Flavor::InferenceX {
-        println!("Starting main benchmark run...");
-    }
-    let scraper = match a.server_metrics.is_empty() {
-        true => None,
-        false => {
-            let settings = ScrapeSettings {
-                endpoints: a.server_metrics.clone(),
-                interval: Duration::from_secs(1),
-                timeout: Duration::from_secs(5),
-                settle: Duration::from_secs_f64(a.server_metrics_settle),
-                require_stable: false,
-                stable_max: Duration::from_secs(30),
-                acceptance: Default::default(),
-                save_dir: None,
-                slice: Duration::from_secs(1),
-            };
-            let s = Scraper::baseline(load.client.clone(), settings, stop.token()).await;
-            Some(s.spawn(stop.token().clone(), None))
-        }
-    };
-    let window_file = MeasurementWindow::create(a);
-    let lift = async {
-        let wait = Duration::from_secs_f64(a.slow_down_wait_time.max(0.0));
-        if let Some(sd) = &slow {
-            tokio::time::sleep(wait).await;
-            println!(
-                "slow_down auto-disabled after {}s ({} server(s)).",
-                py_float(a.slow_down_wait_time),
-                sd.servers.len()
-            );
-            sd.post(&load, None, &clock, stop).await;
-        }
-    };
-    let on_open = |start: f64| {
-        if let Some(w) = &window_file {
-            w.write("running", start, None, None, None);
-        }
-    };
-    let main = load.run(&clock, stop, &on_open);
-    tokio::pin!(main);
-    tokio::pin!(lift);
-    let mut lifted = false;
-    let phase = loop {
-        tokio::select! {
-            p = &mut main => break p,
-            () = &mut lift, if !lifted => lifted = true,
-        }
-    };
-    // Still slowed down at the end: lift it now (upstream cancels its timer and posts null).
-    if let Some(sd) = &slow {
-        if phase.window.duration < a.slow_down_wait_time {
-            sd.post(&load, None, &clock, stop).await;
-        }
-    }
-    if a.profile {
-        println!("Stopping profiler...");
-        // Upstream's stop request: `model` is --model, and no ignore_eos.
-        let stop_spec = BodySpec {
-            model: a.model.clone(),
-            ignore_eos: false,
-            ..spec.clone()
-        };
-        let b = stop_spec.body(&p0.text, p0.output_len, &[]);
-        if profiler(&load, &base, "/stop_profile", b, &clock, stop).await {
-            println!("Profiler stopped");
-        }
-    }
-
-    let extras = match scraper {
-        Some(task) => {
-            let last = phase.last_response.unwrap_or_else(std::time::Instant::now);
-            spec_decode_keys(task.finish(last).await)
-        }
-        None => Vec::new(),
-    };
-    let sa_count = |text: &str| tok.ids(text).map_or(0, |ids| ids.len() as u64);
-    let count: Option<&dyn Fn(&str) -> u64> = match a.flavor {
-        Flavor::SaBench => Some(&sa_count),
-        Flavor::InferenceX => None,
-    };
-    let outcomes: Vec<Outcome> = phase
-        .sent
-        .iter()
-        .zip(&prompt_lens)
-        .map(|(s, &len)| load::outcome(a.api, len, s.as_ref(), count))
-        .collect();
-    let selection = Selection::parse(&a.percentile_metrics, &a.metric_percentiles);
-    let goodput = (!a.goodput.is_empty()).then(|| {
-        let get = |k: &str| a.goodput.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
-        Goodput {
-            ttft_ms: get("ttft"),
-            tpot_ms: get("tpot"),
-            e2el_ms: get("e2el"),
-        }
-    });
-    let duration = phase.window.duration;
-    let mut metrics = result::calculate(&outcomes, duration, &selection, goodput.as_ref());
-    if a.flavor == Flavor::SaBench {
-        metrics.peak_output_tokens_per_s = Some(load::peak_output_tokens_per_s(
-            &outcomes,
-            &phase.sent,
-            &sa_count,
-        ));
-    }
-    print!("{}", result::console_block(a.flavor, duration, &metrics));
-    if !a.server_metrics.is_empty() {
-        let al = extras
-            .iter()
-            .find(|(k, _)| k == "spec_decode_acceptance_length")
-            .and_then(|(_, v)| v.as_f64());
-        match al {
-            Some(al) => println!("Acceptance length (server counters): {al:.4}"),
-            None => println!(
-                "Acceptance length (server counters): n/a (no speculative counters moved in the \
-                 window)"
-            ),
-        }
-    }
-
-    let mut code = exit::OK;
-    if a.save_result {
-        let header = Header {
-            date: crate::timefmt::local_compact_now(),
-            backend: a.backend.clone(),
-            model_id: a.model.clone(),
-            tokenizer_id: a.tokenizer_id().to_owned(),
-            best_of: a.best_of,
-            num_prompts: a.num_prompts,
-            metadata: a.metadata.clone(),
-            request_rate: a.request_rate,
-            burstiness: a.burstiness,
-            max_concurrency: a.max_concurrency,
-            reuse_http_connections: a.reuse_http_connections,
-        };
-        let text = result::result_json(
-            a.flavor,
-            &header,
-            &phase.window,
-            &metrics,
-            &outcomes,
-            a.save_detailed,
-            &extras,
-        );
-        let path = result_path(a, &header.date);
-        let written = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| crate::fsutil::write_atomic(&path, text.as_bytes()));
-        let w = &phase.window;
-        match written {
-            Ok(()) => {
-                if let Some(f) = &window_file {
-                    f.write(
-                        "completed",
-                        w.start_unix,
-                        Some(w.end_unix),
-                        Some(w.duration),
-                        None,
-                    );
-                }
-            }
-            Err(e) => {
-                let reason = format!("cannot write the result {}: {e}", path.display());
-                if let Some(f) = &window_file {
-                    f.write(
-                        "failed",
-                        w.start_unix,
-                        Some(w.end_unix),
-                        Some(w.duration),
-                        Some(&reason),
-                    );
-                }
-                eprintln!("specperf bench-serving: error: {reason}");
-                code = exit::FAILED;
-            }
-        }
-        if code == exit::OK && metrics.completed > 0 {
-            if let Some((_, s)) = metrics
-                .stats
-                .iter()
-                .find(|(m, _)| *m == result::Metric::Tpot)
-            {
-                let zero = s.mean == 0.0
-                    || s.median == 0.0
-                    || s.percentiles.iter().any(|&(_, v)| v == 0.0);
-                if zero {
-                    eprintln!(
-                        "specperf bench-serving: error: a TPOT statistic of 0 was written to {} \
-                         (no request produced more than one token); InferenceX's \
-                         process_result.py divides by it",
-                        path.display()
-                    );
-                    code = exit::FAILED;
-                }
-            }
-        }
-    }
-    if let Some(reason) = stop.reason() {
-        eprintln!(
-            "specperf bench-serving: stopped ({}); the result covers the requests that ended",
-            reason.as_str()
-        );
-        return Ok(match reason {
-            StopReason::Deadline => exit::DEADLINE,
-            StopReason::Interrupted => exit::SIGINT,
-            StopReason::Terminated => exit::SIGTERM,
-            _ => exit::FAILED,
-        });
-    }
-    if a.flavor == Flavor::InferenceX && code == exit::OK {
-        let rate = 1.0 - metrics.completed as f64 / a.num_prompts as f64;
-        if rate > 0.05 {
-            eprintln!(
-                "FAIL: request failure rate {:.1}% exceeds 5% threshold ({}/{} completed)",
-                rate * 100.0,
-                metrics.completed,
-                a.num_prompts
-            );
-            code = exit::FAILED;
-        }
-    }
-    Ok(code)
-}
-
-/// `--server-metrics`: the window's acceptance under `vllm bench serve`'s keys (rate in percent,
-/// per-position rates as fractions), appended after upstream's keys; none when the counters did
-/// not move.
-fn spec_decode_keys(report: Option<ScrapeReport>) -> Vec<(String, Value)> {
-    let Some(r) = report else {
-        eprintln!("WARNING: --server-metrics: the scrape task ended without a report");
-        return Vec::new();
-    };
-    for e in &r.endpoints {
-        for status in [&e.before, &e.after] {
-            if !status.is_ok() {
-                eprintln!("WARNING: --server-metrics {}: {}", e.url, status.as_str());
-            }
-        }
-    }
-    let n = &r.acceptance.numbers;
-    let Some(al) = n.acceptance_length else {
-        if let Some(why) = &r.acceptance.reason {
-            eprintln!("WARNING: --server-metrics: no acceptance length: {why}");
-        }
-        return Vec::new();
-    };
-    let mut v = vec![
-        (
-            "spec_decode_acceptance_rate".to_owned(),
-            json!(n.acceptance_rate.map(|r| r * 100.0)),
-        ),
-        ("spec_decode_acceptance_length".to_owned(), json!(al)),
-        (
-            "spec_decode_num_drafts".to_owned(),
-            json!(n.drafts.round() as u64),
-        ),
-    ];
-    if let Some(d) = n.draft_tokens {
-        v.push((
-            "spec_decode_draft_tokens".to_owned(),
-            json!(d.round() as u64),
-        ));
-    }
-    v.push((
-        "spec_decode_accepted_tokens".to_owned(),
-        json!(n.accepted_tokens.round() as u64),
-    ));
-    if !n.per_position_acceptance.is_empty() {
-        v.push((
-            "spec_decode_per_position_acceptance_rates".to_owned(),
-            json!(n.per_position_acceptance),
-        ));
-    }
-    v
-}
-
 /// `--result-dir/--result-filename`, or upstream's default name.
 fn result_path(a: &Args, date: &str) -> PathBuf {
     let name = a.result_filename.clone().unwrap_or_else(|| {
@@ -793,191 +366,6 @@ fn result_path(a: &Args, date: &str) -> PathBuf {
     match &a.result_dir {
         Some(d) => d.join(name),
         None => PathBuf::from(name),
-    }
-}
-
-/// POSTs `body` to `{base}{path}` with the run's client, outside the measured phase.
-async fn side_post(
-    load: &Load,
-    url: http::Uri,
-    body: Bytes,
-    streaming: bool,
-    extra: HeaderMap,
-    clock: &Clock,
-    stop: &Stopper,
-) -> RequestRecord {
-    let req = Prepared {
-        uri: url,
-        body,
-        streaming,
-        capture_text: false,
-        headers: extra,
-    };
-    let rec = RequestRecord::started(0, 0, 0, 0);
-    load.client.execute(&req, rec, clock, stop.token()).await
-}
-
-/// A profiler request (`/start_profile`, `/stop_profile`), sent as a completion is; true when it
-/// answered with a token chunk (upstream prints "started" then).
-async fn profiler(
-    load: &Load,
-    base: &str,
-    path: &str,
-    body: Bytes,
-    clock: &Clock,
-    stop: &Stopper,
-) -> bool {
-    let Ok(url) = uri(
-        &format!("{}{path}", base.trim_end_matches('/')),
-        "--base-url",
-    ) else {
-        return false;
-    };
-    side_post(load, url, body, true, HeaderMap::new(), clock, stop)
-        .await
-        .first_token_ns
-        .is_some()
-}
-
-/// sa-bench's `--slow-down-server`: POST `forward_sleep_time` to every server (SGLang frontends
-/// only), lifted after `--slow-down-wait-time` or at the end.
-struct SlowDown {
-    servers: Vec<String>,
-    /// `Authorization` when `OPENAI_API_KEY` is unset: the raw `$API_KEY`.
-    raw_key: Option<String>,
-}
-
-impl SlowDown {
-    fn new(a: &Args) -> Option<SlowDown> {
-        let servers: Vec<String> = a
-            .slow_down_servers
-            .iter()
-            .map(|s| s.trim().trim_end_matches('/').to_owned())
-            .filter(|s| !s.is_empty())
-            .collect();
-        if servers.is_empty() {
-            return None;
-        }
-        if std::env::var("SRTCTL_FRONTEND_TYPE").as_deref() != Ok("sglang") {
-            println!(
-                "Warning: --slow-down-server ignored (SRTCTL_FRONTEND_TYPE is not sglang; \
-                 slow_down applies to SGLang worker HTTP /slow_down only)."
-            );
-            return None;
-        }
-        let bearer = std::env::var("OPENAI_API_KEY").is_ok_and(|k| !k.is_empty());
-        let raw_key = (!bearer)
-            .then(|| std::env::var("API_KEY").ok().filter(|k| !k.is_empty()))
-            .flatten();
-        Some(SlowDown { servers, raw_key })
-    }
-
-    /// One POST to every server; failures are warnings.
-    async fn post(&self, load: &Load, sleep: Option<f64>, clock: &Clock, stop: &Stopper) {
-        let body =
-            tokenizer_encoders::python_json_dumps(&json!({"forward_sleep_time": sleep}), true)
-                .unwrap_or_default();
-        let mut extra = HeaderMap::new();
-        if let Some(v) = self
-            .raw_key
-            .as_deref()
-            .and_then(|k| http::HeaderValue::from_str(k).ok())
-        {
-            extra.insert(http::header::AUTHORIZATION, v);
-        }
-        for s in &self.servers {
-            let target = format!("{s}/slow_down");
-            let Ok(url) = uri(&target, "--slow-down-server") else {
-                println!("Warning: --slow-down-server {s}: not an http(s) URL");
-                continue;
-            };
-            let sent = side_post(
-                load,
-                url,
-                Bytes::from(body.clone()),
-                false,
-                extra.clone(),
-                clock,
-                stop,
-            );
-            match tokio::time::timeout(Duration::from_secs(60), sent).await {
-                Ok(r) if r.http_status == Some(200) => {}
-                Ok(r) => println!(
-                    "Warning: slow_down POST to {target} failed: {}",
-                    r.http_status
-                        .map_or_else(|| r.error.unwrap_or_default(), |c| format!("HTTP {c}"))
-                ),
-                Err(_) => println!("Warning: slow_down POST to {target} timed out after 60 s"),
-            }
-        }
-    }
-}
-
-/// sa-bench's measurement window (srt-slurm's `measurement_window.py`): where srtctl set
-/// `SRT_MEASUREMENT_WINDOW_DIR` and the result goes under `/logs`, the window's boundaries are
-/// published beside the result for the power join.
-struct MeasurementWindow {
-    path: PathBuf,
-    result_path: String,
-    concurrency: Option<usize>,
-}
-
-impl MeasurementWindow {
-    const LOG_ROOT: &'static str = "/logs";
-
-    fn create(a: &Args) -> Option<MeasurementWindow> {
-        if a.flavor != Flavor::SaBench || !a.save_result {
-            return None;
-        }
-        let name = a.result_filename.as_deref()?;
-        let dir = PathBuf::from(std::env::var_os("SRT_MEASUREMENT_WINDOW_DIR")?);
-        if !dir.is_dir() {
-            return None;
-        }
-        let full = a.result_dir.clone().unwrap_or_default().join(name);
-        let full = std::path::absolute(&full).ok()?;
-        let rel = full.strip_prefix(Self::LOG_ROOT).ok()?;
-        let stem = Path::new(name).file_stem()?.to_string_lossy().into_owned();
-        Some(MeasurementWindow {
-            path: dir.join(format!("{stem}.json")),
-            result_path: rel.to_string_lossy().into_owned(),
-            concurrency: a.max_concurrency,
-        })
-    }
-
-    fn write(
-        &self,
-        status: &str,
-        start: f64,
-        end: Option<f64>,
-        duration: Option<f64>,
-        reason: Option<&str>,
-    ) {
-        let dump = |v: Value| tokenizer_encoders::python_json_dumps(&v, true).unwrap_or_default();
-        let fields = [
-            ("schema_version", json!(1)),
-            ("benchmark_type", json!("sa-bench")),
-            ("result_path", json!(self.result_path)),
-            ("concurrency", json!(self.concurrency)),
-            ("benchmark_start_time_unix", json!(start)),
-            ("benchmark_end_time_unix", json!(end)),
-            ("duration", json!(duration)),
-            ("clock_source", json!("head_node_unix_clock")),
-            ("status", json!(status)),
-            ("reason", json!(reason)),
-        ];
-        // json.dump(indent=2) then a newline.
-        let body: Vec<String> = fields
-            .iter()
-            .map(|(k, v)| format!("  {}: {}", dump(json!(k)), dump(v.clone())))
-            .collect();
-        let text = format!("{{\n{}\n}}\n", body.join(",\n"));
-        if let Err(e) = crate::fsutil::write_atomic(&self.path, text.as_bytes()) {
-            eprintln!(
-                "WARNING: cannot write the measurement window {}: {e}",
-                self.path.display()
-            );
-        }
     }
 }
 
@@ -1024,27 +412,6 @@ mod tests {
         );
         let a = args("--model m --dataset-name random --result-dir d --result-filename f.json");
         assert_eq!(result_path(&a, "x"), PathBuf::from("d/f.json"));
-    }
-
-    /// srt-slurm's window file: `json.dump(indent=2)` and a newline, the times as given.
-    #[test]
-    fn the_measurement_window_is_srt_slurms_format() {
-        let tmp = tempfile::tempdir().unwrap();
-        let w = MeasurementWindow {
-            path: tmp.path().join("w.json"),
-            result_path: "sa-bench_isl_8_osl_4/results_concurrency_2_gpus_8.json".into(),
-            concurrency: Some(2),
-        };
-        w.write("completed", 1.5, Some(2.25), Some(0.75), None);
-        let text = std::fs::read_to_string(tmp.path().join("w.json")).unwrap();
-        assert_eq!(
-            text,
-            "{\n  \"schema_version\": 1,\n  \"benchmark_type\": \"sa-bench\",\n  \"result_path\": \
-             \"sa-bench_isl_8_osl_4/results_concurrency_2_gpus_8.json\",\n  \"concurrency\": 2,\n  \
-             \"benchmark_start_time_unix\": 1.5,\n  \"benchmark_end_time_unix\": 2.25,\n  \
-             \"duration\": 0.75,\n  \"clock_source\": \"head_node_unix_clock\",\n  \"status\": \
-             \"completed\",\n  \"reason\": null\n}\n"
-        );
     }
 
     #[test]

@@ -276,6 +276,8 @@ fn sa_benchs_argv_gives_its_own_keys_and_initial_test() {
 /// result reports, with TPOT between 2 ms / 2 and 2 ms.
 #[test]
 fn tpot_and_itl_are_the_servers_pacing() {
+    // Timing-bound: never beside another test that loads the machine.
+    let _machine = crate::common::exclusive();
     let s = sim(specperf::sim::SimConfig {
         ttft: Duration::from_millis(5),
         itl: Duration::from_millis(2),
@@ -317,13 +319,15 @@ fn tpot_and_itl_are_the_servers_pacing() {
     );
     let r = crate::common::read_json(&tmp.path().join("r.json"));
     let itl = r["median_itl_ms"].as_f64().unwrap();
+    // Never faster than the server (a client's own clock makes it so); slower only by the
+    // simulator's lateness on a loaded machine.
     assert!(
-        (1.8..6.0).contains(&itl),
+        (1.8..20.0).contains(&itl),
         "ITL {itl} (the server paced 2 ms)"
     );
     let tpot = r["median_tpot_ms"].as_f64().unwrap();
     assert!(
-        (0.9..6.0).contains(&tpot),
+        (0.9..20.0).contains(&tpot),
         "TPOT {tpot} (2 ms per step of 1 or 2 tokens)"
     );
     let ttft = r["median_ttft_ms"].as_f64().unwrap();
