@@ -272,15 +272,16 @@ fn sa_benchs_argv_gives_its_own_keys_and_initial_test() {
 }
 
 /// Where upstream's own clock is the bottleneck the figures here are still the server's: the
-/// simulator paces 2 ms per step (one chunk of up to k + 1 = 2 tokens), and that is the ITL the
-/// result reports, with TPOT between 2 ms / 2 and 2 ms.
+/// simulator paces 20 ms per step (one chunk of up to k + 1 = 2 tokens), and that is the ITL the
+/// result reports, with TPOT between 20 ms / 2 and 20 ms. The step is long enough that a loaded
+/// machine only delays a chunk, never makes the simulator catch up in a burst (its schedule is
+/// anchored at the request's start), so the bounds hold under load too.
 #[test]
 fn tpot_and_itl_are_the_servers_pacing() {
-    // Timing-bound: never beside another test that loads the machine.
     let _machine = crate::common::exclusive();
     let s = sim(specperf::sim::SimConfig {
-        ttft: Duration::from_millis(5),
-        itl: Duration::from_millis(2),
+        ttft: Duration::from_millis(30),
+        itl: Duration::from_millis(20),
         k: 1,
         ..fast()
     });
@@ -298,9 +299,9 @@ fn tpot_and_itl_are_the_servers_pacing() {
         "--random-input-len",
         "32",
         "--random-output-len",
-        "16",
+        "12",
         "--num-prompts",
-        "24",
+        "16",
         "--max-concurrency",
         "8",
         "--ignore-eos",
@@ -319,19 +320,17 @@ fn tpot_and_itl_are_the_servers_pacing() {
     );
     let r = crate::common::read_json(&tmp.path().join("r.json"));
     let itl = r["median_itl_ms"].as_f64().unwrap();
-    // Never faster than the server (a client's own clock makes it so); slower only by the
-    // simulator's lateness on a loaded machine.
     assert!(
-        (1.8..20.0).contains(&itl),
-        "ITL {itl} (the server paced 2 ms)"
+        (17.0..40.0).contains(&itl),
+        "ITL {itl} (the server paced 20 ms)"
     );
     let tpot = r["median_tpot_ms"].as_f64().unwrap();
     assert!(
-        (0.9..20.0).contains(&tpot),
-        "TPOT {tpot} (2 ms per step of 1 or 2 tokens)"
+        (9.0..40.0).contains(&tpot),
+        "TPOT {tpot} (20 ms per step of 1 or 2 tokens)"
     );
     let ttft = r["median_ttft_ms"].as_f64().unwrap();
-    assert!(ttft >= 4.0, "TTFT {ttft} below the server's 5 ms");
+    assert!(ttft >= 29.0, "TTFT {ttft} below the server's 30 ms");
 }
 
 /// Nothing listening: InferenceX's flavor writes its result with every request failed and exits
