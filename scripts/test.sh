@@ -65,8 +65,15 @@ tests_with_recap() {
   cargo test "$@" 2>&1 | tee "$log" || rc=$?
   if [ "$rc" != 0 ]; then
     echo "test.sh: the failures' reports again (the whole log: $log):"
-    # Each binary's report sits between its first and second "failures:" line.
-    awk '/^failures:$/ { inside = !inside; next } inside' "$log" | tail -n 400
+    # Each binary's report sits between its first and second "failures:" line. A test binary
+    # that died (a signal, a crash) writes none: then its last lines say why.
+    local recap
+    recap=$(awk '/^failures:$/ { inside = !inside; next } inside' "$log" | tail -n 400)
+    if [ -n "$recap" ]; then
+      echo "$recap"
+    else
+      grep -n -B 30 -A 5 -E "process didn't exit successfully|FAILED" "$log" | tail -n 120
+    fi
   fi
   return "$rc"
 }
