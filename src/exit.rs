@@ -2,6 +2,7 @@
 //! `--help` and docs/replaying.md). The library never exits: `main` asks [`ExitStatus::exit_code`] (or
 //! [`exit_code`] for a finished run) and returns the number.
 
+use crate::bench_serving::BenchServingOutcome;
 use crate::engine::{EngineError, RunOutcome};
 use crate::inject::{EntryState, InjectError, InjectOutcome, InjectReport};
 use crate::merge::MergeError;
@@ -84,28 +85,25 @@ impl ExitStatus for EngineError {
     }
 }
 
-impl ExitStatus for crate::bench_serving::Finished {
-    /// bench-serving (docs/bench-serving.md): the stop reason first; then 1 when the result could
-    /// not be written or holds a TPOT of 0, or (InferenceX's flavor) more than 5 % failed.
+impl ExitStatus for BenchServingOutcome {
+    /// bench-serving (docs/bench-serving.md): 0 for help; 2 for what the command line or its
+    /// files cannot give; 1 where upstream ends with an exception (sa-bench's failed initial
+    /// test); for a finished run the stop reason first, then 1 when the result could not be
+    /// written or holds a TPOT of 0, or (InferenceX's flavor) more than 5 % failed.
     fn exit_code(&self) -> i32 {
-        if let Some(reason) = self.stopped_by {
+        let f = match self {
+            BenchServingOutcome::Help => return OK,
+            BenchServingOutcome::Usage => return USAGE,
+            BenchServingOutcome::Failed => return FAILED,
+            BenchServingOutcome::Finished(f) => f,
+        };
+        if let Some(reason) = f.stopped_by {
             return reason.exit_code();
         }
-        if self.result_unwritten || self.zero_tpot || self.over_failure_threshold() {
+        if f.result_unwritten || f.zero_tpot || f.over_failure_threshold() {
             return FAILED;
         }
         OK
-    }
-}
-
-impl ExitStatus for crate::bench_serving::Fail {
-    /// 2 for what the command line or its files cannot give; 1 for what upstream ends with an
-    /// exception for (sa-bench's failed initial test, an unusable open-file limit).
-    fn exit_code(&self) -> i32 {
-        match self {
-            crate::bench_serving::Fail::Usage(_) => USAGE,
-            crate::bench_serving::Fail::Run(_) => FAILED,
-        }
     }
 }
 

@@ -81,7 +81,7 @@ mod test_tools;
 mod timefmt;
 mod yaml;
 
-pub use bench_serving::bench_serving;
+pub use bench_serving::{bench_serving, BenchServingOutcome, Finished as BenchServingFinished};
 pub use cli::{
     completions, render_ignored, write_man_pages, AgentxArgs, BenchServingArgs, Cli, CollectArgs,
     CollectMode, Command, CompletionsArgs, DrainArgs, EmbeddedSimArgs, GateArgs, GateSummaryArgs,

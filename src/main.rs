@@ -97,7 +97,7 @@ fn main() -> ExitCode {
             Command::BenchServing(args) => {
                 let stop = Stopper::new();
                 spawn_signal_handlers(&stop);
-                specperf::bench_serving(&args.argv, stop).await
+                specperf::bench_serving(&args.argv, stop).await.exit_code()
             }
         }
     });

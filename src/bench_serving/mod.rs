@@ -28,15 +28,14 @@ use crate::client::{
     build_headers, Client, ClientOptions, Clock, ConnectionReuse, HttpVersion, Timeouts,
 };
 use crate::dataset::bench_serving::{Flavor, PromptTemplate, RandomDataset};
-use crate::exit::{self, ExitStatus};
 use crate::metrics::numpy;
 use crate::stop::{StopReason, Stopper};
 use args::{Api, Args, UsageError};
 use result::py_float;
 
-/// Why a run ends before its report (the exit code is `exit.rs`'s).
+/// Why a run ends before its report.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Fail {
+enum Fail {
     /// Usage or configuration (exit 2).
     #[error("{0}")]
     Usage(String),
@@ -51,9 +50,22 @@ impl From<UsageError> for Fail {
     }
 }
 
-/// What a finished run decides its exit code from (`exit.rs`).
+/// How `specperf bench-serving` ended; `exit.rs` maps it to the exit code (docs/bench-serving.md).
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Finished {
+pub enum BenchServingOutcome {
+    /// `--help` was printed.
+    Help,
+    /// The command line or a file it names cannot be honoured (said on stderr).
+    Usage,
+    /// Stopped before the report where upstream ends with an exception (said on stderr).
+    Failed,
+    /// The run reported.
+    Finished(Finished),
+}
+
+/// What a finished run decides its exit code from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finished {
     pub(crate) flavor: Flavor,
     pub(crate) stopped_by: Option<StopReason>,
     pub(crate) completed: usize,
@@ -76,12 +88,12 @@ impl Finished {
     }
 }
 
-/// Runs `specperf bench-serving ARGV` and returns its exit code; `stop` is the run's one
-/// cancellation path (signals, the deadline).
-pub async fn bench_serving(argv: &[String], stop: Stopper) -> i32 {
+/// Runs `specperf bench-serving ARGV`; `stop` is the run's one cancellation path (signals, the
+/// deadline).
+pub async fn bench_serving(argv: &[String], stop: Stopper) -> BenchServingOutcome {
     if let Some(flavor) = args::help_asked(argv) {
         print!("{}", args::help(flavor));
-        return exit::OK;
+        return BenchServingOutcome::Help;
     }
     let args = match Args::parse(argv) {
         Ok(a) => a,
@@ -90,14 +102,17 @@ pub async fn bench_serving(argv: &[String], stop: Stopper) -> i32 {
                 "usage: specperf bench-serving [--flavor inferencex|sa-bench] --model MODEL \
                  [FLAGS] (see --help)\nspecperf bench-serving: error: {e}"
             );
-            return exit::USAGE;
+            return BenchServingOutcome::Usage;
         }
     };
     match run(&args, &stop).await {
-        Ok(finished) => finished.exit_code(),
+        Ok(finished) => BenchServingOutcome::Finished(finished),
         Err(e) => {
             eprintln!("specperf bench-serving: error: {e}");
-            e.exit_code()
+            match e {
+                Fail::Usage(_) => BenchServingOutcome::Usage,
+                Fail::Run(_) => BenchServingOutcome::Failed,
+            }
         }
     }
 }
