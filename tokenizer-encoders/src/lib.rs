@@ -35,6 +35,7 @@
 //! `serde_json`'s `preserve_order` (and `float_roundtrip`, so floats parse exactly as in Python);
 //! cargo's feature unification turns both on for the whole workspace.
 
+mod bytelevel;
 pub mod deepseek;
 mod error;
 mod pyjson;

@@ -5,13 +5,28 @@
 //! on the wire come from the server's `usage`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use crate::bytelevel::ByteLevelBpe;
 use crate::LoadError;
 
 /// A tokenizer loaded from a `tokenizer.json`.
+///
+/// Encoding and decoding go through [`ByteLevelBpe`] where the file has the shape it reproduces
+/// (byte-level BPE: GPT-2, Llama 3, Qwen, DeepSeek), else through the `tokenizers` crate.
 #[derive(Clone, Debug)]
 pub struct Tokenizer {
-    inner: tokenizers::Tokenizer,
+    engine: Engine,
+}
+
+#[derive(Clone, Debug)]
+enum Engine {
+    ByteLevel {
+        bpe: Arc<ByteLevelBpe>,
+        /// `tokenizers`' vocabulary size without the added tokens.
+        base_vocab: usize,
+    },
+    Tokenizers(Box<tokenizers::Tokenizer>),
 }
 
 /// Tokenizing a text failed (e.g. the pre-tokenizer's regex gave up on a pathological input).
@@ -23,6 +38,16 @@ impl Tokenizer {
     /// Loads `path`, a `tokenizer.json` or a model directory holding one. Truncation and padding
     /// configured in the file are switched off so counts are of the whole text.
     pub fn from_path(path: &Path) -> Result<Self, LoadError> {
+        Self::load(path, true)
+    }
+
+    /// [`Tokenizer::from_path`] through the `tokenizers` crate only (tests compare the paths).
+    #[doc(hidden)]
+    pub fn from_path_without_byte_level(path: &Path) -> Result<Self, LoadError> {
+        Self::load(path, false)
+    }
+
+    fn load(path: &Path, byte_level: bool) -> Result<Self, LoadError> {
         let file: PathBuf = if path.is_dir() {
             path.join("tokenizer.json")
         } else {
@@ -44,38 +69,96 @@ impl Tokenizer {
                 what: e.to_string(),
             })?;
         inner.with_padding(None);
-        Ok(Tokenizer { inner })
+        let engine = match byte_level
+            .then(|| byte_level_path(&inner, &bytes))
+            .flatten()
+        {
+            Some(bpe) => Engine::ByteLevel {
+                bpe: Arc::new(bpe),
+                base_vocab: inner.get_vocab_size(false),
+            },
+            None => Engine::Tokenizers(Box::new(inner)),
+        };
+        Ok(Tokenizer { engine })
+    }
+
+    /// Whether this tokenizer encodes through [`ByteLevelBpe`].
+    #[doc(hidden)]
+    pub fn is_byte_level(&self) -> bool {
+        matches!(self.engine, Engine::ByteLevel { .. })
     }
 
     /// Token ids of `text`, without special tokens added: rendered prompts already hold theirs
     /// (`add_special_tokens=False`, as the servers encode them).
     pub fn ids(&self, text: &str) -> Result<Vec<u32>, TokenizeError> {
-        let enc = self
-            .inner
-            .encode_fast(text, false)
-            .map_err(|e| TokenizeError(e.to_string()))?;
-        Ok(enc.get_ids().to_vec())
+        match &self.engine {
+            Engine::ByteLevel { bpe, .. } => {
+                let mut out = Vec::with_capacity(text.len() / 3);
+                bpe.encode(text, &mut out);
+                Ok(out)
+            }
+            Engine::Tokenizers(t) => {
+                let enc = t
+                    .encode_fast(text, false)
+                    .map_err(|e| TokenizeError(e.to_string()))?;
+                Ok(enc.get_ids().to_vec())
+            }
+        }
     }
 
     /// Number of tokens in `text` (see [`Tokenizer::ids`]).
     pub fn count(&self, text: &str) -> Result<usize, TokenizeError> {
-        let enc = self
-            .inner
-            .encode_fast(text, false)
-            .map_err(|e| TokenizeError(e.to_string()))?;
-        Ok(enc.len())
+        self.ids(text).map(|ids| ids.len())
     }
 
     /// The base vocabulary's size, without the added tokens (transformers' `vocab_size`: the
     /// range benchmark_serving.py draws random token ids from; DeepSeek-V4: 128000 of 129280).
     pub fn base_vocab_size(&self) -> usize {
-        self.inner.get_vocab_size(false)
+        match &self.engine {
+            Engine::ByteLevel { base_vocab, .. } => *base_vocab,
+            Engine::Tokenizers(t) => t.get_vocab_size(false),
+        }
     }
 
     /// Text of `ids`, special tokens included (to cut a text at an exact token length).
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizeError> {
-        self.inner
-            .decode(ids, false)
-            .map_err(|e| TokenizeError(e.to_string()))
+        match &self.engine {
+            Engine::ByteLevel { bpe, .. } => Ok(bpe.decode(ids)),
+            Engine::Tokenizers(t) => t
+                .decode(ids, false)
+                .map_err(|e| TokenizeError(e.to_string())),
+        }
     }
+}
+
+/// Text that exercises every stage: added tokens, digits, CJK, punctuation runs, whitespace and
+/// line breaks, bytes outside the printable range, letters with marks.
+const PROBE: &str = "Hello, world!  It's 2026-12-03: 12345678 tokens\r\n\n\t  end.\u{0}\u{7f} \
+    caf\u{e9} na\u{ef}ve \u{4e2d}\u{6587}\u{65e5}\u{672c}\u{3072}\u{3089}\u{30ab}\u{30bf} \u{1f600}!!! \
+    a\u{301}b  \u{a0}x <|endoftext|><\u{ff5c}begin\u{2581}of\u{2581}sentence\u{ff5c}><think>";
+
+/// The byte-level tables of `inner`'s file, when it has their shape and they agree with `inner`
+/// on a probe text (a last guard against a stage this module does not know reproducing wrongly).
+fn byte_level_path(inner: &tokenizers::Tokenizer, bytes: &[u8]) -> Option<ByteLevelBpe> {
+    if inner.get_encode_special_tokens() {
+        return None;
+    }
+    let added: Vec<(u32, String, bool, bool)> = inner
+        .get_added_tokens_decoder()
+        .into_iter()
+        .map(|(id, t)| {
+            (
+                id,
+                t.content,
+                t.normalized,
+                !(t.single_word || t.lstrip || t.rstrip),
+            )
+        })
+        .collect();
+    let fast = ByteLevelBpe::new(bytes, &added)?;
+    let want = inner.encode_fast(PROBE, false).ok()?;
+    let mut got = Vec::new();
+    fast.encode(PROBE, &mut got);
+    let text = inner.decode(want.get_ids(), false).ok()?;
+    (got == want.get_ids() && fast.decode(&got) == text).then_some(fast)
 }

@@ -90,3 +90,208 @@ fn special_tokens_in_text_are_single_ids_and_directories_load() {
     let text = "Round trip: 快速排序 🍕";
     assert_eq!(tok.decode(&tok.ids(text).unwrap()).unwrap(), text);
 }
+
+/// A small deterministic generator (xorshift64*), so every run checks the same texts.
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// The texts both paths must split alike: decoded runs of consecutive ids (what the random
+/// datasets build), character soup across scripts, whitespace and special tokens, and every
+/// vector's prompt.
+fn texts(slow: &Tokenizer, draw: &mut Draw) -> Vec<String> {
+    let v = slow.base_vocab_size();
+    let mut out: Vec<String> = vector_prompts().into_values().collect();
+    for _ in 0..200 {
+        let start = draw.below(v);
+        let n = 1 + draw.below(300);
+        let ids: Vec<u32> = (0..n).map(|j| ((start + j) % v) as u32).collect();
+        out.push(slow.decode(&ids).unwrap());
+    }
+    let atoms = [
+        "a",
+        "Z",
+        "the",
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "\r\n",
+        "\n\n",
+        "0",
+        "12",
+        "3456",
+        "'s",
+        "'ll",
+        ",",
+        "...",
+        "!?",
+        "-",
+        "_",
+        "快",
+        "速排序",
+        "ひらがな",
+        "カタカナ",
+        "한국어",
+        "Ωμέγα",
+        "Привет",
+        "é",
+        "e\u{301}",
+        "\u{a0}",
+        "\u{200b}",
+        "🍕",
+        "👩\u{200d}💻",
+        "\u{0}",
+        "\u{7f}",
+        "<think>",
+        "<｜User｜>",
+        "<｜begin▁of▁sentence｜>",
+        "<|endoftext|>",
+        "</think>",
+        "\\",
+        "\"",
+        "{}",
+    ];
+    for _ in 0..400 {
+        let n = 1 + draw.below(40);
+        out.push((0..n).map(|_| atoms[draw.below(atoms.len())]).collect());
+    }
+    out
+}
+
+/// The DeepSeek-V4 file with `edit` applied, loaded through a temporary file, as it loads and
+/// through `tokenizers` only.
+fn variant(edit: impl FnOnce(&mut Value)) -> (Tokenizer, Tokenizer) {
+    let mut json: Value =
+        serde_json::from_slice(&std::fs::read(tokenizer_path()).unwrap()).unwrap();
+    edit(&mut json);
+    let dir = std::env::temp_dir().join(format!(
+        "specperf-tok-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tokenizer.json");
+    std::fs::write(&file, serde_json::to_vec(&json).unwrap()).unwrap();
+    let tok = Tokenizer::from_path(&file).unwrap();
+    let slow = Tokenizer::from_path_without_byte_level(&file).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    (tok, slow)
+}
+
+/// The byte-level path gives `tokenizers`' ids and text on every text and id list.
+fn assert_paths_agree(name: &str, (fast, slow): (Tokenizer, Tokenizer)) {
+    assert!(
+        fast.is_byte_level(),
+        "{name}: the byte-level path was not taken"
+    );
+    assert!(!slow.is_byte_level());
+    let mut draw = Draw(0x5eed_0000 + name.len() as u64);
+    for text in texts(&slow, &mut draw) {
+        assert_eq!(
+            fast.ids(&text).unwrap(),
+            slow.ids(&text).unwrap(),
+            "{name}: ids of {text:?}"
+        );
+    }
+    // Any ids, added and unknown ones included.
+    let top = slow.base_vocab_size() + 1400;
+    for _ in 0..300 {
+        let n = draw.below(64);
+        let ids: Vec<u32> = (0..n).map(|_| draw.below(top) as u32).collect();
+        assert_eq!(
+            fast.decode(&ids).unwrap(),
+            slow.decode(&ids).unwrap(),
+            "{name}: text of {ids:?}"
+        );
+    }
+}
+
+#[test]
+fn the_byte_level_path_matches_tokenizers_on_every_shape_it_takes() {
+    assert_paths_agree("deepseek-v4", variant(|_| ()));
+    // GPT-2's own pre-tokenizer regex.
+    assert_paths_agree(
+        "gpt2-regex",
+        variant(|j| {
+            j["pre_tokenizer"] = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false,
+                "trim_offsets": true, "use_regex": true});
+        }),
+    );
+    // Llama 3's whole-word lookup, merges as pairs, a literal split, no normalizer.
+    assert_paths_agree(
+        "llama3-like",
+        variant(|j| {
+            j["model"]["ignore_merges"] = Value::Bool(true);
+            let merges = j["model"]["merges"].as_array_mut().unwrap();
+            for m in merges.iter_mut() {
+                let (a, b) = m.as_str().unwrap().split_once(' ').unwrap();
+                *m = serde_json::json!([a, b]);
+            }
+            j["normalizer"] = Value::Null;
+            let pre = j["pre_tokenizer"]["pretokenizers"].as_array_mut().unwrap();
+            pre.insert(
+                0,
+                serde_json::json!({"type": "Split", "pattern": {"String": "th"},
+                    "behavior": "Isolated", "invert": false}),
+            );
+        }),
+    );
+    // Added tokens matched after normalization beside those matched before it.
+    assert_paths_agree(
+        "normalized-added",
+        variant(|j| {
+            for (i, t) in j["added_tokens"]
+                .as_array_mut()
+                .unwrap()
+                .iter_mut()
+                .enumerate()
+            {
+                t["normalized"] = Value::Bool(i % 2 == 0);
+            }
+        }),
+    );
+}
+
+#[test]
+fn shapes_the_byte_level_path_does_not_reproduce_keep_tokenizers() {
+    type Edit = fn(&mut Value);
+    let cases: [(&str, Edit); 5] = [
+        ("nfc normalizer", |j| {
+            j["normalizer"] = serde_json::json!({"type": "NFC"});
+        }),
+        ("prefix space", |j| {
+            let pre = j["pre_tokenizer"]["pretokenizers"].as_array_mut().unwrap();
+            pre.last_mut().unwrap()["add_prefix_space"] = Value::Bool(true);
+        }),
+        ("lstrip added token", |j| {
+            j["added_tokens"][0]["lstrip"] = Value::Bool(true);
+        }),
+        ("removed split", |j| {
+            j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = Value::from("Removed");
+        }),
+        ("end-of-word suffix", |j| {
+            j["model"]["end_of_word_suffix"] = Value::from("</w>");
+        }),
+    ];
+    for (name, edit) in cases {
+        assert!(
+            !variant(edit).0.is_byte_level(),
+            "{name}: took the byte-level path"
+        );
+    }
+}

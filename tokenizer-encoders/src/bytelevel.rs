@@ -1,0 +1,458 @@
+//! A byte-level BPE encoder and decoder for the common `tokenizer.json` shape (GPT-2 style byte
+//! alphabet, regex `Split` pre-tokenizers, plain added tokens), with the same ids and text as the
+//! `tokenizers` crate but none of its per-piece bookkeeping (offsets, alignments, one `String`
+//! per token). Building tens of thousands of random prompts is otherwise dominated by that
+//! bookkeeping.
+//!
+//! It is only ever built for a file whose every stage it reproduces exactly ([`ByteLevelBpe::new`]
+//! returns `None` otherwise, and the caller keeps `tokenizers`); the rules it follows are those of
+//! `tokenizers` 0.22:
+//!
+//! ```text
+//! text ─► added tokens not normalized (leftmost-longest) ─► added tokens normalized (same)
+//!      ─► each Split regex in turn, matches and gaps kept apart ─► bytes ─► BPE merges
+//! ```
+//!
+//! BPE: start from one symbol per byte and merge, while any adjacent pair has a merge, the pair
+//! of lowest rank, leftmost among equals (what `tokenizers`' heap of merges pops).
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use serde_json::Value;
+
+/// GPT-2's pre-tokenizer regex, applied by a `ByteLevel` pre-tokenizer with `use_regex`.
+const GPT2_SPLIT: &str =
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+
+/// The byte-level alphabet: printable bytes stand for themselves, the others for 256 + n.
+fn byte_chars() -> [char; 256] {
+    let mut out = ['\0'; 256];
+    let mut n = 0u32;
+    for b in 0..=255u8 {
+        let printable = matches!(b, 33..=126 | 161..=172 | 174..=255);
+        out[b as usize] = if printable {
+            char::from(b)
+        } else {
+            n += 1;
+            char::from_u32(255 + n).expect("256..=323 are chars")
+        };
+    }
+    out
+}
+
+/// Added tokens of one kind (normalized or not), matched leftmost-longest.
+#[derive(Debug)]
+struct Added {
+    matcher: AhoCorasick,
+    ids: Vec<u32>,
+}
+
+impl Added {
+    fn new(tokens: Vec<(String, u32)>) -> Option<Added> {
+        let (contents, ids): (Vec<String>, Vec<u32>) = tokens.into_iter().unzip();
+        let matcher = AhoCorasickBuilder::new()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&contents)
+            .ok()?;
+        Some(Added { matcher, ids })
+    }
+}
+
+/// Merge map key: the two ids of a pair.
+fn pair(a: u32, b: u32) -> u64 {
+    (u64::from(a) << 32) | u64::from(b)
+}
+
+/// Distinguishes tables in the per-thread scratch.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The state of the last tables this thread encoded with.
+    static SCRATCH: RefCell<Option<Scratch>> = const { RefCell::new(None) };
+}
+
+/// One thread's working state for one [`ByteLevelBpe`]: its own copy of the regexes (a regex
+/// shared between threads hands its search state out under a lock) and the merge buffers.
+struct Scratch {
+    owner: u64,
+    splits: Vec<fancy_regex::Regex>,
+    words: Words,
+}
+
+/// The BPE side of [`Scratch`].
+#[derive(Default)]
+struct Words {
+    symbols: Vec<u32>,
+    ranks: Vec<u32>,
+}
+
+impl Scratch {
+    fn new(bpe: &ByteLevelBpe) -> Scratch {
+        Scratch {
+            owner: bpe.id,
+            splits: bpe.splits.clone(),
+            words: Words::default(),
+        }
+    }
+}
+
+/// The encoder and decoder tables of one tokenizer (see the module docs).
+#[derive(Debug)]
+pub(crate) struct ByteLevelBpe {
+    id: u64,
+    raw_added: Added,
+    normalized_added: Added,
+    splits: Vec<fancy_regex::Regex>,
+    byte_ids: [u32; 256],
+    /// `(left, right)` ─► `(rank, merged id)`; a later duplicate replaces an earlier one.
+    merges: ahash::AHashMap<u64, (u32, u32)>,
+    /// `ignore_merges`: a whole piece found here is one token.
+    whole: Option<ahash::AHashMap<Vec<u8>, u32>>,
+    /// Decoded bytes of id `i`: `decoded[starts[i]..starts[i + 1]]`; `present[i]` false for ids
+    /// neither in the vocabulary nor added (decode skips them).
+    decoded: Vec<u8>,
+    starts: Vec<u32>,
+    present: Vec<bool>,
+}
+
+impl ByteLevelBpe {
+    /// The tables of `file` (a `tokenizer.json`) whose added tokens `added` (id, content,
+    /// normalized, plain: no `single_word`/`lstrip`/`rstrip`) are as `tokenizers` registered
+    /// them; `None` unless every stage is one this module reproduces.
+    pub(crate) fn new(file: &[u8], added: &[(u32, String, bool, bool)]) -> Option<ByteLevelBpe> {
+        let file: File = serde_json::from_slice(file).ok()?;
+        supported_normalizer(&file.normalizer)?;
+        let splits = splits(&file.pre_tokenizer)?;
+        supported_decoder(&file.decoder)?;
+        let model = file.model;
+        if model.kind.as_deref() != Some("BPE")
+            || model.dropout.is_some_and(|d| d != 0.0)
+            || [&model.continuing_subword_prefix, &model.end_of_word_suffix]
+                .iter()
+                .any(|a| a.as_deref().is_some_and(|a| !a.is_empty()))
+        {
+            return None;
+        }
+        let vocab = &model.vocab;
+
+        let chars = byte_chars();
+        let mut byte_ids = [0u32; 256];
+        let mut buf = [0u8; 4];
+        for (b, c) in chars.iter().enumerate() {
+            // Every byte has its symbol, so no piece ever needs an unknown token or a fallback.
+            byte_ids[b] = *vocab.get(&*c.encode_utf8(&mut buf))?;
+        }
+        let char_byte: HashMap<char, u8> = chars
+            .iter()
+            .enumerate()
+            .map(|(b, c)| (*c, b as u8))
+            .collect();
+
+        let mut merges = ahash::AHashMap::default();
+        for (rank, m) in model.merges.iter().enumerate() {
+            let (a, b) = match m {
+                Merge::Legacy(s) => {
+                    let mut parts = s.split(' ');
+                    let (a, b) = (parts.next()?, parts.next()?);
+                    if parts.next().is_some() {
+                        return None;
+                    }
+                    (a, b)
+                }
+                Merge::Pair(a, b) => (&**a, &**b),
+            };
+            let joined = format!("{a}{b}");
+            let (a, b, new) = (vocab.get(a)?, vocab.get(b)?, vocab.get(&*joined)?);
+            merges.insert(pair(*a, *b), (u32::try_from(rank).ok()?, *new));
+        }
+
+        // ByteLevel's decoder: a token all of whose chars are in the alphabet is those bytes,
+        // any other token (an added one, typically) its own UTF-8.
+        let to_bytes = |s: &str| -> Vec<u8> {
+            s.chars()
+                .map(|c| char_byte.get(&c).copied())
+                .collect::<Option<Vec<u8>>>()
+                .unwrap_or_else(|| s.as_bytes().to_vec())
+        };
+        let whole = model.ignore_merges.then(|| {
+            vocab
+                .iter()
+                .map(|(k, id)| (to_bytes(k), *id))
+                .collect::<ahash::AHashMap<_, _>>()
+        });
+        let top = vocab
+            .values()
+            .copied()
+            .chain(added.iter().map(|a| a.0))
+            .max()
+            .unwrap_or(0) as usize;
+        let mut text: Vec<Option<&str>> = vec![None; top + 1];
+        for (k, id) in vocab {
+            text[*id as usize] = Some(k);
+        }
+        for (id, content, _, _) in added {
+            text[*id as usize] = Some(content);
+        }
+        let mut decoded = Vec::new();
+        let mut starts = Vec::with_capacity(top + 2);
+        let mut present = Vec::with_capacity(top + 1);
+        for t in &text {
+            starts.push(u32::try_from(decoded.len()).ok()?);
+            present.push(t.is_some());
+            if let Some(t) = t {
+                decoded.extend(to_bytes(t));
+            }
+        }
+        starts.push(u32::try_from(decoded.len()).ok()?);
+
+        if added.iter().any(|a| !a.3) {
+            return None;
+        }
+        let kind = |normalized: bool| {
+            added
+                .iter()
+                .filter(|a| a.2 == normalized)
+                .map(|a| (a.1.clone(), a.0))
+                .collect::<Vec<_>>()
+        };
+        Some(ByteLevelBpe {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            raw_added: Added::new(kind(false))?,
+            normalized_added: Added::new(kind(true))?,
+            splits,
+            byte_ids,
+            merges,
+            whole,
+            decoded,
+            starts,
+            present,
+        })
+    }
+
+    /// Appends the ids of `text` (no special tokens added) to `out`.
+    pub(crate) fn encode(&self, text: &str, out: &mut Vec<u32>) {
+        SCRATCH.with_borrow_mut(|slot| {
+            let scratch = match slot {
+                Some(s) if s.owner == self.id => s,
+                _ => slot.insert(Scratch::new(self)),
+            };
+            let Scratch { splits, words, .. } = scratch;
+            each_piece(&self.raw_added, text, out, &mut |raw, out| {
+                each_piece(&self.normalized_added, raw, out, &mut |piece, out| {
+                    self.split(splits, piece, out, words);
+                });
+            });
+        });
+    }
+
+    /// The pieces of `text` under the first of `splits` and the ones after it, each encoded.
+    fn split(
+        &self,
+        splits: &[fancy_regex::Regex],
+        text: &str,
+        out: &mut Vec<u32>,
+        words: &mut Words,
+    ) {
+        let Some((re, rest)) = splits.split_first() else {
+            self.word(text.as_bytes(), out, words);
+            return;
+        };
+        let mut prev = 0;
+        for m in re.find_iter(text) {
+            // `tokenizers` stops at the first regex error and keeps what it split so far.
+            let Ok(m) = m else { break };
+            if prev != m.start() {
+                self.split(rest, &text[prev..m.start()], out, words);
+            }
+            if m.start() != m.end() {
+                self.split(rest, m.as_str(), out, words);
+            }
+            prev = m.end();
+        }
+        if prev != text.len() {
+            self.split(rest, &text[prev..], out, words);
+        }
+    }
+
+    /// BPE of one pre-tokenized piece.
+    fn word(&self, bytes: &[u8], out: &mut Vec<u32>, words: &mut Words) {
+        if bytes.is_empty() {
+            return;
+        }
+        if let Some(id) = self.whole.as_ref().and_then(|w| w.get(bytes)) {
+            out.push(*id);
+            return;
+        }
+        let Words { symbols, ranks } = words;
+        symbols.clear();
+        symbols.extend(bytes.iter().map(|b| self.byte_ids[*b as usize]));
+        // ranks[i]: the rank of merging symbols i and i + 1 (u32::MAX: no merge).
+        let rank = |a: u32, b: u32| self.merges.get(&pair(a, b)).map_or(u32::MAX, |m| m.0);
+        ranks.clear();
+        ranks.extend(symbols.windows(2).map(|w| rank(w[0], w[1])));
+        loop {
+            let mut best = u32::MAX;
+            let mut at = 0;
+            for (i, r) in ranks.iter().enumerate() {
+                if *r < best {
+                    best = *r;
+                    at = i;
+                }
+            }
+            if best == u32::MAX {
+                break;
+            }
+            let merged = self.merges[&pair(symbols[at], symbols[at + 1])].1;
+            symbols[at] = merged;
+            symbols.remove(at + 1);
+            ranks.remove(at);
+            if at > 0 {
+                ranks[at - 1] = rank(symbols[at - 1], merged);
+            }
+            if at < ranks.len() {
+                ranks[at] = rank(merged, symbols[at + 1]);
+            }
+        }
+        out.extend_from_slice(symbols);
+    }
+
+    /// The text of `ids`, special tokens included; ids outside the vocabulary are skipped.
+    pub(crate) fn decode(&self, ids: &[u32]) -> String {
+        let mut bytes = Vec::with_capacity(ids.len() * 4);
+        for id in ids {
+            let i = *id as usize;
+            if self.present.get(i).copied().unwrap_or(false) {
+                bytes.extend_from_slice(
+                    &self.decoded[self.starts[i] as usize..self.starts[i + 1] as usize],
+                );
+            }
+        }
+        match String::from_utf8(bytes) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        }
+    }
+}
+
+/// Calls `plain` on each stretch of `text` between the matches of `added`, and pushes each
+/// match's id.
+fn each_piece(
+    added: &Added,
+    text: &str,
+    out: &mut Vec<u32>,
+    plain: &mut dyn FnMut(&str, &mut Vec<u32>),
+) {
+    let mut prev = 0;
+    for m in added.matcher.find_iter(text) {
+        if prev < m.start() {
+            plain(&text[prev..m.start()], out);
+        }
+        out.push(added.ids[m.pattern().as_usize()]);
+        prev = m.end();
+    }
+    if prev < text.len() {
+        plain(&text[prev..], out);
+    }
+}
+
+/// The parts of a `tokenizer.json` the byte-level path reads (the rest comes from `tokenizers`).
+#[derive(serde::Deserialize)]
+struct File<'a> {
+    #[serde(default)]
+    normalizer: Value,
+    #[serde(default)]
+    pre_tokenizer: Value,
+    #[serde(default)]
+    decoder: Value,
+    #[serde(borrow)]
+    model: Model<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct Model<'a> {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    dropout: Option<f64>,
+    continuing_subword_prefix: Option<String>,
+    end_of_word_suffix: Option<String>,
+    #[serde(default)]
+    ignore_merges: bool,
+    #[serde(borrow)]
+    vocab: HashMap<Cow<'a, str>, u32>,
+    #[serde(borrow)]
+    merges: Vec<Merge<'a>>,
+}
+
+/// A merge as `"a b"` (older files) or `["a", "b"]`.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Merge<'a> {
+    Legacy(#[serde(borrow)] Cow<'a, str>),
+    Pair(#[serde(borrow)] Cow<'a, str>, #[serde(borrow)] Cow<'a, str>),
+}
+
+fn supported_normalizer(n: &Value) -> Option<()> {
+    match n {
+        Value::Null => Some(()),
+        v if v.get("type")?.as_str()? == "Sequence" => v
+            .get("normalizers")?
+            .as_array()?
+            .iter()
+            .try_for_each(supported_normalizer),
+        _ => None,
+    }
+}
+
+fn supported_decoder(d: &Value) -> Option<()> {
+    match d.get("type")?.as_str()? {
+        "ByteLevel" => Some(()),
+        "Sequence" => {
+            let all = d.get("decoders")?.as_array()?;
+            (all.len() == 1).then_some(())?;
+            supported_decoder(&all[0])
+        }
+        _ => None,
+    }
+}
+
+/// The Split regexes of a pre-tokenizer that ends in a plain `ByteLevel` (no prefix space).
+fn splits(p: &Value) -> Option<Vec<fancy_regex::Regex>> {
+    let stages = match p.get("type")?.as_str()? {
+        "Sequence" => p.get("pretokenizers")?.as_array()?.iter().collect(),
+        _ => vec![p],
+    };
+    let (last, rest) = stages.split_last()?;
+    if last.get("type")?.as_str()? != "ByteLevel"
+        || last.get("add_prefix_space").and_then(Value::as_bool) != Some(false)
+    {
+        return None;
+    }
+    let mut out = Vec::new();
+    for s in rest {
+        if s.get("type")?.as_str()? != "Split"
+            || s.get("behavior")?.as_str()? != "Isolated"
+            || s.get("invert").and_then(Value::as_bool) != Some(false)
+        {
+            return None;
+        }
+        let pattern = s.get("pattern")?;
+        let re = if let Some(r) = pattern.get("Regex") {
+            r.as_str()?.to_owned()
+        } else {
+            regex::escape(pattern.get("String")?.as_str()?)
+        };
+        out.push(fancy_regex::Regex::new(&re).ok()?);
+    }
+    if last
+        .get("use_regex")
+        .and_then(Value::as_bool)
+        .unwrap_or(true)
+    {
+        out.push(fancy_regex::Regex::new(GPT2_SPLIT).ok()?);
+    }
+    Some(out)
+}
