@@ -120,10 +120,9 @@ pub(crate) struct ByteLevelBpe {
 }
 
 impl ByteLevelBpe {
-    /// The tables of `file` (a `tokenizer.json`) whose added tokens `added` (id, content,
-    /// normalized, plain: no `single_word`/`lstrip`/`rstrip`) are as `tokenizers` registered
-    /// them; `None` unless every stage is one this module reproduces.
-    pub(crate) fn new(file: &[u8], added: &[(u32, String, bool, bool)]) -> Option<ByteLevelBpe> {
+    /// The tables of `file` (a `tokenizer.json`) and its base vocabulary's size (without the
+    /// added tokens); `None` unless every stage is one this module reproduces.
+    pub(crate) fn new(file: &[u8]) -> Option<(ByteLevelBpe, usize)> {
         let file: File = serde_json::from_slice(file).ok()?;
         supported_normalizer(&file.normalizer)?;
         let splits = splits(&file.pre_tokenizer)?;
@@ -138,6 +137,7 @@ impl ByteLevelBpe {
             return None;
         }
         let vocab = &model.vocab;
+        let added = added_ids(&file.added_tokens, vocab)?;
 
         let chars = byte_chars();
         let mut byte_ids = [0u32; 256];
@@ -194,7 +194,7 @@ impl ByteLevelBpe {
         for (k, id) in vocab {
             text[*id as usize] = Some(k);
         }
-        for (id, content, _, _) in added {
+        for (id, content, _) in &added {
             text[*id as usize] = Some(content);
         }
         let mut decoded = Vec::new();
@@ -209,17 +209,14 @@ impl ByteLevelBpe {
         }
         starts.push(u32::try_from(decoded.len()).ok()?);
 
-        if added.iter().any(|a| !a.3) {
-            return None;
-        }
         let kind = |normalized: bool| {
             added
                 .iter()
                 .filter(|a| a.2 == normalized)
-                .map(|a| (a.1.clone(), a.0))
+                .map(|a| (a.1.to_owned(), a.0))
                 .collect::<Vec<_>>()
         };
-        Some(ByteLevelBpe {
+        let bpe = ByteLevelBpe {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             raw_added: Added::new(kind(false))?,
             normalized_added: Added::new(kind(true))?,
@@ -230,7 +227,8 @@ impl ByteLevelBpe {
             decoded,
             starts,
             present,
-        })
+        };
+        Some((bpe, vocab.len()))
     }
 
     /// Appends the ids of `text` (no special tokens added) to `out`.
@@ -359,9 +357,11 @@ fn each_piece(
     }
 }
 
-/// The parts of a `tokenizer.json` the byte-level path reads (the rest comes from `tokenizers`).
+/// The parts of a `tokenizer.json` the byte-level path reads.
 #[derive(serde::Deserialize)]
 struct File<'a> {
+    #[serde(default)]
+    added_tokens: Vec<AddedToken>,
     #[serde(default)]
     normalizer: Value,
     #[serde(default)]
@@ -385,6 +385,52 @@ struct Model<'a> {
     vocab: HashMap<Cow<'a, str>, u32>,
     #[serde(borrow)]
     merges: Vec<Merge<'a>>,
+}
+
+/// An entry of `added_tokens` (its `id` is not used: `tokenizers` assigns ids afresh).
+#[derive(serde::Deserialize)]
+struct AddedToken {
+    content: String,
+    single_word: bool,
+    lstrip: bool,
+    rstrip: bool,
+    normalized: bool,
+    special: bool,
+}
+
+/// `(id, content, normalized)` of each added token, in the order `tokenizers` builds its
+/// matchers (special tokens first), with the ids it assigns: the base vocabulary's id when the
+/// content is in it, else the next id from the base vocabulary's size on. `None` for what the
+/// byte-level path does not reproduce: a token matched only as a single word or taking spaces
+/// beside it, or one content listed twice.
+fn added_ids<'t>(
+    tokens: &'t [AddedToken],
+    vocab: &HashMap<Cow<'_, str>, u32>,
+) -> Option<Vec<(u32, &'t str, bool)>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut next = u32::try_from(vocab.len()).ok()?;
+    let mut ids = Vec::new();
+    for t in tokens {
+        if t.single_word || t.lstrip || t.rstrip || !seen.insert(t.content.as_str()) {
+            return None;
+        }
+        if t.content.is_empty() {
+            continue;
+        }
+        let id = vocab.get(t.content.as_str()).copied().unwrap_or_else(|| {
+            next += 1;
+            next - 1
+        });
+        ids.push((id, t.content.as_str(), t.normalized, t.special));
+    }
+    let (special, plain): (Vec<_>, Vec<_>) = ids.into_iter().partition(|t| t.3);
+    Some(
+        special
+            .into_iter()
+            .chain(plain)
+            .map(|(id, content, normalized, _)| (id, content, normalized))
+            .collect(),
+    )
 }
 
 /// A merge as `"a b"` (older files) or `["a", "b"]`.

@@ -57,29 +57,21 @@ impl Tokenizer {
             path: file.clone(),
             source,
         })?;
-        let mut inner =
-            tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| LoadError::Invalid {
-                path: file.clone(),
-                what: format!("not a tokenizer.json: {e}"),
-            })?;
-        inner
-            .with_truncation(None)
-            .map_err(|e| LoadError::Invalid {
-                path: file,
-                what: e.to_string(),
-            })?;
-        inner.with_padding(None);
-        let engine = match byte_level
-            .then(|| byte_level_path(&inner, &bytes))
-            .flatten()
-        {
-            Some(bpe) => Engine::ByteLevel {
-                bpe: Arc::new(bpe),
-                base_vocab: inner.get_vocab_size(false),
-            },
-            None => Engine::Tokenizers(Box::new(inner)),
-        };
-        Ok(Tokenizer { engine })
+        if byte_level {
+            if let Some((bpe, base_vocab)) = ByteLevelBpe::new(&bytes) {
+                #[cfg(debug_assertions)]
+                probe(&file, &bytes, &bpe);
+                return Ok(Tokenizer {
+                    engine: Engine::ByteLevel {
+                        bpe: Arc::new(bpe),
+                        base_vocab,
+                    },
+                });
+            }
+        }
+        Ok(Tokenizer {
+            engine: Engine::Tokenizers(Box::new(hf(&file, &bytes)?)),
+        })
     }
 
     /// Whether this tokenizer encodes through [`ByteLevelBpe`].
@@ -133,32 +125,49 @@ impl Tokenizer {
 
 /// Text that exercises every stage: added tokens, digits, CJK, punctuation runs, whitespace and
 /// line breaks, bytes outside the printable range, letters with marks.
+#[cfg(debug_assertions)]
 const PROBE: &str = "Hello, world!  It's 2026-12-03: 12345678 tokens\r\n\n\t  end.\u{0}\u{7f} \
     caf\u{e9} na\u{ef}ve \u{4e2d}\u{6587}\u{65e5}\u{672c}\u{3072}\u{3089}\u{30ab}\u{30bf} \u{1f600}!!! \
     a\u{301}b  \u{a0}x <|endoftext|><\u{ff5c}begin\u{2581}of\u{2581}sentence\u{ff5c}><think>";
 
-/// The byte-level tables of `inner`'s file, when it has their shape and they agree with `inner`
-/// on a probe text (a last guard against a stage this module does not know reproducing wrongly).
-fn byte_level_path(inner: &tokenizers::Tokenizer, bytes: &[u8]) -> Option<ByteLevelBpe> {
-    if inner.get_encode_special_tokens() {
-        return None;
-    }
-    let added: Vec<(u32, String, bool, bool)> = inner
-        .get_added_tokens_decoder()
-        .into_iter()
-        .map(|(id, t)| {
-            (
-                id,
-                t.content,
-                t.normalized,
-                !(t.single_word || t.lstrip || t.rstrip),
-            )
-        })
-        .collect();
-    let fast = ByteLevelBpe::new(bytes, &added)?;
-    let want = inner.encode_fast(PROBE, false).ok()?;
+/// `path`'s tokenizer in the `tokenizers` crate, truncation and padding off.
+fn hf(path: &Path, bytes: &[u8]) -> Result<tokenizers::Tokenizer, LoadError> {
+    let invalid = |what: String| LoadError::Invalid {
+        path: path.to_owned(),
+        what,
+    };
+    let mut inner = tokenizers::Tokenizer::from_bytes(bytes)
+        .map_err(|e| invalid(format!("not a tokenizer.json: {e}")))?;
+    inner
+        .with_truncation(None)
+        .map_err(|e| invalid(e.to_string()))?;
+    inner.with_padding(None);
+    Ok(inner)
+}
+
+/// Debug builds (every test) check the byte-level path against `tokenizers` on a probe text at
+/// each load, so a tokenizer.json whose shape it takes but does not reproduce fails loudly.
+#[cfg(debug_assertions)]
+fn probe(path: &Path, bytes: &[u8], bpe: &ByteLevelBpe) {
+    let inner = hf(path, bytes).expect("the byte-level path loaded a file tokenizers rejects");
+    let want = inner
+        .encode_fast(PROBE, false)
+        .expect("tokenizers encodes the probe");
     let mut got = Vec::new();
-    fast.encode(PROBE, &mut got);
-    let text = inner.decode(want.get_ids(), false).ok()?;
-    (got == want.get_ids() && fast.decode(&got) == text).then_some(fast)
+    bpe.encode(PROBE, &mut got);
+    assert_eq!(
+        got,
+        want.get_ids(),
+        "{}: byte-level ids differ",
+        path.display()
+    );
+    let text = inner
+        .decode(want.get_ids(), false)
+        .expect("tokenizers decodes");
+    assert_eq!(
+        bpe.decode(&got),
+        text,
+        "{}: byte-level text differs",
+        path.display()
+    );
 }
