@@ -1,8 +1,11 @@
 //! Token counting with a local `tokenizer.json` (ISL counts, synthetic prompts of exact length).
 //!
-//! Built on the `tokenizers` crate without C dependencies (fancy-regex, no onig) and without the
-//! hub client: a tokenizer is always a file the user has. Never on the request hot path: counts
-//! on the wire come from the server's `usage`.
+//! Byte-level BPE files (GPT-2, Llama 3, Qwen, DeepSeek) go through `bytelevel.rs`, which gives
+//! the `tokenizers` crate's ids and text without its per-piece bookkeeping (bench-serving builds
+//! tens of thousands of prompts by decode/re-encode rounds); every other file through the
+//! `tokenizers` crate, without C dependencies (fancy-regex, no onig) and without the hub client:
+//! a tokenizer is always a file the user has. Never on the request hot path: counts on the wire
+//! come from the server's `usage`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
