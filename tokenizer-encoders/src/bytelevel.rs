@@ -79,7 +79,7 @@ thread_local! {
 /// shared between threads hands its search state out under a lock) and the merge buffers.
 struct Scratch {
     owner: u64,
-    splits: Vec<fancy_regex::Regex>,
+    splits: Vec<Splitter>,
     words: Words,
 }
 
@@ -106,7 +106,7 @@ pub(crate) struct ByteLevelBpe {
     id: u64,
     raw_added: Added,
     normalized_added: Added,
-    splits: Vec<fancy_regex::Regex>,
+    splits: Vec<Splitter>,
     byte_ids: [u32; 256],
     /// `(left, right)` ─► `(rank, merged id)`; a later duplicate replaces an earlier one.
     merges: ahash::AHashMap<u64, (u32, u32)>,
@@ -178,10 +178,15 @@ impl ByteLevelBpe {
                 .collect::<Option<Vec<u8>>>()
                 .unwrap_or_else(|| s.as_bytes().to_vec())
         };
+        // ignore_merges looks the piece's byte-level string up: only keys written entirely in
+        // the alphabet can equal one.
         let whole = model.ignore_merges.then(|| {
             vocab
                 .iter()
-                .map(|(k, id)| (to_bytes(k), *id))
+                .filter_map(|(k, id)| {
+                    let bytes = k.chars().map(|c| char_byte.get(&c).copied());
+                    Some((bytes.collect::<Option<Vec<u8>>>()?, *id))
+                })
                 .collect::<ahash::AHashMap<_, _>>()
         });
         let top = vocab
@@ -248,28 +253,20 @@ impl ByteLevelBpe {
     }
 
     /// The pieces of `text` under the first of `splits` and the ones after it, each encoded.
-    fn split(
-        &self,
-        splits: &[fancy_regex::Regex],
-        text: &str,
-        out: &mut Vec<u32>,
-        words: &mut Words,
-    ) {
+    fn split(&self, splits: &[Splitter], text: &str, out: &mut Vec<u32>, words: &mut Words) {
         let Some((re, rest)) = splits.split_first() else {
             self.word(text.as_bytes(), out, words);
             return;
         };
         let mut prev = 0;
-        for m in re.find_iter(text) {
-            // `tokenizers` stops at the first regex error and keeps what it split so far.
-            let Ok(m) = m else { break };
-            if prev != m.start() {
-                self.split(rest, &text[prev..m.start()], out, words);
+        for (start, end) in re.matches(text) {
+            if prev != start {
+                self.split(rest, &text[prev..start], out, words);
             }
-            if m.start() != m.end() {
-                self.split(rest, m.as_str(), out, words);
+            if start != end {
+                self.split(rest, &text[start..end], out, words);
             }
-            prev = m.end();
+            prev = end;
         }
         if prev != text.len() {
             self.split(rest, &text[prev..], out, words);
@@ -466,7 +463,7 @@ fn supported_decoder(d: &Value) -> Option<()> {
 }
 
 /// The Split regexes of a pre-tokenizer that ends in a plain `ByteLevel` (no prefix space).
-fn splits(p: &Value) -> Option<Vec<fancy_regex::Regex>> {
+fn splits(p: &Value) -> Option<Vec<Splitter>> {
     let stages = match p.get("type")?.as_str()? {
         "Sequence" => p.get("pretokenizers")?.as_array()?.iter().collect(),
         _ => vec![p],
@@ -491,14 +488,231 @@ fn splits(p: &Value) -> Option<Vec<fancy_regex::Regex>> {
         } else {
             regex::escape(pattern.get("String")?.as_str()?)
         };
-        out.push(fancy_regex::Regex::new(&re).ok()?);
+        out.push(Splitter::new(&re)?);
     }
     if last
         .get("use_regex")
         .and_then(Value::as_bool)
         .unwrap_or(true)
     {
-        out.push(fancy_regex::Regex::new(GPT2_SPLIT).ok()?);
+        out.push(Splitter::new(GPT2_SPLIT)?);
     }
     Some(out)
+}
+
+/// One Split regex, matched as fancy-regex matches it for `tokenizers`.
+///
+/// Most byte-level patterns end their whitespace handling in `…|\s+(?!\S)|\s+`, and that one
+/// lookahead sends every search through fancy-regex's backtracking VM. Such a pattern also gets a
+/// form without the lookahead branch, which runs in the regex crate's automata, and the lookahead's
+/// effect is applied to its matches: a run of whitespace that none of the branches before the
+/// lookahead matches at its start, and that a non-space follows, gives up its last character
+/// when it has more than one (`\s+(?!\S)` backtracks by one; a single space is `\s+`'s).
+#[derive(Clone, Debug)]
+struct Splitter {
+    exact: fancy_regex::Regex,
+    plain: Option<Plain>,
+}
+
+/// The lookahead-free form of a [`Splitter`].
+#[derive(Clone, Debug)]
+struct Plain {
+    /// The pattern without its `\s+(?!\S)` branch.
+    re: fancy_regex::Regex,
+    /// The branches before that one, if any.
+    before: Option<fancy_regex::Regex>,
+}
+
+/// Texts on which a lookahead-free form must split as the pattern does before it is used.
+const SPLIT_PROBES: [&str; 6] = [
+    "a  b   c\t\td \n\ne\r\n  f  ",
+    "  x",
+    " \u{a0} y\u{3000}\u{3000}z ",
+    "Hello, world!  It's 12345 tokens\n\n\t  end.   ",
+    "\u{4e2d}\u{6587}  \u{65e5}\u{672c} \u{3072}\u{3089}!!  ??\n  \n",
+    "e\u{301}  n\u{303} \u{1f600}  \u{0}\u{7f}  'll  've  ",
+];
+
+impl Splitter {
+    fn new(pattern: &str) -> Option<Splitter> {
+        let exact = fancy_regex::Regex::new(pattern).ok()?;
+        let plain = Plain::new(pattern);
+        let splitter = Splitter { exact, plain };
+        let agrees = SPLIT_PROBES
+            .iter()
+            .all(|t| splitter.matches(t) == Splitter::exact_matches(&splitter.exact, t));
+        Some(if agrees {
+            splitter
+        } else {
+            Splitter {
+                plain: None,
+                ..splitter
+            }
+        })
+    }
+
+    /// The `(start, end)` of each match in `text`, as `tokenizers` iterates them: fancy-regex's
+    /// `find_iter`, stopping at the first error.
+    fn matches(&self, text: &str) -> Vec<(usize, usize)> {
+        self.plain
+            .as_ref()
+            .and_then(|p| p.matches(text))
+            .unwrap_or_else(|| Splitter::exact_matches(&self.exact, text))
+    }
+
+    fn exact_matches(re: &fancy_regex::Regex, text: &str) -> Vec<(usize, usize)> {
+        re.find_iter(text)
+            .map_while(Result::ok)
+            .map(|m| (m.start(), m.end()))
+            .collect()
+    }
+}
+
+impl Plain {
+    /// The lookahead-free form of `pattern` when its top-level branches hold `\s+(?!\S)`
+    /// followed by `\s+`.
+    fn new(pattern: &str) -> Option<Plain> {
+        let branches = top_level_branches(pattern)?;
+        let at = branches
+            .windows(2)
+            .position(|w| w[0] == r"\s+(?!\S)" && w[1] == r"\s+")?;
+        let mut rest = branches.clone();
+        rest.remove(at);
+        let re = fancy_regex::Regex::new(&rest.join("|")).ok()?;
+        let before = match at {
+            0 => None,
+            _ => Some(fancy_regex::Regex::new(&format!("(?:{})", branches[..at].join("|"))).ok()?),
+        };
+        Some(Plain { re, before })
+    }
+
+    /// The matches, or `None` where this form cannot answer (an empty match, a regex error):
+    /// the caller then asks the exact pattern.
+    fn matches(&self, text: &str) -> Option<Vec<(usize, usize)>> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < text.len() {
+            let Some(m) = self.re.find_from_pos(text, pos).ok()? else {
+                break;
+            };
+            if m.start() == m.end() {
+                return None;
+            }
+            let mut end = m.end();
+            let s = m.as_str();
+            if end < text.len() && s.chars().all(char::is_whitespace) && s.chars().nth(1).is_some()
+            {
+                let earlier = match &self.before {
+                    Some(b) => b.find_from_pos(text, m.start()).ok()?.map(|b| b.start()),
+                    None => None,
+                };
+                if earlier != Some(m.start()) {
+                    end -= s.chars().next_back().map_or(0, char::len_utf8);
+                }
+            }
+            out.push((m.start(), end));
+            pos = end;
+        }
+        Some(out)
+    }
+}
+
+/// The top-level alternatives of a regex (`|` outside groups and classes), or `None` when the
+/// brackets do not balance.
+fn top_level_branches(pattern: &str) -> Option<Vec<&str>> {
+    let mut out = Vec::new();
+    let (mut groups, mut classes, mut start) = (0i32, 0i32, 0);
+    let mut chars = pattern.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '[' => {
+                classes += 1;
+                // A `]` first in a class (after an optional `^`) is a literal.
+                chars.next_if(|(_, c)| *c == '^');
+                chars.next_if(|(_, c)| *c == ']');
+            }
+            ']' if classes > 0 => classes -= 1,
+            '(' if classes == 0 => groups += 1,
+            ')' if classes == 0 => groups -= 1,
+            '|' if classes == 0 && groups == 0 => {
+                out.push(&pattern[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if groups < 0 {
+            return None;
+        }
+    }
+    out.push(&pattern[start..]);
+    (groups == 0 && classes == 0).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// DeepSeek-V4's third split, Llama 3's and Qwen 2's patterns, and GPT-2's.
+    const PATTERNS: [&str; 4] = [
+        r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"##,
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        GPT2_SPLIT,
+    ];
+
+    #[test]
+    fn branches_split_at_top_level_bars_only() {
+        assert_eq!(
+            top_level_branches(PATTERNS[0]).unwrap().len(),
+            6,
+            "the | inside the class and the groups are not branch bars"
+        );
+        assert_eq!(
+            top_level_branches(r"(a|b)|[|]|\||c").unwrap(),
+            [r"(a|b)", "[|]", r"\|", "c"]
+        );
+        assert_eq!(top_level_branches(r"[]|]|x").unwrap(), ["[]|]", "x"]);
+        assert!(top_level_branches("(a|b").is_none());
+    }
+
+    #[test]
+    fn the_lookahead_free_form_splits_as_the_pattern_does() {
+        let atoms = [
+            " ", "  ", "\t", "\n", "\r\n", "\u{a0}", "\u{3000}", "a", "Word", "42", "12345", "'s",
+            "'LL", "!", "...", "é", "e\u{301}", "快速", "ひら", "🍕", "\u{0}", "-x", "_", "$",
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut below = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        for pattern in PATTERNS {
+            let s = Splitter::new(pattern).unwrap();
+            let plain = s
+                .plain
+                .as_ref()
+                .unwrap_or_else(|| panic!("no plain form: {pattern}"));
+            for _ in 0..3000 {
+                let text: String = (0..1 + below(24))
+                    .map(|_| atoms[below(atoms.len())])
+                    .collect();
+                assert_eq!(
+                    plain.matches(&text),
+                    Some(Splitter::exact_matches(&s.exact, &text)),
+                    "{pattern} on {text:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_pattern_without_the_idiom_has_no_plain_form() {
+        assert!(Splitter::new(r"\p{N}{1,3}").unwrap().plain.is_none());
+        assert!(Splitter::new(r"\s+(?!\S)").unwrap().plain.is_none());
+    }
 }

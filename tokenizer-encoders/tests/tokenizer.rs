@@ -243,6 +243,10 @@ fn the_byte_level_path_matches_tokenizers_on_every_shape_it_takes() {
                 *m = serde_json::json!([a, b]);
             }
             j["normalizer"] = Value::Null;
+            // A key outside the byte alphabet (raw UTF-8) must not match a piece whole.
+            let vocab = j["model"]["vocab"].as_object_mut().unwrap();
+            let next = vocab.len();
+            vocab.insert("速排序".to_owned(), Value::from(next));
             let pre = j["pre_tokenizer"]["pretokenizers"].as_array_mut().unwrap();
             pre.insert(
                 0,
