@@ -68,7 +68,12 @@ tests_with_recap() {
     # Each binary's report sits between its first and second "failures:" line. A test binary
     # that died (a signal, a crash) writes none: then its last lines say why.
     local recap
-    recap=$(awk '/^failures:$/ { inside = !inside; next } inside' "$log" | tail -n 400)
+    # Backtraces are left out (the whole log keeps them): CI's excerpt is the log's tail, and a
+    # 20-frame backtrace would push the panic's own message out of it.
+    recap=$(awk '/^failures:$/ { inside = !inside; next } inside' "$log" \
+      | awk '/^stack backtrace:$/ { bt = 1; next }
+             bt && (/^ +[0-9]+: / || /^ +at / || /^note: Some details are omitted/) { next }
+             { bt = 0; print }' | tail -n 400)
     if [ -n "$recap" ]; then
       echo "$recap"
     else
