@@ -88,8 +88,9 @@ impl ExitStatus for EngineError {
 impl ExitStatus for BenchServingOutcome {
     /// bench-serving (docs/bench-serving.md): 0 for help; 2 for what the command line or its
     /// files cannot give; 1 where upstream ends with an exception (sa-bench's failed initial
-    /// test); for a finished run the stop reason first, then 1 when the result could not be
-    /// written or holds a TPOT of 0, or (InferenceX's flavor) more than 5 % failed.
+    /// test); for a finished run the stop reason first, then 1 when the result (or the asked-for
+    /// `--artifact-dir`) could not be written or holds a TPOT of 0, or (InferenceX's flavor) more
+    /// than 5 % failed.
     fn exit_code(&self) -> i32 {
         let f = match self {
             BenchServingOutcome::Help => return OK,
@@ -100,7 +101,8 @@ impl ExitStatus for BenchServingOutcome {
         if let Some(reason) = f.stopped_by {
             return reason.exit_code();
         }
-        if f.result_unwritten || f.zero_tpot || f.over_failure_threshold() {
+        if f.result_unwritten || f.zero_tpot || f.artifacts_unwritten || f.over_failure_threshold()
+        {
             return FAILED;
         }
         OK

@@ -70,6 +70,55 @@ pub(crate) fn safe_name(s: &str) -> String {
         .collect()
 }
 
+/// A directory that holds an earlier run (its `records.jsonl` or `summary.json`) is renamed to
+/// `<dir>.prev-<unix seconds>` so the new run starts clean and no stale file (raw JSON,
+/// `server_metrics/`, plots) sits beside the new ones; returns the sentence saying so. The
+/// current directory (or a root) is never renamed: that is an error saying why.
+pub(crate) fn move_earlier_run_aside(dir: &Path) -> std::io::Result<Option<String>> {
+    let earlier = ["records.jsonl", "summary.json"]
+        .iter()
+        .any(|f| dir.join(f).exists());
+    if !earlier {
+        return Ok(None);
+    }
+    let refuse = |reason: String| std::io::Error::other(reason);
+    let real = dir
+        .canonicalize()
+        .map_err(|e| refuse(format!("cannot resolve it: {e}")))?;
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|c| c.canonicalize().ok());
+    let (Some(parent), Some(name)) = (real.parent(), real.file_name()) else {
+        return Err(refuse(
+            "it holds an earlier run; pass a new directory".into(),
+        ));
+    };
+    if cwd.as_deref() == Some(real.as_path()) {
+        return Err(refuse(
+            "it is the current directory and holds an earlier run (records.jsonl or \
+             summary.json); pass a new --artifact-dir"
+                .into(),
+        ));
+    }
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let base = format!("{}.prev-{stamp}", name.to_string_lossy());
+    let mut aside = parent.join(&base);
+    let mut n = 1;
+    while aside.exists() {
+        aside = parent.join(format!("{base}-{n}"));
+        n += 1;
+    }
+    fs::rename(&real, &aside)
+        .map_err(|e| refuse(format!("cannot move the earlier run aside: {e}")))?;
+    Ok(Some(format!(
+        "the artifact directory {} held an earlier run; it was moved to {}",
+        dir.display(),
+        aside.display()
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::config::TelemetryConfig;
 use crate::dataset::bench_serving::Flavor;
 
 /// How many words a flag takes.
@@ -120,6 +121,11 @@ const FLAGS: &[Flag] = &[
     flag("--timeout-seconds", One, Ours, "specperf: the whole run's deadline; the result is still written [none]"),
     flag("--server-metrics", Plus, Ours, "specperf: Prometheus endpoints (URL or host:port): acceptance length over the window, spec_decode_* keys appended"),
     flag("--server-metrics-settle-seconds", One, Ours, "specperf: wait after the last response before the final scrape (counters lag) [10]"),
+    flag("--artifact-dir", One, Ours, "specperf: also write specperf's artifacts of the measured requests here (records, summary.json, AIPerf's files; `specperf plot` reads them) [none]"),
+    flag("--gpu-telemetry", Star, Ours, "specperf: GPU energy over the measured window from DCGM URLs, nvml, nvidia-smi or amd-smi [auto]; a line after the result block, and summary.json with --artifact-dir"),
+    flag("--require-gpu-telemetry", Switch, Ours, "specperf: with --gpu-telemetry, no source answering is an error before any request"),
+    flag("--gpu-telemetry-interval", One, Ours, "specperf: seconds between GPU reads [0.333]"),
+    flag("--gpus", One, Ours, "specperf: GPUs serving the model (TP x PP x DP); fewer seen is a warning [none]"),
 ];
 
 /// A command line the drop-in cannot honour (exit 2).
@@ -195,6 +201,10 @@ pub(crate) struct Args {
     /// `--server-metrics`, normalised to `/metrics` URLs.
     pub(crate) server_metrics: Vec<String>,
     pub(crate) server_metrics_settle: f64,
+    /// `--artifact-dir`.
+    pub(crate) artifact_dir: Option<PathBuf>,
+    /// `--gpu-telemetry` and its settings.
+    pub(crate) telemetry: TelemetryConfig,
 }
 
 /// Whether argparse would read `word` as a flag rather than a value (negative numbers are
@@ -440,6 +450,31 @@ fn metrics_urls(words: Option<&Vec<String>>) -> Result<Vec<String>, UsageError> 
     Ok(out)
 }
 
+/// `--gpu-telemetry [SOURCE...]`, `--require-gpu-telemetry`, `--gpu-telemetry-interval`,
+/// `--gpus`, read as `replay` reads them.
+fn telemetry(p: &Parsed) -> Result<TelemetryConfig, UsageError> {
+    let sources = p.get("--gpu-telemetry").cloned();
+    if sources.is_none() {
+        for f in ["--require-gpu-telemetry", "--gpu-telemetry-interval"] {
+            if p.contains_key(f) {
+                return Err(usage(format!("{f} needs --gpu-telemetry")));
+            }
+        }
+    }
+    let gpus = one(p, "--gpus")
+        .map(|w| {
+            w.parse::<u32>()
+                .map_err(|_| usage(format!("--gpus {w}: give a whole number of GPUs")))
+        })
+        .transpose()?;
+    let args = crate::cli::TelemetryArgs {
+        gpu_telemetry: sources,
+        require_gpu_telemetry: switch(p, "--require-gpu-telemetry"),
+        gpu_telemetry_interval: float_or(p, "--gpu-telemetry-interval", 0.333)?,
+    };
+    TelemetryConfig::from_args(&args, gpus).map_err(|e| usage(e.to_string()))
+}
+
 fn seconds(p: &Parsed, name: &str, default: f64) -> Result<f64, UsageError> {
     let v = float_or(p, name, default)?;
     if v > 0.0 && v.is_finite() {
@@ -652,6 +687,8 @@ impl Args {
                 }
                 v
             },
+            artifact_dir: one(&p, "--artifact-dir").map(PathBuf::from),
+            telemetry: telemetry(&p)?,
         })
     }
 

@@ -12,6 +12,7 @@
 //! sa-bench's measurement window where srtctl asks for it).
 
 mod args;
+mod artifacts;
 mod load;
 pub(crate) mod result;
 mod run;
@@ -74,6 +75,8 @@ pub struct Finished {
     pub(crate) result_unwritten: bool,
     /// A TPOT statistic of 0 was written (InferenceX's `process_result.py` divides by it).
     pub(crate) zero_tpot: bool,
+    /// `--artifact-dir` was given and its files could not all be written.
+    pub(crate) artifacts_unwritten: bool,
 }
 
 impl Finished {
@@ -105,7 +108,7 @@ pub async fn bench_serving(argv: &[String], stop: Stopper) -> BenchServingOutcom
             return BenchServingOutcome::Usage;
         }
     };
-    match run(&args, &stop).await {
+    match run(&args, argv, &stop).await {
         Ok(finished) => BenchServingOutcome::Finished(finished),
         Err(e) => {
             eprintln!("specperf bench-serving: error: {e}");
@@ -118,13 +121,15 @@ pub async fn bench_serving(argv: &[String], stop: Stopper) -> BenchServingOutcom
 }
 
 /// The run, phase by phase (`run.rs`).
-async fn run(a: &Args, stop: &Stopper) -> Result<Finished, Fail> {
-    let prepared = run::prepare(a).await?;
+async fn run(a: &Args, argv: &[String], stop: &Stopper) -> Result<Finished, Fail> {
+    let mut prepared = run::prepare(a).await?;
     run::arm_deadline(a, stop);
     let clock = Clock::new();
+    let epoch_ns = crate::telemetry::unix_ns();
     run::before_main(a, &prepared, &clock, stop).await?;
-    let measured = run::main_phase(a, &prepared, &clock, stop).await;
-    Ok(run::report(a, &prepared, measured, stop))
+    let gpu = prepared.gpu.take();
+    let measured = run::main_phase(a, &prepared, gpu, &clock, stop).await;
+    Ok(run::report(a, argv, &prepared, measured, epoch_ns, stop))
 }
 
 /// The client: HTTP/1.1, a new connection per request unless sa-bench's pool is asked for,

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use tokenizer_encoders::Tokenizer;
 
 use super::args::{Api, Args};
+use super::artifacts::{self, ArtifactDir, Gpu};
 use super::load::{self, Load, Phase};
 use super::result::{self, py_float, Goodput, Header, Outcome, Selection};
 use super::side::{profiler, spec_decode_keys, MeasurementWindow, SlowDown};
@@ -33,6 +34,10 @@ pub(super) struct Prepared {
     load: Load,
     /// `--base-url` (or host:port), the profiler's root.
     base: String,
+    /// `--artifact-dir`, ready.
+    artifacts: Option<ArtifactDir>,
+    /// `--gpu-telemetry`'s source, opened; taken by the measured phase.
+    pub(super) gpu: Option<Gpu>,
 }
 
 /// The URL, the tokenizer and template, the prompts (IX's statistics printed), the bodies, the
@@ -114,8 +119,11 @@ pub(super) async fn prepare(a: &Args) -> Result<Prepared, Fail> {
     );
     let in_flight = a.max_concurrency.unwrap_or(a.num_prompts) as u64;
     crate::fdlimit::ensure(Some(in_flight), 1).map_err(|e| Fail::Run(e.to_string()))?;
+    let client = build_client(a)?;
+    let artifacts = ArtifactDir::open(a).map_err(Fail::Usage)?;
+    let gpu = Gpu::open(a, &client).await.map_err(Fail::Usage)?;
     let load = Load {
-        client: build_client(a)?,
+        client,
         url,
         n: prompts.len(),
         body_of,
@@ -130,6 +138,8 @@ pub(super) async fn prepare(a: &Args) -> Result<Prepared, Fail> {
         prompts,
         load,
         base: a.base().replace("://0.0.0.0", "://127.0.0.1"),
+        artifacts,
+        gpu,
     })
 }
 
@@ -204,12 +214,22 @@ pub(super) struct Measured {
     phase: Phase,
     /// `--server-metrics`' keys, appended to the result.
     extras: Vec<(String, Value)>,
+    /// `--server-metrics`' report (for `--artifact-dir`).
+    scrape: Option<crate::scrape::ScrapeReport>,
+    /// `--gpu-telemetry`'s reads over the window.
+    telemetry: Option<crate::telemetry::TelemetryRun>,
     window_file: Option<MeasurementWindow>,
 }
 
 /// The measured requests, with sa-bench's slow-down around them, the server-metrics window
 /// over them and the measurement window file opened at their start; then the profiler's stop.
-pub(super) async fn main_phase(a: &Args, p: &Prepared, clock: &Clock, stop: &Stopper) -> Measured {
+pub(super) async fn main_phase(
+    a: &Args,
+    p: &Prepared,
+    gpu: Option<Gpu>,
+    clock: &Clock,
+    stop: &Stopper,
+) -> Measured {
     let load = &p.load;
     let slow = SlowDown::new(a);
     if let Some(sd) = &slow {
@@ -247,6 +267,11 @@ pub(super) async fn main_phase(a: &Args, p: &Prepared, clock: &Clock, stop: &Sto
         let s = Scraper::baseline(load.client.clone(), settings, stop.token()).await;
         Some(s.spawn(stop.token().clone(), None))
     };
+    let gpu = gpu.map(|g| g.spawn(a));
+    if let Some(g) = &gpu {
+        // The window opens with a read.
+        g.mark().await;
+    }
     let window_file = MeasurementWindow::create(a);
     let on_open = |start: f64| {
         if let Some(w) = &window_file {
@@ -277,6 +302,20 @@ pub(super) async fn main_phase(a: &Args, p: &Prepared, clock: &Clock, stop: &Sto
             }
         }
     };
+    // The last response is in: the window's closing read, before anything else waits.
+    let telemetry = match gpu {
+        Some(g) => {
+            let run = g.finish().await;
+            if run.is_none() {
+                eprintln!(
+                    "WARNING: --gpu-telemetry: the telemetry task ended without its reads (it \
+                     panicked); no energy is reported"
+                );
+            }
+            run
+        }
+        None => None,
+    };
     if let Some(sd) = &slow {
         if !lifted {
             sd.post(load, None, clock, stop).await;
@@ -296,26 +335,41 @@ pub(super) async fn main_phase(a: &Args, p: &Prepared, clock: &Clock, stop: &Sto
             println!("Profiler stopped");
         }
     }
-    let extras = match scraper {
+    let scrape = match scraper {
         Some(task) => {
             let last = phase.last_response.unwrap_or_else(Instant::now);
-            spec_decode_keys(task.finish(last).await)
+            let report = task.finish(last).await;
+            if report.is_none() {
+                eprintln!("WARNING: --server-metrics: the scrape task ended without a report");
+            }
+            report
         }
-        None => Vec::new(),
+        None => None,
     };
     Measured {
         phase,
-        extras,
+        extras: scrape.as_ref().map(spec_decode_keys).unwrap_or_default(),
+        scrape,
+        telemetry,
         window_file,
     }
 }
 
 /// Upstream's figures from the measured requests: the console block (and the acceptance line
 /// with `--server-metrics`), the result file and sa-bench's window, and what decides the exit.
-pub(super) fn report(a: &Args, p: &Prepared, m: Measured, stop: &Stopper) -> Finished {
+pub(super) fn report(
+    a: &Args,
+    argv: &[String],
+    p: &Prepared,
+    m: Measured,
+    epoch_ns: u64,
+    stop: &Stopper,
+) -> Finished {
     let Measured {
         phase,
         extras,
+        scrape,
+        telemetry,
         window_file,
     } = m;
     let sa_count = |text: &str| p.tok.ids(text).map_or(0, |ids| ids.len() as u64);
@@ -368,7 +422,35 @@ pub(super) fn report(a: &Args, p: &Prepared, m: Measured, stop: &Stopper) -> Fin
         num_prompts: a.num_prompts,
         result_unwritten: false,
         zero_tpot: false,
+        artifacts_unwritten: false,
     };
+    if p.artifacts.is_some() || telemetry.is_some() {
+        let inputs = artifacts::Inputs {
+            argv,
+            phase: &phase,
+            body_of: &p.load.body_of,
+            epoch_ns,
+            scrape,
+            telemetry,
+            stopped_by: finished.stopped_by,
+        };
+        let summary = artifacts::summarize(a, &inputs);
+        if let Some(e) = &summary.summary.energy {
+            print!("{}", crate::report::energy_text(e));
+        }
+        if let Some(dir) = &p.artifacts {
+            match artifacts::write(dir, &inputs, summary) {
+                Ok(()) => eprintln!(
+                    "specperf bench-serving: artifacts in {}",
+                    dir.path().display()
+                ),
+                Err(e) => {
+                    eprintln!("specperf bench-serving: error: --artifact-dir {e}");
+                    finished.artifacts_unwritten = true;
+                }
+            }
+        }
+    }
     if a.save_result {
         let header = Header {
             date: crate::timefmt::local_compact_now(),

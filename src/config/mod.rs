@@ -41,6 +41,7 @@ pub(crate) use scrape::metrics_endpoints;
 pub(crate) use scrape::ScrapeConfig;
 pub use sim::sim_config;
 pub(crate) use target::Target;
+pub(crate) use telemetry::TelemetryConfig;
 
 /// A configuration error (exit code 2).
 #[derive(Debug, thiserror::Error)]

@@ -24,8 +24,6 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use bytes::Bytes;
-
 use crate::metrics::{
     Histograms, MetricKey, SpecSummary, Summary, VsCounters, RELIABLE_WITHIN_PCT,
 };
@@ -277,6 +275,13 @@ fn acceptance_line(o: &mut String, r: &ScrapeReport) {
     for w in &a.warnings {
         let _ = writeln!(o, "Warning: acceptance: {w}");
     }
+}
+
+/// The energy line, as the console prints it after a run's table.
+pub(crate) fn energy_text(e: &crate::telemetry::Energy) -> String {
+    let mut o = String::new();
+    energy_line(&mut o, e);
+    o
 }
 
 /// The energy line: the window's GPU energy, power and energy per token, and how the two
@@ -579,12 +584,15 @@ pub(crate) fn write_artifacts(dir: &Path, s: &Summary) -> Result<(), ReportError
 
 /// Writes `inputs.json` (AIPerf's shape): one session per sample, its exact request body as the
 /// only payload. Session ids match `conversation_id` in `profile_export.jsonl`.
-pub(crate) fn write_inputs(dir: &Path, bodies: &[Bytes]) -> std::io::Result<()> {
+pub(crate) fn write_inputs<B: AsRef<[u8]>>(
+    dir: &Path,
+    bodies: impl IntoIterator<Item = B>,
+) -> std::io::Result<()> {
     use std::io::Write;
     let file = std::fs::File::create(dir.join("inputs.json"))?;
     let mut w = std::io::BufWriter::new(file);
     w.write_all(b"{\"data\": [")?;
-    for (i, body) in bodies.iter().enumerate() {
+    for (i, body) in bodies.into_iter().enumerate() {
         if i > 0 {
             w.write_all(b",")?;
         }
@@ -594,7 +602,7 @@ pub(crate) fn write_inputs(dir: &Path, bodies: &[Bytes]) -> std::io::Result<()> 
             "\n  {{\"session_id\": \"{}\", \"payloads\": [",
             aiperf::session_id(i)
         )?;
-        w.write_all(body)?;
+        w.write_all(body.as_ref())?;
         w.write_all(b"]}")?;
     }
     w.write_all(b"\n]}\n")?;

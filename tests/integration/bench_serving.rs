@@ -402,6 +402,10 @@ fn what_cannot_be_honoured_exits_2_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     let tok = tok();
     let empty = tmp.path().to_str().unwrap();
+    // A file where the artifact directory should be.
+    let a_file = tmp.path().join("a-file");
+    std::fs::write(&a_file, "").unwrap();
+    let a_file = a_file.display().to_string();
     for (args, needle) in [
         (
             vec![
@@ -458,6 +462,19 @@ fn what_cannot_be_honoured_exits_2_naming_it() {
                 "1.5",
             ],
             "--random-input-len",
+        ),
+        (
+            vec![
+                "--model",
+                "m",
+                "--tokenizer",
+                &tok,
+                "--dataset-name",
+                "random",
+                "--artifact-dir",
+                &a_file,
+            ],
+            "--artifact-dir",
         ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
@@ -1263,4 +1280,174 @@ fn the_deadline_ends_the_run_with_124_and_the_result_written() {
     let r = crate::common::read_json(&tmp.path().join("r.json"));
     assert_eq!(r["completed"], 0);
     assert_eq!(r["input_lens"].as_array().unwrap().len(), 3);
+}
+
+/// The specperf-only outputs: `--artifact-dir` gets `replay`'s artifacts of the measured
+/// requests (AIPerf 0.13's readers accept them; `server_metrics_export.json` because
+/// `--server-metrics` is given), `--gpu-telemetry` the energy of the window
+/// (a line after upstream's block, `summary.json`'s `energy`), and `--result-dir` still holds
+/// upstream's one file with the same figures.
+#[test]
+fn artifact_dir_and_gpu_telemetry_add_specperfs_files_and_energy() {
+    use specperf::sim::{GpuSim, SimConfig};
+    let s = sim(SimConfig {
+        gpus: Some(GpuSim {
+            count: 2,
+            ..GpuSim::default()
+        }),
+        ..fast()
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let (res, art) = (tmp.path().join("res"), tmp.path().join("art"));
+    let dcgm = s.dcgm_url().expect("the simulator serves a DCGM page");
+    let metrics = format!("{}/metrics", s.url());
+    let tok = tok();
+    let out = bench_serving(&[
+        "--model",
+        "specperf-sim",
+        "--tokenizer",
+        &tok,
+        "--base-url",
+        &s.url(),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "24",
+        "--num-prompts",
+        "12",
+        "--max-concurrency",
+        "4",
+        "--num-warmups",
+        "2",
+        "--ignore-eos",
+        "--save-result",
+        "--result-dir",
+        res.to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+        "--disable-tqdm",
+        "--artifact-dir",
+        art.to_str().unwrap(),
+        "--gpu-telemetry",
+        &dcgm,
+        "--gpus",
+        "2",
+        "--server-metrics",
+        &metrics,
+        "--server-metrics-settle-seconds",
+        "0",
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(files_in(&res), ["r.json"]);
+    let r = crate::common::read_json(&res.join("r.json"));
+    assert!(
+        !keys(&r).iter().any(|k| k.contains("energy")),
+        "upstream's keys only: {r}"
+    );
+    let s = crate::common::read_json(&art.join("summary.json"));
+    // The measured requests only (no warmup), the result file's figures.
+    assert_eq!(s["counts"]["success"], r["completed"], "{s:#}");
+    assert_eq!(s["total_completion_tokens"], r["total_output_tokens"]);
+    let records = std::fs::read_to_string(art.join("records.jsonl")).unwrap();
+    assert_eq!(records.lines().count(), 12);
+    for f in [
+        "profile_export.jsonl",
+        "profile_export_aiperf.json",
+        "inputs.json",
+        "gpu_metrics.csv",
+        "console.txt",
+    ] {
+        assert!(art.join(f).is_file(), "{f} in {:?}", files_in(&art));
+    }
+    let e = &s["energy"];
+    assert_eq!(e["observed_gpus"], 2, "{e:#}");
+    let (total, per_token) = (
+        e["total_energy_j"].as_f64().unwrap(),
+        e["joules_per_output_token"].as_f64().unwrap(),
+    );
+    let tokens = r["total_output_tokens"].as_f64().unwrap();
+    assert!(
+        total > 0.0 && (per_token - total / tokens).abs() < 1e-9 * total,
+        "{e:#}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("GPU energy: "))
+        .unwrap_or_else(|| panic!("no energy line:\n{stdout}"));
+    assert!(line.contains("over 2 GPU(s)"), "{line}");
+    // After upstream's block, whose last line is the rule of '='.
+    let block_end = stdout.rfind(&"=".repeat(50)).unwrap();
+    assert!(stdout.find(line).unwrap() > block_end, "{stdout}");
+    let python = crate::conformance::venv_python();
+    crate::conformance::conformance(&python, tmp.path(), &[art.into_os_string()]);
+}
+
+/// `--require-gpu-telemetry` with no source answering ends the run before any request (exit 2,
+/// naming the flag), and the telemetry flags need `--gpu-telemetry`.
+#[test]
+fn required_gpu_telemetry_that_does_not_answer_stops_before_any_request() {
+    let s = sim(specperf::sim::SimConfig {
+        record_requests: 16,
+        ..fast()
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = tok();
+    let base = [
+        "--model",
+        "specperf-sim",
+        "--tokenizer",
+        &tok,
+        "--base-url",
+        &s.url(),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        "4",
+        "--save-result",
+        "--result-dir",
+        tmp.path().to_str().unwrap(),
+        "--disable-tqdm",
+    ];
+    // A port that was just free: nothing answers there.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dcgm = format!("http://127.0.0.1:{closed}/metrics");
+    let mut args = base.to_vec();
+    args.extend(["--gpu-telemetry", &dcgm, "--require-gpu-telemetry"]);
+    let out = bench_serving(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--require-gpu-telemetry"), "{stderr}");
+    assert!(
+        files_in(tmp.path()).is_empty(),
+        "{:?}",
+        files_in(tmp.path())
+    );
+    assert_eq!(
+        s.requests().len(),
+        0,
+        "nothing is sent before the telemetry is there"
+    );
+    let mut args = base.to_vec();
+    args.push("--require-gpu-telemetry");
+    let out = bench_serving(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--require-gpu-telemetry needs --gpu-telemetry"),
+        "{stderr}"
+    );
 }

@@ -17,7 +17,7 @@ pub(crate) fn venv_python() -> PathBuf {
 
 /// Runs `scripts/aiperf_conformance.py ARGS` with the venv's Python; panics with its output unless
 /// every artifact is accepted.
-fn conformance(python: &Path, tmp: &Path, args: &[std::ffi::OsString]) {
+pub(crate) fn conformance(python: &Path, tmp: &Path, args: &[std::ffi::OsString]) {
     let log = tmp.join("conformance.log");
     let err = tmp.join("conformance.err");
     let mut child = Command::new(python)
