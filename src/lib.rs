@@ -59,6 +59,7 @@ mod fsutil;
 pub mod fuzzing;
 pub mod gate;
 pub mod golden;
+mod heap;
 mod inject;
 mod matrix;
 mod merge;

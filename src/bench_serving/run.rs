@@ -28,7 +28,9 @@ use crate::stop::{StopReason, Stopper};
 
 /// Everything the requests need, built before the first one.
 pub(super) struct Prepared {
-    tok: Tokenizer,
+    /// sa-bench's, for the responses sent without usage (InferenceX's flavor drops it after the
+    /// prompts).
+    tok: Option<Tokenizer>,
     spec: BodySpec,
     prompts: Arc<Vec<RandomPrompt>>,
     load: Load,
@@ -107,6 +109,11 @@ pub(super) async fn prepare(a: &Args) -> Result<Prepared, Fail> {
     }
     let spec = BodySpec::new(a);
     let prompts = Arc::new(std::mem::take(&mut dataset.prompts));
+    // The tokenizer's load and the prompt workers' buffers are free now; sa-bench keeps the
+    // tokenizer (it counts the tokens of responses sent without usage), InferenceX's flavor
+    // needs it no more.
+    let tok = (a.flavor == Flavor::SaBench).then_some(tok);
+    crate::heap::trim();
     let body_of: load::BodyOf = {
         let (spec, prompts) = (spec.clone(), prompts.clone());
         Arc::new(move |i| spec.body(&prompts[i].text, prompts[i].output_len, &[]))
@@ -366,22 +373,37 @@ pub(super) fn report(
     stop: &Stopper,
 ) -> Finished {
     let Measured {
-        phase,
+        mut phase,
         extras,
         scrape,
         telemetry,
         window_file,
     } = m;
-    let sa_count = |text: &str| p.tok.ids(text).map_or(0, |ids| ids.len() as u64);
+    let sa_count = |text: &str| {
+        p.tok
+            .as_ref()
+            .and_then(|t| t.ids(text).ok())
+            .map_or(0, |ids| ids.len() as u64)
+    };
     let count: Option<&dyn Fn(&str) -> u64> = match a.flavor {
         Flavor::SaBench => Some(&sa_count),
         Flavor::InferenceX => None,
     };
+    // Each record is dropped once its figures are taken unless something below reads it (the
+    // artifacts and energy summary, sa-bench's peak throughput): a run's records are the
+    // largest thing it holds at the end.
+    let keep_records = p.artifacts.is_some() || telemetry.is_some() || a.flavor == Flavor::SaBench;
     let outcomes: Vec<Outcome> = phase
         .sent
-        .iter()
+        .iter_mut()
         .zip(p.prompts.iter())
-        .map(|(s, prompt)| load::outcome(a.api, prompt.prompt_len, s.as_ref(), count))
+        .map(|(s, prompt)| {
+            let o = load::outcome(a.api, prompt.prompt_len, s.as_ref(), count);
+            if !keep_records {
+                *s = None;
+            }
+            o
+        })
         .collect();
     let selection = Selection::parse(&a.percentile_metrics, &a.metric_percentiles);
     let goodput = (!a.goodput.is_empty()).then(|| {
