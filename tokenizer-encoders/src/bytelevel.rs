@@ -87,7 +87,7 @@ struct Scratch {
 #[derive(Default)]
 struct Words {
     symbols: Vec<u32>,
-    ranks: Vec<u32>,
+    ranks: Vec<(u32, u32)>,
 }
 
 impl Scratch {
@@ -285,23 +285,29 @@ impl ByteLevelBpe {
         let Words { symbols, ranks } = words;
         symbols.clear();
         symbols.extend(bytes.iter().map(|b| self.byte_ids[*b as usize]));
-        // ranks[i]: the rank of merging symbols i and i + 1 (u32::MAX: no merge).
-        let rank = |a: u32, b: u32| self.merges.get(&pair(a, b)).map_or(u32::MAX, |m| m.0);
+        // ranks[i]: the rank of merging symbols i and i + 1 and the id it makes (rank
+        // u32::MAX: no merge), so a merge is looked up once.
+        let rank = |a: u32, b: u32| {
+            self.merges
+                .get(&pair(a, b))
+                .copied()
+                .unwrap_or((u32::MAX, 0))
+        };
         ranks.clear();
         ranks.extend(symbols.windows(2).map(|w| rank(w[0], w[1])));
         loop {
             let mut best = u32::MAX;
             let mut at = 0;
             for (i, r) in ranks.iter().enumerate() {
-                if *r < best {
-                    best = *r;
+                if r.0 < best {
+                    best = r.0;
                     at = i;
                 }
             }
             if best == u32::MAX {
                 break;
             }
-            let merged = self.merges[&pair(symbols[at], symbols[at + 1])].1;
+            let merged = ranks[at].1;
             symbols[at] = merged;
             symbols.remove(at + 1);
             ranks.remove(at);
