@@ -30,6 +30,33 @@ fn keys(v: &Value) -> Vec<String> {
     v.as_object().unwrap().keys().cloned().collect()
 }
 
+/// The drop-in's argv for the simulator at `url`: the random dataset at `isl`/`osl`, `n` prompts,
+/// the result file in `result_dir`, no progress.
+fn sim_argv(url: &str, isl: u32, osl: u32, n: u32, result_dir: &Path) -> Vec<String> {
+    [
+        "--model",
+        "specperf-sim",
+        "--tokenizer",
+        &tok(),
+        "--base-url",
+        url,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        &isl.to_string(),
+        "--random-output-len",
+        &osl.to_string(),
+        "--num-prompts",
+        &n.to_string(),
+        "--save-result",
+        "--result-dir",
+        &result_dir.display().to_string(),
+        "--disable-tqdm",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 fn files_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -406,76 +433,48 @@ fn what_cannot_be_honoured_exits_2_naming_it() {
     let a_file = tmp.path().join("a-file");
     std::fs::write(&a_file, "").unwrap();
     let a_file = a_file.display().to_string();
+    // The argv with a tokenizer and the random dataset, plus each case's own words.
+    let with = |extra: &[&'static str]| {
+        let mut v: Vec<String> = [
+            "--model",
+            "m",
+            "--tokenizer",
+            &tok,
+            "--dataset-name",
+            "random",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        v.extend(extra.iter().map(|w| w.to_string()));
+        v
+    };
+    let words = |w: &[&str]| w.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+    let mut a_dir = with(&["--artifact-dir"]);
+    a_dir.push(a_file);
     for (args, needle) in [
+        (with(&["--bogus"]), "unrecognized arguments: --bogus"),
         (
-            vec![
-                "--model",
-                "m",
-                "--tokenizer",
-                &tok,
-                "--dataset-name",
-                "random",
-                "--bogus",
-            ],
-            "unrecognized arguments: --bogus",
-        ),
-        (
-            vec!["--model", "m", "--tokenizer", &tok],
+            words(&["--model", "m", "--tokenizer", &tok]),
             "Unknown dataset: sharegpt",
         ),
         (
-            vec![
+            words(&[
                 "--model",
                 "m",
                 "--tokenizer",
                 empty,
                 "--dataset-name",
                 "random",
-            ],
+            ]),
             "tokenizer.json",
         ),
         (
-            vec!["--model", "nobody/nothing", "--dataset-name", "random"],
+            words(&["--model", "nobody/nothing", "--dataset-name", "random"]),
             "hf download nobody/nothing",
         ),
-        (
-            vec![
-                "--model",
-                "m",
-                "--tokenizer",
-                &tok,
-                "--dataset-name",
-                "random",
-                "--use-chat-template",
-            ],
-            "no chat template",
-        ),
-        (
-            vec![
-                "--model",
-                "m",
-                "--tokenizer",
-                &tok,
-                "--dataset-name",
-                "random",
-                "--random-range-ratio",
-                "1.5",
-            ],
-            "--random-input-len",
-        ),
-        (
-            vec![
-                "--model",
-                "m",
-                "--tokenizer",
-                &tok,
-                "--dataset-name",
-                "random",
-                "--artifact-dir",
-                &a_file,
-            ],
-            "--artifact-dir",
-        ),
+        (with(&["--use-chat-template"]), "no chat template"),
+        (with(&["--random-range-ratio", "1.5"]), "--random-input-len"),
+        (a_dir, "--artifact-dir"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
             .arg("bench-serving")
@@ -1244,32 +1243,10 @@ fn the_deadline_ends_the_run_with_124_and_the_result_written() {
         ..fast()
     });
     let tmp = tempfile::tempdir().unwrap();
-    let tok = tok();
     let started = std::time::Instant::now();
-    let out = bench_serving(&[
-        "--model",
-        "specperf-sim",
-        "--tokenizer",
-        &tok,
-        "--base-url",
-        &s.url(),
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        "4",
-        "--num-prompts",
-        "3",
-        "--save-result",
-        "--result-dir",
-        tmp.path().to_str().unwrap(),
-        "--result-filename",
-        "r.json",
-        "--disable-tqdm",
-        "--timeout-seconds",
-        "1",
-    ]);
+    let mut args = sim_argv(&s.url(), 16, 4, 3, tmp.path());
+    args.extend(["--result-filename", "r.json", "--timeout-seconds", "1"].map(str::to_owned));
+    let out = bench_serving(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(124), "{stderr}");
     assert!(
@@ -1301,44 +1278,30 @@ fn artifact_dir_and_gpu_telemetry_add_specperfs_files_and_energy() {
     let (res, art) = (tmp.path().join("res"), tmp.path().join("art"));
     let dcgm = s.dcgm_url().expect("the simulator serves a DCGM page");
     let metrics = format!("{}/metrics", s.url());
-    let tok = tok();
-    let out = bench_serving(&[
-        "--model",
-        "specperf-sim",
-        "--tokenizer",
-        &tok,
-        "--base-url",
-        &s.url(),
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        "32",
-        "--random-output-len",
-        "24",
-        "--num-prompts",
-        "12",
-        "--max-concurrency",
-        "4",
-        "--num-warmups",
-        "2",
-        "--ignore-eos",
-        "--save-result",
-        "--result-dir",
-        res.to_str().unwrap(),
-        "--result-filename",
-        "r.json",
-        "--disable-tqdm",
-        "--artifact-dir",
-        art.to_str().unwrap(),
-        "--gpu-telemetry",
-        &dcgm,
-        "--gpus",
-        "2",
-        "--server-metrics",
-        &metrics,
-        "--server-metrics-settle-seconds",
-        "0",
-    ]);
+    let mut args = sim_argv(&s.url(), 32, 24, 12, &res);
+    args.extend(
+        [
+            "--result-filename",
+            "r.json",
+            "--max-concurrency",
+            "4",
+            "--num-warmups",
+            "2",
+            "--ignore-eos",
+            "--artifact-dir",
+            art.to_str().unwrap(),
+            "--gpu-telemetry",
+            &dcgm,
+            "--gpus",
+            "2",
+            "--server-metrics",
+            &metrics,
+            "--server-metrics-settle-seconds",
+            "0",
+        ]
+        .map(str::to_owned),
+    );
+    let out = bench_serving(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
@@ -1397,27 +1360,7 @@ fn required_gpu_telemetry_that_does_not_answer_stops_before_any_request() {
         ..fast()
     });
     let tmp = tempfile::tempdir().unwrap();
-    let tok = tok();
-    let base = [
-        "--model",
-        "specperf-sim",
-        "--tokenizer",
-        &tok,
-        "--base-url",
-        &s.url(),
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        "4",
-        "--num-prompts",
-        "4",
-        "--save-result",
-        "--result-dir",
-        tmp.path().to_str().unwrap(),
-        "--disable-tqdm",
-    ];
+    let base = sim_argv(&s.url(), 16, 4, 4, tmp.path());
     // A port that was just free: nothing answers there.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -1425,7 +1368,7 @@ fn required_gpu_telemetry_that_does_not_answer_stops_before_any_request() {
         .unwrap()
         .port();
     let dcgm = format!("http://127.0.0.1:{closed}/metrics");
-    let mut args = base.to_vec();
+    let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
     args.extend(["--gpu-telemetry", &dcgm, "--require-gpu-telemetry"]);
     let out = bench_serving(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -1441,7 +1384,7 @@ fn required_gpu_telemetry_that_does_not_answer_stops_before_any_request() {
         0,
         "nothing is sent before the telemetry is there"
     );
-    let mut args = base.to_vec();
+    let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
     args.push("--require-gpu-telemetry");
     let out = bench_serving(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
