@@ -24,8 +24,8 @@ on a specperf artifact directory of a run with GPU telemetry. Each check prints 
 * The GPU table of `profile_export_aiperf.csv` is the one AIPerf's CSV exporter writes for the
   validated section.
 * `aiperf plot` on a copy of the directory, with AIPerf's single-run plots that read GPU telemetry
-  switched on, draws each of them (`gpu_utilization_and_throughput_over_time`; PNG where kaleido
-  finds a Chrome, else the same figures as HTML), with no warning about the telemetry.
+  switched on, draws each of them (`gpu_utilization_and_throughput_over_time`, written as HTML: see
+  PLOT_AS_HTML in aiperf_conformance.py), with no warning about the telemetry.
 """
 
 from __future__ import annotations
@@ -367,7 +367,7 @@ def check_plot(d: Path, checks: Checks) -> None:
     from importlib.resources import files
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from aiperf_conformance import PLOT_AS_HTML, aiperf_cli, has_chrome, run
+    from aiperf_conformance import PLOT_AS_HTML, run
 
     cfg = yaml.safe_load((files("aiperf.plot") / "default_plot_config.yaml").read_text())
     vis = cfg["visualization"]
@@ -392,12 +392,9 @@ def check_plot(d: Path, checks: Checks) -> None:
         out = tmp / "plots"
         env = dict(os.environ, HOME=str(tmp), COLUMNS="250")
         args = [str(copy), "--output", str(out), "--config", str(config)]
-        if has_chrome():
-            p = run([*aiperf_cli(), "plot", *args], env=env)
-            kind = "png"
-        else:
-            p = run([sys.executable, "-c", PLOT_AS_HTML, *args], env=env)
-            kind = "html"
+        # AIPerf's own plot code, its figures written as HTML (see PLOT_AS_HTML).
+        p = run([sys.executable, "-c", PLOT_AS_HTML, *args], env=env)
+        kind = "html"
         text = (p.stdout + p.stderr).strip()
         drawn = sorted(f.name for f in out.rglob(f"*.{kind}")) if out.exists() else []
         if p.returncode != 0:
