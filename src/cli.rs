@@ -22,6 +22,45 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+
+    /// Print each lifecycle step on stderr with its timing: connections opened, /metrics
+    /// scrapes, GPU telemetry reads, server start, ready and stop, drain polls (what AIPerf's
+    /// -v shows). Before the subcommand's own flags with `bench-serving`.
+    #[arg(short = 'v', long, global = true, action = clap::ArgAction::Count, help_heading = H_CONSOLE)]
+    pub verbose: u8,
+
+    /// AIPerf's log levels: `debug` and `trace` are -v; the others print what a run without
+    /// -v prints (warnings and errors are always shown).
+    #[arg(long, global = true, value_enum, ignore_case = true, value_name = "LEVEL", help_heading = H_CONSOLE)]
+    pub log_level: Option<LogLevel>,
+}
+
+impl Cli {
+    /// Whether the debug channel (`-v`) was asked for.
+    pub fn debug(&self) -> bool {
+        self.verbose > 0 || matches!(self.log_level, Some(LogLevel::Debug | LogLevel::Trace))
+    }
+}
+
+/// `--log-level`: AIPerf's names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogLevel {
+    /// Every lifecycle step and more (as -v here).
+    Trace,
+    /// Every lifecycle step (-v).
+    Debug,
+    /// The default.
+    Info,
+    /// As info.
+    Notice,
+    /// As info (warnings are always shown).
+    Warning,
+    /// As info.
+    Success,
+    /// As info (errors are always shown).
+    Error,
+    /// As info.
+    Critical,
 }
 
 const EXIT_CODES: &str =
@@ -37,6 +76,7 @@ const EXIT_CODES: &str =
 // under `Options:`. No heading holds more than 25 flags (tests/integration/docs.rs).
 const H_CURVE: &str = "Golden curve";
 const H_TARGET: &str = "Target";
+const H_CONSOLE: &str = "Console";
 const H_INPUT: &str = "Input";
 const H_BODY: &str = "Sampling and request body";
 const H_LOAD: &str = "Load";

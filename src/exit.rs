@@ -48,14 +48,23 @@ impl ExitStatus for StopReason {
     }
 }
 
-/// The exit code for a finished run: the stop reason first, then missing artifacts or no
-/// success, then the failed fraction against `failed_threshold`.
+/// The exit code of a command that runs many (a sweep, categories, server cells, golden-curve
+/// collection): a signal's (130, 143) first, else `worst`, the worst of its runs' codes.
+pub fn of_many(stopped: Option<StopReason>, worst: i32) -> i32 {
+    match stopped {
+        Some(reason @ (StopReason::Interrupted | StopReason::Terminated)) => reason.exit_code(),
+        _ => worst,
+    }
+}
+
+/// The exit code for a finished run: the stop reason first, then missing artifacts, missing
+/// required figures (a side task's panic) or no success, then the failed fraction against `failed_threshold`.
 pub fn exit_code(outcome: &RunOutcome, failed_threshold: f64) -> i32 {
     if let Some(reason) = outcome.stopped_by {
         return reason.exit_code();
     }
     let c = &outcome.summary.counts;
-    if outcome.artifact_error.is_some() || c.success == 0 {
+    if outcome.artifact_error.is_some() || outcome.failed_requirement.is_some() || c.success == 0 {
         return FAILED;
     }
     let done = c.success + c.failed;
@@ -89,7 +98,8 @@ impl ExitStatus for BenchServingOutcome {
     /// bench-serving (docs/bench-serving.md): 0 for help; 2 for what the command line or its
     /// files cannot give; 1 where upstream ends with an exception (sa-bench's failed initial
     /// test); for a finished run the stop reason first, then 1 when the result (or the asked-for
-    /// `--artifact-dir`) could not be written or holds a TPOT of 0, or (InferenceX's flavor) more
+    /// `--artifact-dir`) could not be written or holds a TPOT of 0, or the required GPU
+    /// telemetry was lost, or (InferenceX's flavor) more
     /// than 5 % failed.
     fn exit_code(&self) -> i32 {
         let f = match self {
@@ -101,7 +111,11 @@ impl ExitStatus for BenchServingOutcome {
         if let Some(reason) = f.stopped_by {
             return reason.exit_code();
         }
-        if f.result_unwritten || f.zero_tpot || f.artifacts_unwritten || f.over_failure_threshold()
+        if f.result_unwritten
+            || f.zero_tpot
+            || f.artifacts_unwritten
+            || f.required_telemetry_lost
+            || f.over_failure_threshold()
         {
             return FAILED;
         }

@@ -101,6 +101,8 @@ pub(super) struct Inputs<'a> {
     pub(super) scrape: Option<ScrapeReport>,
     pub(super) telemetry: Option<TelemetryRun>,
     pub(super) stopped_by: Option<StopReason>,
+    /// Side tasks that ended without their figures: warnings in `summary.json`.
+    pub(super) side_failures: &'a [crate::side_task::SideTaskFailed],
 }
 
 /// The measured requests summarised (energy included with `--gpu-telemetry`): what
@@ -189,6 +191,8 @@ pub(super) fn summarize(a: &Args, i: &Inputs<'_>) -> Report {
         timeouts_s,
     };
     let mut s = agg.summary(meta);
+    s.warnings
+        .extend(i.side_failures.iter().map(ToString::to_string));
     s.acceptance = i.scrape.clone();
     s.settle_spec(None);
     if let Some(run) = &i.telemetry {

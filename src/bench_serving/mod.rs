@@ -77,6 +77,8 @@ pub struct Finished {
     pub(crate) zero_tpot: bool,
     /// `--artifact-dir` was given and its files could not all be written.
     pub(crate) artifacts_unwritten: bool,
+    /// `--require-gpu-telemetry` and the telemetry task ended without its reads.
+    pub(crate) required_telemetry_lost: bool,
 }
 
 impl Finished {

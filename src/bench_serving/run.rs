@@ -24,6 +24,7 @@ use super::{
 use crate::client::Clock;
 use crate::dataset::bench_serving::{random_dataset, Flavor, RandomPrompt, RandomSettings};
 use crate::scrape::{ScrapeSettings, Scraper};
+use crate::side_task::{self, SideTask, SideTaskFailed};
 use crate::stop::{StopReason, Stopper};
 
 /// Everything the requests need, built before the first one.
@@ -226,6 +227,8 @@ pub(super) struct Measured {
     /// `--gpu-telemetry`'s reads over the window.
     telemetry: Option<crate::telemetry::TelemetryRun>,
     window_file: Option<MeasurementWindow>,
+    /// The side tasks that ended without their figures (said on stderr as they are joined).
+    side_failures: Vec<SideTaskFailed>,
 }
 
 /// The measured requests, with sa-bench's slow-down around them, the server-metrics window
@@ -310,17 +313,9 @@ pub(super) async fn main_phase(
         }
     };
     // The last response is in: the window's closing read, before anything else waits.
+    let mut side_failures = Vec::new();
     let telemetry = match gpu {
-        Some(g) => {
-            let run = g.finish().await;
-            if run.is_none() {
-                eprintln!(
-                    "WARNING: --gpu-telemetry: the telemetry task ended without its reads (it \
-                     panicked); no energy is reported"
-                );
-            }
-            run
-        }
+        Some(g) => side_task::keep(g.finish().await, &mut side_failures),
         None => None,
     };
     if let Some(sd) = &slow {
@@ -345,20 +340,20 @@ pub(super) async fn main_phase(
     let scrape = match scraper {
         Some(task) => {
             let last = phase.last_response.unwrap_or_else(Instant::now);
-            let report = task.finish(last).await;
-            if report.is_none() {
-                eprintln!("WARNING: --server-metrics: the scrape task ended without a report");
-            }
-            report
+            side_task::keep(task.finish(last).await, &mut side_failures)
         }
         None => None,
     };
+    for f in &side_failures {
+        eprintln!("WARNING: {f}");
+    }
     Measured {
         phase,
         extras: scrape.as_ref().map(spec_decode_keys).unwrap_or_default(),
         scrape,
         telemetry,
         window_file,
+        side_failures,
     }
 }
 
@@ -378,6 +373,7 @@ pub(super) fn report(
         scrape,
         telemetry,
         window_file,
+        side_failures,
     } = m;
     let sa_count = |text: &str| {
         p.tok
@@ -445,7 +441,15 @@ pub(super) fn report(
         result_unwritten: false,
         zero_tpot: false,
         artifacts_unwritten: false,
+        required_telemetry_lost: a.telemetry.require
+            && side_failures.iter().any(|f| f.task == SideTask::Telemetry),
     };
+    if finished.required_telemetry_lost {
+        eprintln!(
+            "specperf bench-serving: error: --require-gpu-telemetry, and the GPU telemetry task \
+             ended without its reads"
+        );
+    }
     if p.artifacts.is_some() || telemetry.is_some() {
         let inputs = artifacts::Inputs {
             argv,
@@ -455,6 +459,7 @@ pub(super) fn report(
             scrape,
             telemetry,
             stopped_by: finished.stopped_by,
+            side_failures: &side_failures,
         };
         let summary = artifacts::summarize(a, &inputs);
         if let Some(e) = &summary.summary.energy {

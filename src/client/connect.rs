@@ -8,12 +8,13 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::Uri;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 
 use super::ClientError;
+use crate::debug::{self, step};
 
 /// Accepts any certificate (`--insecure`), but still checks that the handshake is signed by the
 /// key of the certificate presented, with the provider's algorithms.
@@ -201,10 +202,17 @@ where
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
+        // Only with -v: the target and the clock of the debug line.
+        let shown = debug::on().then(|| {
+            let target = uri
+                .authority()
+                .map_or_else(|| uri.to_string(), ToString::to_string);
+            (target, Instant::now())
+        });
         let fut = self.inner.call(uri);
         let timeout = self.timeout;
         Box::pin(async move {
-            match tokio::time::timeout(timeout, fut).await {
+            let r = match tokio::time::timeout(timeout, fut).await {
                 Ok(r) => r
                     .map(|io| Tracked {
                         io,
@@ -212,7 +220,15 @@ where
                     })
                     .map_err(Into::into),
                 Err(_) => Err(Box::new(ConnectTimedOut(timeout)) as BoxError),
+            };
+            if let Some((target, t0)) = shown {
+                let how = match &r {
+                    Ok(_) => "open".to_owned(),
+                    Err(e) => format!("failed ({e})"),
+                };
+                step!("connect {target}: {how} in {}", debug::ms(t0.elapsed()));
             }
+            r
         })
     }
 }

@@ -31,7 +31,7 @@ use crate::golden::{
     Collection, CollectionEndpoint, ModeKwargs, Renderer, Sampling, ThinkingMode, Turns,
 };
 use crate::progress::Progress;
-use crate::stop::{StopReason, Stopper};
+use crate::stop::Stopper;
 use crate::sweep::{CellEvent, CellStatus, CellsConfig};
 
 /// `collect.json`'s schema name.
@@ -367,11 +367,7 @@ pub async fn run_collect(
         code = code.max(crate::exit::FAILED);
     }
     let stopped = stop.reason();
-    let code = match stopped {
-        Some(StopReason::Interrupted) => crate::exit::SIGINT,
-        Some(StopReason::Terminated) => crate::exit::SIGTERM,
-        _ => code,
-    };
+    let code = crate::exit::of_many(stopped, code);
     let dir_err = |source| crate::sweep::SweepError::Dir {
         path: plan.dir.display().to_string(),
         source,

@@ -10,6 +10,7 @@ use super::RunOutcome;
 use crate::config::RunConfig;
 use crate::metrics::{LoadMeta, RunMeta, TimeoutKind};
 use crate::schedule::{DispatchStats, Plan};
+use crate::side_task::SideTask;
 use crate::stop::Stopper;
 
 /// Builds the summary of a measured run and writes its artifacts.
@@ -90,6 +91,7 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         .chain(isl_warnings)
         .chain(energy_warnings)
         .chain(m.warnings)
+        .chain(m.side_failures.iter().map(ToString::to_string))
         .collect();
     summary.warnings.extend(run_warnings.iter().cloned());
     let mut artifact_error = m.agg.write_error.clone();
@@ -110,12 +112,21 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
             artifact_error.get_or_insert(e.to_string());
         }
     }
+    let failed_requirement = m.side_failures.iter().find_map(|f| match f.task {
+        SideTask::Aggregator => Some(f.to_string()),
+        SideTask::Telemetry if cfg.telemetry.require => {
+            Some(format!("--require-gpu-telemetry: {f}"))
+        }
+        SideTask::Telemetry | SideTask::Scrape => None,
+    });
     RunOutcome {
         summary,
         artifact_dir: dir,
         artifact_error,
         stopped_by,
         run_warnings,
+        side_failures: m.side_failures,
+        failed_requirement,
     }
 }
 

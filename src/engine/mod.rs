@@ -28,6 +28,7 @@ use crate::config::RunConfig;
 use crate::dataset::DatasetError;
 use crate::metrics::Summary;
 use crate::progress::Progress;
+use crate::side_task::SideTaskFailed;
 use crate::sim::SimError;
 use crate::stop::{StopReason, Stopper};
 
@@ -162,6 +163,11 @@ pub struct RunOutcome {
     /// Warnings learnt from the run itself (also in the summary's warnings), for the binary to
     /// say on stderr; the settings' warnings ([`RunConfig::warnings`]) were said before the run.
     pub run_warnings: Vec<String>,
+    /// The side tasks that ended without their figures (each also a run warning).
+    pub side_failures: Vec<SideTaskFailed>,
+    /// Set when figures this run cannot do without are missing (the aggregator's, or GPU
+    /// telemetry's with `--require-gpu-telemetry`): the run failed, its artifacts written.
+    pub failed_requirement: Option<String>,
 }
 
 /// Replays the configured collection and returns its summary.

@@ -20,6 +20,7 @@ use crate::record::{FailureKind, Outcome, Phase, RequestRecord};
 use crate::render::{self, RenderOptions};
 use crate::schedule::{self, DispatchStats, Issued, Plan, Tickets};
 use crate::scrape::{ScrapeReport, Scraper};
+use crate::side_task::{self, SideTask, SideTaskFailed};
 use crate::stop::{StopReason, Stopper};
 
 /// What the measured part hands to `finish`.
@@ -36,6 +37,8 @@ pub(super) struct Measured {
     pub(super) branch_stats: Option<crate::metrics::BranchStats>,
     /// Every GPU read from before the warmup to the window's close (`--gpu-telemetry`).
     pub(super) telemetry: Option<crate::telemetry::TelemetryRun>,
+    /// The side tasks that ended without their figures (the aggregator, the scrape, telemetry).
+    pub(super) side_failures: Vec<SideTaskFailed>,
 }
 
 /// Runs the warmup and profiling phases of a prepared run, feeding every record to the one
@@ -78,14 +81,20 @@ pub(super) async fn run(
             }),
         ),
     ];
-    let aggregator = tokio::spawn(metrics::aggregate(
-        rx,
-        sinks,
-        progress.clone(),
-        cfg.goodput.clone(),
-        ready.client_isl.clone().map(Into::into),
-        cfg.speed_bench_nominal_isl().is_some(),
-    ));
+    let aggregator = tokio::spawn({
+        let records = metrics::aggregate(
+            rx,
+            sinks,
+            progress.clone(),
+            cfg.goodput.clone(),
+            ready.client_isl.clone().map(Into::into),
+            cfg.speed_bench_nominal_isl().is_some(),
+        );
+        async move {
+            side_task::panic_if_asked(SideTask::Aggregator);
+            records.await
+        }
+    });
     let issued = Arc::new(Issued::default());
     let guards = spawn_guards(cfg, stop, progress_rx, issued.clone());
     let ctx = Arc::new(Launch {
@@ -208,25 +217,27 @@ pub(super) async fn run(
             .await
         }
     };
+    // A side task that ended without its figures is said, never dropped.
+    let mut side_failures = Vec::new();
     // The last response is in: the window's closing read, before anything else waits.
     let telemetry = match gpu {
-        Some(g) => g.finish().await,
+        Some(g) => side_task::keep(g.finish().await, &mut side_failures),
         None => None,
     };
     drop(ctx);
     for g in guards {
         g.abort();
     }
-    let agg = aggregator
-        .await
-        .unwrap_or_else(|_| Aggregate::with_goodput(cfg.goodput.clone()));
+    let agg = side_task::join(SideTask::Aggregator, aggregator).await;
+    let agg = side_task::keep(agg, &mut side_failures)
+        .unwrap_or_else(|| Aggregate::with_goodput(cfg.goodput.clone()));
     let acceptance = match scraper {
         Some(task) => {
             let settle = ready.scrape_settings.as_ref().map(|s| s.settle);
             if let Some(settle) = settle.filter(|s| !s.is_zero() && !stop.token().is_cancelled()) {
                 progress.send_modify(|p| p.settling_until = Some(Instant::now() + settle));
             }
-            task.finish(Instant::now()).await
+            side_task::keep(task.finish(Instant::now()).await, &mut side_failures)
         }
         None => None,
     };
@@ -239,6 +250,7 @@ pub(super) async fn run(
         warnings,
         branch_stats,
         telemetry,
+        side_failures,
     }
 }
 

@@ -24,6 +24,7 @@ use crate::engine::{replay, EngineError};
 use crate::progress::Progress;
 use crate::scrape::acceptance::{AcceptanceStatus, SpecEngine};
 use crate::scrape::{self, EndpointStatus, ScrapeReport};
+use crate::side_task::SideTask;
 use crate::stop::{StopReason, Stopper};
 use crate::timefmt::rfc3339_now;
 
@@ -196,6 +197,9 @@ async fn gate_inner(
             ),
         });
     }
+    if let Some(e) = &outcome.failed_requirement {
+        return Err(error(Reason::Internal, e.clone()));
+    }
     let c = &outcome.summary.counts;
     rec.prompts_completed = Some(c.success);
     rec.prompts_failed = Some(c.failed + c.cancelled);
@@ -213,7 +217,13 @@ async fn gate_inner(
         ));
     }
     let Some(report) = outcome.summary.acceptance else {
-        return Err(error(Reason::Internal, "no scrape report"));
+        // The counters are the gate's point: a scrape task that panicked fails it, named.
+        let why = outcome
+            .side_failures
+            .iter()
+            .find(|f| f.task == SideTask::Scrape)
+            .map_or_else(|| "no scrape report".to_owned(), ToString::to_string);
+        return Err(error(Reason::Internal, why));
     };
     analyse(&report, &plan, rec)
 }

@@ -19,6 +19,9 @@ pub(crate) fn print_run(outcome: &specperf::RunOutcome) {
     if let Some(e) = &outcome.artifact_error {
         eprintln!("error: artifacts incomplete: {e}");
     }
+    if let Some(e) = &outcome.failed_requirement {
+        eprintln!("error: {e}");
+    }
     if let Some(why) = specperf::failure_report(&outcome.summary) {
         eprint!("{why}");
     }

@@ -102,17 +102,7 @@ pub(super) fn matrix_table(m: &Matrix, columns: &[String], title: &str) -> Strin
 pub(super) fn csv(rows: &[Vec<String>]) -> String {
     let mut out = String::new();
     for row in rows {
-        let fields: Vec<String> = row
-            .iter()
-            .map(|f| {
-                if f.contains([',', '"', '\r', '\n']) {
-                    format!("\"{}\"", f.replace('"', "\"\""))
-                } else {
-                    f.clone()
-                }
-            })
-            .collect();
-        out.push_str(&fields.join(","));
+        out.push_str(&crate::csv::row(row));
         out.push_str("\r\n");
     }
     out

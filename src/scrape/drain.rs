@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use super::prom::Page;
 use super::{scrape_one, ScrapeError, Scraped};
 use crate::client::{Client, ClientError, ClientOptions, ConnectionReuse, HttpVersion, Timeouts};
+use crate::debug::step;
 use crate::stop::{StopReason, Stopper};
 
 /// The most one poll waits for an endpoint (less when the wait's deadline is nearer), as
@@ -638,6 +639,12 @@ pub(crate) async fn wait_with(
         };
         out.polls += 1;
         let (running, waiting) = totals(&readings);
+        step!(
+            "drain poll {}: {running} running, {waiting} waiting over {} endpoint(s), {} s waited",
+            out.polls,
+            readings.len(),
+            started.elapsed().as_secs()
+        );
         out.max_queue = out.max_queue.max(running.saturating_add(waiting));
         let verdict = counter.observe(classify(&readings));
         out.endpoints = readings;

@@ -24,7 +24,9 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{BodyCap, Client, Fetched};
+use crate::debug::{self, step};
 use crate::progress::Progress;
+use crate::side_task::{self, SideTask, SideTaskFailed};
 use acceptance::{
     evaluate, Acceptance, AcceptanceOptions, AcceptanceStatus, EndpointWindow, IterationTotals,
     Snapshot, SpecEngine,
@@ -169,14 +171,22 @@ async fn scrape_one(
     let uri: Uri = url
         .parse()
         .map_err(|e: http::uri::InvalidUri| ScrapeError::Url(e.to_string()))?;
+    let t0 = Instant::now();
+    let fetched = client.get(uri, timeout, ACCEPT, PAGE_CAP).await;
+    match &fetched {
+        Ok(f) => step!(
+            "scrape {url}: HTTP {}, {} bytes in {}",
+            f.status,
+            f.body.len(),
+            debug::ms(t0.elapsed())
+        ),
+        Err(e) => step!("scrape {url}: {e} after {}", debug::ms(t0.elapsed())),
+    }
     let Fetched {
         status,
         content_type,
         body,
-    } = client
-        .get(uri, timeout, ACCEPT, PAGE_CAP)
-        .await
-        .map_err(|e| ScrapeError::Fetch(e.to_string()))?;
+    } = fetched.map_err(|e| ScrapeError::Fetch(e.to_string()))?;
     if status != 200 {
         return Err(ScrapeError::Status(status));
     }
@@ -265,10 +275,14 @@ pub(crate) struct ScrapeTask {
 }
 
 impl ScrapeTask {
-    /// Signals that the last response completed at `last_response` and waits for the report.
-    pub(crate) async fn finish(self, last_response: Instant) -> Option<ScrapeReport> {
+    /// Signals that the last response completed at `last_response` and waits for the report,
+    /// or for why the task ended without one.
+    pub(crate) async fn finish(
+        self,
+        last_response: Instant,
+    ) -> Result<ScrapeReport, SideTaskFailed> {
         let _ = self.finish.send(last_response);
-        self.handle.await.ok()
+        side_task::join(SideTask::Scrape, self.handle).await
     }
 }
 
@@ -336,6 +350,7 @@ impl Scraper {
     ) -> ScrapeTask {
         let (tx, mut rx) = oneshot::channel::<Instant>();
         let handle = tokio::spawn(async move {
+            side_task::panic_if_asked(SideTask::Scrape);
             let mut tick = tokio::time::interval(self.settings.interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick.tick().await;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::debug::{self, step};
 use crate::stop::{StopReason, Stopper};
 
 /// Lines of the log a failure carries.
@@ -149,9 +150,16 @@ impl Server {
             log: log.to_path_buf(),
             source,
         })?;
-        let until = Instant::now() + ready_timeout;
+        let t0 = Instant::now();
+        step!(
+            "server start: pid {} (group), sh -c {command:?}, log {}",
+            server.pgid,
+            log.display()
+        );
+        let until = t0 + ready_timeout;
         loop {
             if let Some(status) = server.exited() {
+                step!("server exited while starting: {}", describe(status));
                 server.stop(stop_grace).await;
                 return Err(ServeError::Exited {
                     command: command.to_string(),
@@ -168,9 +176,13 @@ impl Server {
                 });
             }
             let last = match target.ready(stop).await {
-                Ok(()) => return Ok(server),
+                Ok(()) => {
+                    step!("server ready: {base_url} after {}", debug::ms(t0.elapsed()));
+                    return Ok(server);
+                }
                 Err(why) => why,
             };
+            step!("server not ready yet: {last}");
             if Instant::now() >= until {
                 server.stop(stop_grace).await;
                 return Err(ServeError::NotReady {
@@ -269,6 +281,16 @@ impl Server {
             killed,
             seconds: t0.elapsed().as_secs_f64(),
         };
+        step!(
+            "server stop: group {} ended in {}{}",
+            self.pgid,
+            debug::ms(t0.elapsed()),
+            if killed {
+                " (SIGKILL after the grace)"
+            } else {
+                " (SIGTERM)"
+            }
+        );
         self.stopped = Some(s);
         s
     }

@@ -20,8 +20,8 @@ use serde_json::{json, Map, Value};
 
 use super::index::{PointStatus, SweepIndex};
 use super::plan::Param;
-use super::report::quote;
 use super::stats::interval;
+use crate::csv::field as quote;
 
 /// AIPerf's `STAT_KEYS`, in its order: the statistics of a metric that are aggregated.
 const STAT_KEYS: [&str; 14] = [

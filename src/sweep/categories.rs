@@ -269,19 +269,16 @@ pub async fn run_categories(
 impl CategoriesOutcome {
     /// The exit code: a signal's, else the worst run's (1 for a run that could not start).
     pub fn exit_code(&self, failed_threshold: f64) -> i32 {
-        match self.stopped_by {
-            Some(StopReason::Interrupted) => return crate::exit::SIGINT,
-            Some(StopReason::Terminated) => return crate::exit::SIGTERM,
-            _ => {}
-        }
-        self.results
+        let worst = self
+            .results
             .iter()
             .map(|r| match &r.outcome {
                 Ok(o) => crate::exit::exit_code(o, failed_threshold),
                 Err(_) => crate::exit::FAILED,
             })
             .max()
-            .unwrap_or(crate::exit::OK)
+            .unwrap_or(crate::exit::OK);
+        crate::exit::of_many(self.stopped_by, worst)
     }
 
     /// The console's matrix: a row per category with its requests, the counters' acceptance

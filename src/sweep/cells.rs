@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::config::{check_single, wanted, SweepConfig};
-use super::index::IndexError;
+use super::index::{IndexError, IndexStatus};
 use super::run::{move_aside, run_sweep, Event, SweepError, SweepOutcome};
 use crate::cli::{ReplayArgs, Ui};
 use crate::config::{ConfigError, RunConfig};
@@ -54,16 +54,18 @@ pub fn serve_wanted(a: &ReplayArgs) -> bool {
 }
 
 /// A cell's state.
+pub type CellStatus = super::index::ItemStatus;
+
+/// What each cell runs (`runs` in `cells.json`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CellStatus {
-    /// The server started, the cell's runs were made and the server was up to the end;
-    /// skipped by `--resume`.
-    Done,
-    /// The server failed to start or died during the cell, or the runs could not start.
-    Failed,
-    /// Stopped by a signal (or still running: a crash leaves it so); `--resume` runs it again.
-    Stopped,
+pub enum CellWork {
+    /// One replay.
+    Run,
+    /// A sweep of points (`sweep.json` in the cell's directory).
+    Sweep,
+    /// One replay per SPEED-Bench category (`category_<name>/` in the cell's directory).
+    Categories,
 }
 
 /// One `--serve-param` as `cells.json` records it.
@@ -134,10 +136,10 @@ pub struct CellsIndex {
     pub serve_cmd: String,
     /// `--serve-param`s, in order.
     pub params: Vec<ParamEntry>,
-    /// What each cell runs: `run` (one replay) or `sweep` (`sweep.json` in the cell).
-    pub runs: String,
+    /// What each cell runs.
+    pub runs: CellWork,
     /// `running`, then `complete`, `partial` (a cell failed) or `stopped` (a signal).
-    pub status: String,
+    pub status: IndexStatus,
     /// The signal that stopped it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<StopReason>,
@@ -195,10 +197,8 @@ pub struct CellsConfig {
     stop_grace: Duration,
     gpu_release: Duration,
     resume: bool,
-    /// Each cell runs a sweep of points.
-    sweep: bool,
-    /// Each cell runs `--category a,b` / `all`: one run per category.
-    categories: bool,
+    /// What each cell runs.
+    work: CellWork,
     command: String,
     /// Settings worth a word before the first cell (the first cell's run warnings included).
     pub warnings: Vec<String>,
@@ -285,8 +285,13 @@ impl CellsConfig {
         base.serve = Default::default();
         base.sweep.resume = false;
         let mut cfg = CellsConfig {
-            sweep: wanted(&base),
-            categories: super::categories_wanted(&base),
+            work: if super::categories_wanted(&base) {
+                CellWork::Categories
+            } else if wanted(&base) {
+                CellWork::Sweep
+            } else {
+                CellWork::Run
+            },
             template,
             base,
             fixed_url,
@@ -312,19 +317,23 @@ impl CellsConfig {
         for (i, cell) in cfg.template.cells().iter().enumerate() {
             let args = cfg.cell_args(cell, "http://127.0.0.1:1");
             let in_cell = |e: ConfigError| ConfigError::msg(format!("cell {}: {e}", cell.name()));
-            let (warnings, ui, every) = if cfg.categories {
-                let c = super::CategoryPlan::from_replay(&args).map_err(in_cell)?;
-                let (ui, every) = c.progress();
-                (c.warnings, ui, every)
-            } else if cfg.sweep {
-                let c = SweepConfig::from_replay(&args).map_err(in_cell)?;
-                (c.warnings, c.ui, c.progress_interval)
-            } else {
-                let telemetry = args.telemetry.gpu_telemetry.is_some();
-                let mut w = check_single(&args.sweep, telemetry).map_err(in_cell)?;
-                let c = RunConfig::from_args(&args).map_err(in_cell)?;
-                w.extend(c.warnings);
-                (w, c.ui, c.progress_interval)
+            let (warnings, ui, every) = match cfg.work {
+                CellWork::Categories => {
+                    let c = super::CategoryPlan::from_replay(&args).map_err(in_cell)?;
+                    let (ui, every) = c.progress();
+                    (c.warnings, ui, every)
+                }
+                CellWork::Sweep => {
+                    let c = SweepConfig::from_replay(&args).map_err(in_cell)?;
+                    (c.warnings, c.ui, c.progress_interval)
+                }
+                CellWork::Run => {
+                    let telemetry = args.telemetry.gpu_telemetry.is_some();
+                    let mut w = check_single(&args.sweep, telemetry).map_err(in_cell)?;
+                    let c = RunConfig::from_args(&args).map_err(in_cell)?;
+                    w.extend(c.warnings);
+                    (w, c.ui, c.progress_interval)
+                }
             };
             if i == 0 {
                 cfg.warnings = warnings;
@@ -345,7 +354,8 @@ impl CellsConfig {
         let mut a = self.base.clone();
         a.url = Some(url.to_string());
         let dir = self.dir.join(cell.name());
-        a.sweep.resume = self.resume && self.sweep && dir.join("sweep.json").is_file();
+        a.sweep.resume =
+            self.resume && self.work == CellWork::Sweep && dir.join("sweep.json").is_file();
         a.artifact_dir = Some(dir);
         if let (Some(stem), Some(_)) = (&a.result_filename, &a.result_dir) {
             // One --result-dir for every cell: each cell's raw JSON gets its own name.
@@ -479,7 +489,7 @@ pub async fn run_cells(
     };
     let mut index = if cfg.resume {
         let mut idx = CellsIndex::read(&dir)?;
-        idx.status = "running".into();
+        idx.status = IndexStatus::Running;
         idx.stopped_by = None;
         idx.command = cfg.command.clone();
         idx
@@ -507,13 +517,8 @@ pub async fn run_cells(
                     values: p.values.clone(),
                 })
                 .collect(),
-            runs: match (cfg.categories, cfg.sweep) {
-                (true, _) => "categories",
-                (false, true) => "sweep",
-                (false, false) => "run",
-            }
-            .into(),
-            status: "running".into(),
+            runs: cfg.work,
+            status: IndexStatus::Running,
             stopped_by: None,
             cells: Vec::new(),
         }
@@ -718,21 +723,10 @@ pub async fn run_cells(
     }
     let stopped = stop.reason();
     index.stopped_by = stopped;
-    index.status = match stopped {
-        Some(_) => "stopped",
-        None if index.cells.len() < cells.len()
-            || index.cells.iter().any(|c| c.status != CellStatus::Done) =>
-        {
-            "partial"
-        }
-        None => "complete",
-    }
-    .into();
-    let code = match stopped {
-        Some(StopReason::Interrupted) => exit::SIGINT,
-        Some(StopReason::Terminated) => exit::SIGTERM,
-        _ => code,
-    };
+    let all_done = index.cells.len() >= cells.len()
+        && index.cells.iter().all(|c| c.status == CellStatus::Done);
+    index.status = IndexStatus::ended(stopped.is_some(), all_done);
+    let code = exit::of_many(stopped, code);
     save(&index, &mut on_event);
     Ok(CellsOutcome {
         index,
@@ -755,7 +749,7 @@ async fn run_cell(
     progress: &watch::Sender<Progress>,
     on_event: &mut impl FnMut(CellEvent<'_>),
 ) -> Result<i32, String> {
-    if cfg.categories {
+    if cfg.work == CellWork::Categories {
         let threshold = args.failed_request_threshold;
         let mut plan = super::CategoryPlan::from_replay(&args).map_err(|e| e.to_string())?;
         if !cfg.command.is_empty() {
@@ -771,7 +765,7 @@ async fn run_cell(
         });
         return Ok(outcome.exit_code(threshold));
     }
-    if cfg.sweep {
+    if cfg.work == CellWork::Sweep {
         let mut sc = SweepConfig::from_replay(&args).map_err(|e| e.to_string())?;
         sc.set_cli_command(cfg.command.clone());
         let outcome = run_sweep(sc, stop.child(), progress.clone(), |ev| {

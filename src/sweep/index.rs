@@ -18,16 +18,70 @@ use crate::stop::StopReason;
 /// `schema` of `sweep.json`.
 pub const SWEEP_SCHEMA: &str = "specperf.sweep.v1";
 
-/// A point's state.
+/// The state of one item of a multi-run index: a point of `sweep.json`, a cell of `cells.json`
+/// (the schemas' `status` enums).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum PointStatus {
-    /// Every run made (or convergence reached); skipped by `--resume`.
+pub enum ItemStatus {
+    /// Every run made (or convergence reached; a cell: with its server up to the end);
+    /// skipped by `--resume`.
     Done,
-    /// A run could not start (the error says why); the sweep went on.
+    /// A run could not start, or a cell's server failed to start or died (the error says why);
+    /// the others went on.
     Failed,
-    /// Stopped by a signal before its runs were made; `--resume` runs it again.
+    /// Stopped by a signal before its runs were made (or still running: a crash leaves it so);
+    /// `--resume` runs it again.
     Stopped,
+}
+
+/// A point's state.
+pub type PointStatus = ItemStatus;
+
+/// The state of a multi-run index as a whole (`status` of `sweep.json` and `cells.json`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexStatus {
+    /// Still going (or the process died: a crash leaves it so).
+    Running,
+    /// Every item done.
+    Complete,
+    /// Ended, with an item failed.
+    Partial,
+    /// Stopped by a signal.
+    Stopped,
+}
+
+impl IndexStatus {
+    /// The name in the index file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexStatus::Running => "running",
+            IndexStatus::Complete => "complete",
+            IndexStatus::Partial => "partial",
+            IndexStatus::Stopped => "stopped",
+        }
+    }
+
+    /// How an index ended: `stopped` by a signal, else `partial` when `all_done` is false.
+    pub(crate) fn ended(stopped: bool, all_done: bool) -> IndexStatus {
+        match (stopped, all_done) {
+            (true, _) => IndexStatus::Stopped,
+            (false, false) => IndexStatus::Partial,
+            (false, true) => IndexStatus::Complete,
+        }
+    }
+}
+
+impl std::fmt::Display for IndexStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for IndexStatus {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
 }
 
 /// One run of a point.
@@ -135,7 +189,7 @@ pub struct SweepIndex {
     pub gpus: Option<u32>,
     /// `running` while the sweep goes on, then `complete`, `stopped` (a signal) or
     /// `partial` (a point failed).
-    pub status: String,
+    pub status: IndexStatus,
     /// Why it stopped, when a signal stopped it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<StopReason>,

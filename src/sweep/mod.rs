@@ -32,11 +32,14 @@ pub use categories::{
     CategoryResult,
 };
 pub use cells::{
-    cells_console, run_cells, serve_wanted, CellEntry, CellEvent, CellStatus, CellsConfig,
-    CellsIndex, CellsOutcome, ParamEntry, CELLS_SCHEMA,
+    cells_console, run_cells, serve_wanted, CellEntry, CellEvent, CellStatus, CellWork,
+    CellsConfig, CellsIndex, CellsOutcome, ParamEntry, CELLS_SCHEMA,
 };
 pub use config::{check_single, wanted, wanted_profile, SweepConfig};
-pub use index::{IndexError, PointEntry, PointStatus, RunEntry, SweepIndex, SWEEP_SCHEMA};
+pub use index::{
+    IndexError, IndexStatus, ItemStatus, PointEntry, PointStatus, RunEntry, SweepIndex,
+    SWEEP_SCHEMA,
+};
 pub use plan::{Param, Point};
 pub use report::{console, overlay, OverlayError};
 pub use run::{run_sweep, Event, SweepError, SweepOutcome};

@@ -306,7 +306,7 @@ fn csv(idx: &SweepIndex) -> String {
     let mut out = head.join(",") + "\n";
     let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
     for p in &idx.points {
-        let mut r: Vec<String> = vec![quote(&p.name)];
+        let mut r: Vec<String> = vec![crate::csv::field(&p.name)];
         r.extend(idx.parameters.iter().map(|k| f(p.params.get(k).copied())));
         r.push(format!("{:?}", p.status).to_lowercase());
         r.push(p.runs.len().to_string());
@@ -333,14 +333,6 @@ fn csv(idx: &SweepIndex) -> String {
         out.push('\n');
     }
     out
-}
-
-pub(crate) fn quote(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 /// A point's label on the chart: its parameters, short.

@@ -11,7 +11,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::config::{Points, SweepConfig};
-use super::index::{PointEntry, PointStatus, RunEntry, SearchEntry, SweepIndex, SWEEP_SCHEMA};
+use super::index::{
+    IndexStatus, PointEntry, PointStatus, RunEntry, SearchEntry, SweepIndex, SWEEP_SCHEMA,
+};
 use super::plan::{Param, Point};
 use super::search::Search;
 use super::stats::{check, interval};
@@ -131,7 +133,7 @@ pub async fn run_sweep(
     };
     let index = if cfg.resume {
         let mut idx = SweepIndex::read(&dir)?;
-        idx.status = "running".into();
+        idx.status = IndexStatus::Running;
         idx.stopped_by = None;
         idx.command = cfg.command.clone();
         idx
@@ -222,24 +224,13 @@ pub async fn run_sweep(
     }
     let stopped = stop.reason();
     sweep.index.stopped_by = stopped;
-    sweep.index.status = match stopped {
-        Some(_) => "stopped",
-        None if sweep
-            .index
-            .points
-            .iter()
-            .any(|p| p.status != PointStatus::Done) =>
-        {
-            "partial"
-        }
-        None => "complete",
-    }
-    .into();
-    let code = match stopped {
-        Some(StopReason::Interrupted) => exit::SIGINT,
-        Some(StopReason::Terminated) => exit::SIGTERM,
-        _ => sweep.exit_code,
-    };
+    let all_done = sweep
+        .index
+        .points
+        .iter()
+        .all(|p| p.status == PointStatus::Done);
+    sweep.index.status = IndexStatus::ended(stopped.is_some(), all_done);
+    let code = exit::of_many(stopped, sweep.exit_code);
     sweep.save(&mut on_event);
     Ok(SweepOutcome {
         index: sweep.index,
@@ -293,7 +284,7 @@ fn new_index(cfg: &SweepConfig) -> SweepIndex {
         confidence_level: cfg.confidence,
         convergence_metric: cfg.convergence.as_ref().map(|c| c.key.clone()),
         gpus: cfg.gpus,
-        status: "running".into(),
+        status: IndexStatus::Running,
         stopped_by: None,
         points: Vec::new(),
         search: None,

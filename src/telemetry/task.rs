@@ -17,6 +17,8 @@ use super::{
     SourceKind, TelemetryError, TelemetryRun,
 };
 use crate::client::Client;
+use crate::debug::{self, step};
+use crate::side_task::{self, SideTask, SideTaskFailed};
 
 /// What `--gpu-telemetry` asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +61,22 @@ impl Source {
     }
 
     async fn read(&self, timeout: Duration) -> Vec<Frame> {
+        let t0 = std::time::Instant::now();
+        let frames = self.read_frames(timeout).await;
+        step!(
+            "telemetry read ({}): {} frame(s), {} GPU(s) in {}",
+            self.kind().as_str(),
+            frames.len(),
+            frames
+                .iter()
+                .map(|f| f.gpus.as_ref().map_or(0, Vec::len))
+                .sum::<usize>(),
+            debug::ms(t0.elapsed())
+        );
+        frames
+    }
+
+    async fn read_frames(&self, timeout: Duration) -> Vec<Frame> {
         match self {
             Source::Dcgm { client, urls } => dcgm::read(client, urls, timeout).await,
             Source::Nvml(n) => {
@@ -371,6 +389,7 @@ impl TelemetryTask {
     ) -> TelemetryTask {
         let (tx, mut rx) = mpsc::channel::<Cmd>(4);
         let handle = tokio::spawn(async move {
+            side_task::panic_if_asked(SideTask::Telemetry);
             let mut rec = Recorder::new();
             for f in first {
                 rec.add(f);
@@ -412,10 +431,11 @@ impl TelemetryTask {
         }
     }
 
-    /// Reads once more (the window has closed) and returns everything recorded.
-    pub(crate) async fn finish(self) -> Option<TelemetryRun> {
+    /// Reads once more (the window has closed) and returns everything recorded, or why the
+    /// task ended without it.
+    pub(crate) async fn finish(self) -> Result<TelemetryRun, SideTaskFailed> {
         let _ = self.cmd.send(Cmd::Finish).await;
-        self.handle.await.ok()
+        side_task::join(SideTask::Telemetry, self.handle).await
     }
 }
 

@@ -1353,6 +1353,54 @@ fn artifact_dir_and_gpu_telemetry_add_specperfs_files_and_energy() {
 
 /// `--require-gpu-telemetry` with no source answering ends the run before any request (exit 2,
 /// naming the flag), and the telemetry flags need `--gpu-telemetry`.
+/// A telemetry task that panics mid-run is a named warning; with `--require-gpu-telemetry` the
+/// run fails (exit 1) after writing upstream's result all the same.
+#[test]
+fn a_panicking_telemetry_task_is_named_and_fails_required_telemetry() {
+    let s = sim(specperf::sim::SimConfig {
+        gpus: Some(specperf::sim::GpuSim {
+            count: 1,
+            ..specperf::sim::GpuSim::default()
+        }),
+        ..fast()
+    });
+    let dcgm = s.dcgm_url().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for (required, code) in [(false, 0), (true, 1)] {
+        let dir = tmp
+            .path()
+            .join(if required { "required" } else { "warned" });
+        std::fs::create_dir(&dir).unwrap();
+        let mut args = sim_argv(&s.url(), 16, 4, 4, &dir);
+        args.extend(["--gpu-telemetry".to_owned(), dcgm.clone()]);
+        if required {
+            args.push("--require-gpu-telemetry".to_owned());
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_specperf"))
+            .arg("bench-serving")
+            .args(&args)
+            .env_remove("OPENAI_API_KEY")
+            .env("HF_HUB_OFFLINE", "1")
+            .env("SPECPERF_PANIC_IN", "telemetry")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{stderr}");
+        assert!(
+            stderr.contains(
+                "WARNING: the GPU telemetry task panicked: SPECPERF_PANIC_IN=telemetry asked"
+            ),
+            "{stderr}"
+        );
+        assert_eq!(
+            files_in(&dir).len(),
+            1,
+            "upstream's result: {:?}",
+            files_in(&dir)
+        );
+    }
+}
+
 #[test]
 fn required_gpu_telemetry_that_does_not_answer_stops_before_any_request() {
     let s = sim(specperf::sim::SimConfig {

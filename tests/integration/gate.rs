@@ -415,6 +415,25 @@ fn unreachable_server_and_metrics_are_errors() {
         .contains("of 80 SPEED-Bench requests failed"));
 }
 
+/// The counters are the gate's point: a scrape task that panics is an error result naming it,
+/// not a "no scrape report".
+#[test]
+fn a_panicking_scrape_is_an_error_naming_the_panic() {
+    let s = sim_at(2.5);
+    let setup = Setup::new();
+    let out = setup
+        .command(&s.url(), &[], &[("SPECPERF_PANIC_IN", "scrape")])
+        .output()
+        .unwrap();
+    let r = setup.result();
+    assert_verdict(&out, &r, "error", Some("internal"));
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("the /metrics scrape task panicked: SPECPERF_PANIC_IN=scrape"),
+        "{error}"
+    );
+}
+
 #[test]
 fn bad_configuration_is_an_error_result_not_a_crash() {
     let s = sim_at(2.5);

@@ -34,6 +34,7 @@ mod security;
 mod serve;
 mod server_metrics;
 mod shards;
+mod side_tasks;
 mod sim_cache;
 mod spec_per_request;
 mod speed_bench;

@@ -15,6 +15,7 @@ mod stats;
 use std::collections::BTreeMap;
 
 use super::json::{Obj, J};
+use crate::csv;
 use crate::metrics::Summary;
 use crate::scrape::collect::{Collected, Family, Kind};
 use crate::scrape::ScrapeReport;
@@ -274,15 +275,6 @@ fn get<'a>(o: &'a Obj, key: &str) -> Option<&'a J> {
     o.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
-/// A CSV cell, quoted when it must be.
-fn cell(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
 /// The endpoint as AIPerf's CSV shows it: no scheme, no trailing `/metrics`.
 fn display_endpoint(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
@@ -376,21 +368,21 @@ pub(crate) fn export_csv(s: &Summary, r: &ScrapeReport) -> String {
         if kind == Kind::Histogram {
             header.push("buckets");
         }
-        out.push_str(&header.iter().map(|h| cell(h)).collect::<Vec<_>>().join(","));
+        out.push_str(&csv::row(&header));
         out.push('\n');
         for (f, row) in rows {
             let mut cells = vec![
-                cell(display_endpoint(row.url)),
+                csv::field(display_endpoint(row.url)),
                 kind.as_str().to_owned(),
-                cell(f.name),
+                csv::field(f.name),
                 f.unit.unwrap_or("").to_owned(),
             ];
             cells.extend(keys.iter().map(|k| csv_number(get(&row.out.stats, k))));
             for col in &label_cols {
                 let v = row.labels.iter().find(|(k, _)| k == col).map(|(_, v)| v);
-                cells.push(cell(v.map_or("", String::as_str)));
+                cells.push(csv::field(v.map_or("", String::as_str)));
             }
-            cells.push(cell(&f.family.help));
+            cells.push(csv::field(&f.family.help));
             if kind == Kind::Histogram {
                 let text = row
                     .out
@@ -403,7 +395,7 @@ pub(crate) fn export_csv(s: &Summary, r: &ScrapeReport) -> String {
                             .join(";")
                     })
                     .unwrap_or_default();
-                cells.push(cell(&text));
+                cells.push(csv::field(&text));
             }
             out.push_str(&cells.join(","));
             out.push('\n');
@@ -417,7 +409,16 @@ pub(crate) fn export_csv(s: &Summary, r: &ScrapeReport) -> String {
         info.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
         for (ep, name, labels, help) in info {
             for (k, v) in labels {
-                out.push_str(&[cell(&ep), cell(name), cell(k), cell(v), cell(help)].join(","));
+                out.push_str(
+                    &[
+                        csv::field(&ep),
+                        csv::field(name),
+                        csv::field(k),
+                        csv::field(v),
+                        csv::field(help),
+                    ]
+                    .join(","),
+                );
                 out.push('\n');
             }
         }

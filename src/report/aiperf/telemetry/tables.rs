@@ -228,16 +228,6 @@ fn named(p: Platform, metrics: Vec<(Efficiency, f64)>) -> Vec<Scalar> {
         .collect()
 }
 
-/// A CSV cell as Python's `csv.writer` writes it (quoted when it holds a comma, a quote or a line
-/// break).
-fn csv_cell(v: &str) -> String {
-    if v.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", v.replace('"', "\"\""))
-    } else {
-        v.to_owned()
-    }
-}
-
 /// The GPU table AIPerf's CSV exporter appends to `profile_export_aiperf.csv` when it has
 /// telemetry (`_write_telemetry_section`): two blank lines, a header, one row per GPU and field
 /// with AIPerf's statistics columns (two decimals, empty where unset), and a `Hostname` column
@@ -262,12 +252,12 @@ pub(in crate::report::aiperf) fn csv(s: &Summary) -> String {
                 let _ = write!(
                     o,
                     "{},{},{},{},{},{}",
-                    csv_cell(&e.display),
+                    crate::csv::field(&e.display),
                     g.gpu.id.index,
-                    csv_cell(&g.gpu.model),
-                    csv_cell(&g.gpu.uuid),
+                    crate::csv::field(&g.gpu.model),
+                    crate::csv::field(&g.gpu.uuid),
                     p.as_str(),
-                    csv_cell(&format!("{} ({})", f.display, f.unit)),
+                    crate::csv::field(&format!("{} ({})", f.display, f.unit)),
                 );
                 // avg, min, max, sum, p1..p99, std
                 let cells: Vec<String> = match v {
@@ -287,7 +277,7 @@ pub(in crate::report::aiperf) fn csv(s: &Summary) -> String {
                 }
                 if with_host {
                     o.push(',');
-                    o.push_str(&csv_cell(g.hostname.unwrap_or("None")));
+                    o.push_str(&crate::csv::field(g.hostname.unwrap_or("None")));
                 }
                 o.push('\n');
             }
