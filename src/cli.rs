@@ -2126,9 +2126,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS")]
     pub serve_stop_grace: Option<f64>,
 
-    /// With nvidia-smi on PATH: longest wait after a stop for every GPU's memory to be back
-    /// (within 1 GiB) to what it used before the first server, seconds (default 300; then a
-    /// warning, and the next server starts).
+    /// With nvidia-smi or amd-smi on PATH: longest wait after a stop for every GPU's memory to
+    /// be back (within 1 GiB) to what it used before the first server, seconds (default 300;
+    /// then a warning, and the next server starts; a read that fails ends the wait, named).
     #[arg(long, value_name = "SECONDS")]
     pub serve_gpu_release_timeout: Option<f64>,
 }

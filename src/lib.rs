@@ -66,6 +66,7 @@ mod inject;
 mod matrix;
 mod merge;
 mod metrics;
+mod process;
 mod progress;
 mod record;
 mod render;

@@ -1,16 +1,18 @@
 //! The wait for GPU memory after a server stops: a stopped vLLM's memory is released by the
 //! driver a moment after its processes exit, and the next server started before that finds the
-//! GPUs full and fails (or, worse, starts with a smaller KV cache). With `nvidia-smi` on PATH,
-//! memory used per GPU is read once before the first server (the baseline) and polled after each
-//! stop until every GPU is back within a margin of it; without `nvidia-smi` nothing is waited
-//! for. The wait is bounded: at the bound the caller warns and goes on.
+//! GPUs full and fails (or, worse, starts with a smaller KV cache). Memory used per GPU is read
+//! once before the first server (the baseline) and polled after each stop until every GPU is
+//! back within a margin of it. The reads are the caller's (`telemetry`'s nvidia-smi or amd-smi,
+//! each killed at its timeout); a read that fails ends the wait with its reason. The wait is
+//! bounded: at the bound the caller warns and goes on.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::stop::Stopper;
 
-/// Memory used per GPU index, MiB, as `nvidia-smi` reports it.
+/// Memory used per GPU index, MiB, as `nvidia-smi` or `amd-smi` reports it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GpuMemory(pub BTreeMap<u32, u64>);
 
@@ -24,12 +26,15 @@ pub struct GpuWait {
     pub released: bool,
     /// Seconds waited.
     pub waited_s: f64,
-    /// Reads of `nvidia-smi` made.
+    /// Reads made.
     pub polls: u32,
     /// The baseline, MiB per GPU.
     pub baseline_mib: GpuMemory,
     /// The last reading, MiB per GPU.
     pub last_mib: GpuMemory,
+    /// Why memory could not be read (the wait ended there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
 }
 
 impl GpuWait {
@@ -51,8 +56,14 @@ impl GpuWait {
             .collect();
         if self.released {
             format!(
-                "GPU memory released after {:.1} s ({} nvidia-smi reads)",
+                "GPU memory released after {:.1} s ({} reads)",
                 self.waited_s, self.polls
+            )
+        } else if let Some(why) = &self.unreadable {
+            format!(
+                "GPU memory could not be read after {:.1} s ({why}); starting the next server \
+                 without knowing whether it was released",
+                self.waited_s
             )
         } else {
             format!(
@@ -64,41 +75,7 @@ impl GpuWait {
     }
 }
 
-/// Parses `nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits`.
-fn parse(text: &str) -> Option<GpuMemory> {
-    let mut m = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let (i, used) = line.split_once(',')?;
-        m.insert(i.trim().parse().ok()?, used.trim().parse().ok()?);
-    }
-    (!m.is_empty()).then_some(GpuMemory(m))
-}
-
 impl GpuMemory {
-    /// Reads memory used per GPU; `None` when `nvidia-smi` is not on PATH, fails, hangs for 30 s,
-    /// or prints something else.
-    pub async fn read() -> Option<GpuMemory> {
-        let run = tokio::task::spawn_blocking(|| {
-            std::process::Command::new("nvidia-smi")
-                .args([
-                    "--query-gpu=index,memory.used",
-                    "--format=csv,noheader,nounits",
-                ])
-                .stdin(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .output()
-        });
-        let out = tokio::time::timeout(Duration::from_secs(30), run)
-            .await
-            .ok()?
-            .ok()?
-            .ok()?;
-        if !out.status.success() {
-            return None;
-        }
-        parse(&String::from_utf8_lossy(&out.stdout))
-    }
-
     /// Every GPU of the baseline uses at most its baseline plus [`MARGIN_MIB`].
     fn within(&self, baseline: &GpuMemory) -> bool {
         baseline.0.iter().all(|(i, &base)| {
@@ -109,20 +86,30 @@ impl GpuMemory {
     }
 }
 
-/// Polls memory every `poll` until it is back within the margin of `baseline`, `bound` passes,
-/// `nvidia-smi` stops answering, or `stop` fires.
-pub async fn wait_for_release(
+/// Polls memory with `read` every `poll` until it is back within the margin of `baseline`,
+/// `bound` passes, a read fails (its reason is kept), or `stop` fires.
+pub async fn wait_for_release<F, R>(
     baseline: &GpuMemory,
     bound: Duration,
     poll: Duration,
     stop: &Stopper,
-) -> GpuWait {
+    mut read: F,
+) -> GpuWait
+where
+    F: FnMut() -> R,
+    R: Future<Output = Result<GpuMemory, String>>,
+{
     let t0 = Instant::now();
     let mut polls = 0;
     let mut last = GpuMemory::default();
+    let mut unreadable = None;
     let released = loop {
-        let Some(now) = GpuMemory::read().await else {
-            break false;
+        let now = match read().await {
+            Ok(m) => m,
+            Err(why) => {
+                unreadable = Some(why);
+                break false;
+            }
         };
         polls += 1;
         let ok = now.within(baseline);
@@ -144,6 +131,7 @@ pub async fn wait_for_release(
         polls,
         baseline_mib: baseline.clone(),
         last_mib: last,
+        unreadable,
     }
 }
 
@@ -151,13 +139,49 @@ pub async fn wait_for_release(
 mod tests {
     use super::*;
 
+    fn mem(pairs: &[(u32, u64)]) -> GpuMemory {
+        GpuMemory(pairs.iter().copied().collect())
+    }
+
     #[test]
-    fn readings_parse_and_compare_with_a_margin() {
-        let base = parse("0, 500\n1, 0\n").unwrap();
-        assert_eq!(base.0, BTreeMap::from([(0, 500), (1, 0)]));
-        assert!(parse("0, 1500\n1, 1024\n").unwrap().within(&base));
-        assert!(!parse("0, 1525\n1, 0\n").unwrap().within(&base));
-        assert!(parse("No devices were found").is_none());
-        assert!(parse("").is_none());
+    fn readings_compare_with_a_margin() {
+        let base = mem(&[(0, 500), (1, 0)]);
+        assert!(mem(&[(0, 1500), (1, 1024)]).within(&base));
+        assert!(!mem(&[(0, 1525), (1, 0)]).within(&base));
+        // A GPU the reading lacks is not held.
+        assert!(mem(&[(0, 500)]).within(&base));
+    }
+
+    #[tokio::test]
+    async fn the_wait_ends_when_memory_is_back_and_keeps_why_a_read_failed() {
+        let base = mem(&[(0, 500)]);
+        let stop = Stopper::new();
+        let mut reads = vec![Ok(mem(&[(0, 900)])), Ok(mem(&[(0, 9000)]))];
+        let w = wait_for_release(&base, Duration::from_secs(5), Duration::ZERO, &stop, || {
+            std::future::ready(reads.pop().unwrap())
+        })
+        .await;
+        assert!(w.released, "{w:?}");
+        assert_eq!((w.polls, w.unreadable.as_deref()), (2, None));
+        assert_eq!(w.last_mib, mem(&[(0, 900)]));
+
+        let mut reads = vec![
+            Err("nvidia-smi failed: timed out after 30s".to_owned()),
+            Ok(mem(&[(0, 9000)])),
+        ];
+        let w = wait_for_release(&base, Duration::from_secs(5), Duration::ZERO, &stop, || {
+            std::future::ready(reads.pop().unwrap())
+        })
+        .await;
+        assert!(!w.released);
+        assert_eq!(w.polls, 1);
+        assert_eq!(w.last_mib, mem(&[(0, 9000)]));
+        let line = w.summary_line();
+        assert!(
+            line.contains("could not be read") && line.contains("timed out after 30s"),
+            "{line}"
+        );
+        let json = serde_json::to_value(&w).unwrap();
+        assert_eq!(json["unreadable"], "nvidia-smi failed: timed out after 30s");
     }
 }

@@ -7,12 +7,14 @@
 //!  --serve-cmd TEMPLATE + --serve-param NAME=v1,v2 ──> Template ──> cells (product, last fastest)
 //!  per cell: Server::start (sh -c, own process group, log file, /health or /v1/models = 200)
 //!      ──> the caller runs its load ──> Server::exited? ──> Server::stop (SIGTERM, grace, SIGKILL)
-//!      ──> gpu::wait_for_release (nvidia-smi back to the baseline) ──> next cell
+//!      ──> gpu::wait_for_release (the caller's reads, back to the baseline) ──> next cell
 //! ```
 //!
 //! Sits below `sweep` and anything else that runs cells (which decide what a cell runs and
 //! write `cells.json`); it uses only `stop` (the one cancellation path: a signal ends a
-//! readiness wait, and the caller then stops the group), `timefmt` and `fsutil`. Nothing here
+//! readiness wait, and the caller then stops the group), `timefmt`, `fsutil` and the foundation
+//! (`process`, `debug`). GPU memory is read by `telemetry`, the one place that runs nvidia-smi or
+//! amd-smi: the caller hands its reads to the wait. Nothing here
 //! prints or exits. A [`Server`] dropped without [`Server::stop`] kills its group, so a panic
 //! leaves no server behind.
 
@@ -20,8 +22,9 @@ mod gpu;
 mod server;
 mod template;
 
+pub use crate::process::describe;
 pub use gpu::{wait_for_release, GpuMemory, GpuWait, MARGIN_MIB};
-pub use server::{describe, log_tail, ServeError, Server, Stopped, TAIL_LINES};
+pub use server::{log_tail, ServeError, Server, Stopped, TAIL_LINES};
 pub use template::{parse_param, Cell, ServeParam, Template, TemplateError, PORT};
 
 /// A free TCP port on 127.0.0.1 (bound, read, released): the `{port}` of a cell. Another process

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::debug::{self, step};
+use crate::process::describe;
 use crate::stop::{StopReason, Stopper};
 
 /// Lines of the log a failure carries.
@@ -365,21 +366,6 @@ fn group_alive(pgid: i32) -> bool {
 fn group_signalable(pgid: i32) -> bool {
     // SAFETY: signal 0 only checks that the group exists.
     unsafe { libc::killpg(pgid, 0) == 0 }
-}
-
-/// An exit status in words: `exit status 3`, `killed by signal 9`.
-pub fn describe(s: ExitStatus) -> String {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(sig) = s.signal() {
-            return format!("killed by signal {sig}");
-        }
-    }
-    match s.code() {
-        Some(c) => format!("exit status {c}"),
-        None => s.to_string(),
-    }
 }
 
 /// The last `n` lines of the file at `path` (read from its last 64 KiB; empty when unreadable).

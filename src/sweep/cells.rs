@@ -29,11 +29,13 @@ use super::index::{IndexError, IndexStatus};
 use super::run::{move_aside, run_sweep, Event, SweepError, SweepOutcome};
 use crate::cli::{ReplayArgs, Ui};
 use crate::config::{ConfigError, RunConfig};
+use crate::debug::step;
 use crate::engine::{EngineError, RunOutcome};
 use crate::exit;
 use crate::progress::Progress;
-use crate::serve::{self, Cell, GpuMemory, GpuWait, Server, Template};
+use crate::serve::{self, Cell, GpuWait, Server, Template};
 use crate::stop::{StopReason, Stopper};
+use crate::telemetry::TelemetryError;
 
 /// `schema` of `cells.json`.
 pub const CELLS_SCHEMA: &str = "specperf.cells.v1";
@@ -47,6 +49,8 @@ const STOP_GRACE_S: f64 = 30.0;
 const GPU_RELEASE_S: f64 = 300.0;
 /// Period of the GPU memory polls.
 const GPU_POLL: Duration = Duration::from_millis(500);
+/// At most this long for one nvidia-smi or amd-smi read of the GPUs' memory (killed then).
+const SMI_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `--serve-cmd` is given: the replay runs once per server cell.
 pub fn serve_wanted(a: &ReplayArgs) -> bool {
@@ -535,7 +539,25 @@ pub async fn run_cells(
     save(&index, &mut on_event);
 
     // What the GPUs held before any server of ours: the level each stop waits to get back to.
-    let baseline = GpuMemory::read().await;
+    let baseline = match crate::telemetry::memory_used(SMI_TIMEOUT).await {
+        Ok(m) => Some(m),
+        Err(TelemetryError::SmiMissing(_)) => {
+            step!("GPU memory: neither nvidia-smi nor amd-smi on PATH, no wait between servers");
+            None
+        }
+        Err(e) => {
+            on_event(CellEvent::Warning(format!(
+                "GPU memory could not be read before the first server ({e}); the cells will not \
+                 wait for the GPUs' memory between servers"
+            )));
+            None
+        }
+    };
+    let read_memory = || async {
+        crate::telemetry::memory_used(SMI_TIMEOUT)
+            .await
+            .map_err(|e| e.to_string())
+    };
     let cells = cfg.template.cells();
     let mut ran_any = false;
     let mut code = exit::OK;
@@ -557,7 +579,9 @@ pub async fn run_cells(
         }
         let gpu_wait = match (&baseline, ran_any) {
             (Some(base), true) => {
-                let w = serve::wait_for_release(base, cfg.gpu_release, GPU_POLL, &stop).await;
+                let w =
+                    serve::wait_for_release(base, cfg.gpu_release, GPU_POLL, &stop, read_memory)
+                        .await;
                 on_event(CellEvent::GpuWait(&w));
                 Some(w)
             }

@@ -16,6 +16,7 @@ pub(crate) mod dcgm;
 pub mod energy;
 pub(crate) mod nvml;
 pub(crate) mod smi;
+pub(crate) use smi::memory_used;
 pub(crate) mod task;
 
 use std::collections::BTreeMap;

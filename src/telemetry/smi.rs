@@ -6,12 +6,15 @@
 //! field out of that GPU's values; any other cell that is not a number fails the read, since a
 //! misread column would put wrong numbers in the record.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use super::{local_hostname, Field, GpuId, SourceKind, TelemetryError, Values};
-use crate::serve::describe;
+use crate::debug::step;
+use crate::process::describe;
+use crate::serve::GpuMemory;
 
 /// nvidia-smi's columns after `timestamp,index,uuid,name`, with the field each gives (all in
 /// canonical units under `nounits`). The first six with timestamp and index are InferenceX's
@@ -109,25 +112,54 @@ impl Smi {
         }
     }
 
-    /// The command line, as errors show it.
-    fn command(&self) -> String {
+    /// The command line with `args`, as errors show it.
+    fn command_with(&self, args: &[String]) -> String {
         std::iter::once(self.program.display().to_string())
-            .chain(self.args.iter().cloned())
+            .chain(args.iter().cloned())
             .collect::<Vec<_>>()
             .join(" ")
     }
 
-    /// Runs one query (at most `timeout`; a program still running then is killed).
+    /// The telemetry query's command line, as errors show it.
+    fn command(&self) -> String {
+        self.command_with(&self.args)
+    }
+
+    /// Runs one telemetry query (at most `timeout`; a program still running then is killed).
     pub(crate) async fn read(
         &self,
         timeout: Duration,
     ) -> Result<Vec<(GpuId, Values)>, TelemetryError> {
-        let failed = |reason: String| TelemetryError::SmiFailed {
+        let stdout = self.output(&self.args, timeout).await?;
+        let source = Gpus {
+            source: self.source(),
+            hostname: &self.hostname,
+        };
+        let gpus = match self.kind {
+            SourceKind::AmdSmi => parse_amd_smi(&stdout, &source),
+            _ => parse_nvidia_smi(&stdout, &source),
+        }
+        .map_err(|(line, reason)| TelemetryError::SmiParse {
             command: self.command(),
+            line,
+            reason,
+        })?;
+        if gpus.is_empty() {
+            return Err(TelemetryError::NoGpus);
+        }
+        Ok(gpus)
+    }
+
+    /// Runs the program with `args` (at most `timeout`; a program still running then is
+    /// killed) and returns its standard output, or why it gave none.
+    async fn output(&self, args: &[String], timeout: Duration) -> Result<String, TelemetryError> {
+        let failed = |reason: String| TelemetryError::SmiFailed {
+            command: self.command_with(args),
             reason,
         };
+        step!("{}", self.command_with(args));
         let run = tokio::process::Command::new(&self.program)
-            .args(&self.args)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -148,23 +180,72 @@ impl Smi {
                 None => describe(out.status),
             }));
         }
-        let source = Gpus {
-            source: self.source(),
-            hostname: &self.hostname,
+        Ok(stdout.into_owned())
+    }
+}
+
+/// nvidia-smi's query of memory used per GPU alone.
+const MEMORY_QUERY: [&str; 2] = [
+    "--query-gpu=index,memory.used",
+    "--format=csv,noheader,nounits",
+];
+
+/// `index, memory.used` lines (blank lines skipped); the 1-based line and what is wrong otherwise.
+fn parse_memory(text: &str) -> Result<BTreeMap<u32, u64>, ParseError> {
+    let mut m = BTreeMap::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let bad = || {
+            (
+                i + 1,
+                format!("expected `index, memory.used` (MiB), got {line:?}"),
+            )
         };
-        let gpus = match self.kind {
-            SourceKind::AmdSmi => parse_amd_smi(&stdout, &source),
-            _ => parse_nvidia_smi(&stdout, &source),
+        let (index, used) = line.split_once(',').ok_or_else(bad)?;
+        let index = index.trim().parse().map_err(|_| bad())?;
+        let used = used.trim().parse().map_err(|_| bad())?;
+        m.insert(index, used);
+    }
+    Ok(m)
+}
+
+/// Memory used per GPU (MiB) from nvidia-smi or amd-smi, whichever is on PATH: the reads of the
+/// wait for GPU memory between servers. [`TelemetryError::SmiMissing`] when neither is there.
+pub(crate) async fn memory_used(timeout: Duration) -> Result<GpuMemory, TelemetryError> {
+    Smi::detect(None)?.memory_used(timeout).await
+}
+
+impl Smi {
+    /// Memory used per GPU (MiB) from one query (at most `timeout`): nvidia-smi's
+    /// `index,memory.used` alone, amd-smi's whole metric table.
+    pub(crate) async fn memory_used(&self, timeout: Duration) -> Result<GpuMemory, TelemetryError> {
+        let used: BTreeMap<u32, u64> = match self.kind {
+            SourceKind::AmdSmi => self
+                .read(timeout)
+                .await?
+                .iter()
+                .filter_map(|(id, v)| Some((id.index, v.get(&Field::MemUsed)?.round() as u64)))
+                .collect(),
+            _ => {
+                let args = MEMORY_QUERY.map(str::to_owned);
+                let text = self.output(&args, timeout).await?;
+                parse_memory(&text).map_err(|(line, reason)| TelemetryError::SmiParse {
+                    command: self.command_with(&args),
+                    line,
+                    reason,
+                })?
+            }
+        };
+        if used.is_empty() {
+            return Err(TelemetryError::SmiFailed {
+                command: self.command(),
+                reason: "no GPU reported its memory used".to_owned(),
+            });
         }
-        .map_err(|(line, reason)| TelemetryError::SmiParse {
-            command: self.command(),
-            line,
-            reason,
-        })?;
-        if gpus.is_empty() {
-            return Err(TelemetryError::NoGpus);
-        }
-        Ok(gpus)
+        Ok(GpuMemory(used))
     }
 }
 
@@ -648,6 +729,36 @@ gpu,socket_power,edge,total_energy_consumption,used_vram
         assert_eq!(gpus[0].0.source, "nvidia-smi://localhost");
         assert_eq!(gpus[0].0.hostname, local_hostname());
         assert_eq!(gpus[0].1[&Field::Power], 412.34);
+    }
+
+    #[tokio::test]
+    async fn memory_used_is_each_gpus_memory_used_in_mib() {
+        let dir = tempfile::tempdir().unwrap();
+        // The stand-in answers only the memory query.
+        let body = "[ \"$1\" = --query-gpu=index,memory.used ] || exit 2\nprintf '0, 120034\\n\\n1, 4\\n'\n";
+        let smi = Smi::at(SourceKind::NvidiaSmi, fake(dir.path(), "nvidia-smi", body));
+        let m = smi.memory_used(Duration::from_secs(10)).await.unwrap();
+        assert_eq!(m.0, BTreeMap::from([(0, 120034), (1, 4)]));
+        let odd = Smi::at(
+            SourceKind::NvidiaSmi,
+            fake(dir.path(), "odd-smi", "echo 'No devices were found'\n"),
+        );
+        let e = odd.memory_used(Duration::from_secs(10)).await.unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("line 1: expected `index, memory.used`"),
+            "{e}"
+        );
+        // A hung program is killed at the timeout and the wait learns why.
+        let hung = Smi::at(
+            SourceKind::NvidiaSmi,
+            fake(dir.path(), "hung-smi", "exec sleep 30\n"),
+        );
+        let e = hung
+            .memory_used(Duration::from_millis(200))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("timed out after 0.2s"), "{e}");
     }
 
     #[tokio::test]

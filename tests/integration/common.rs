@@ -349,6 +349,32 @@ pub(crate) fn wait_exit(
     }
 }
 
+/// Runs `cmd` with stdout and stderr piped (each read on its own thread, so neither pipe fills),
+/// killing it and failing the test after `limit`; returns (exit code, stdout, stderr).
+pub(crate) fn output_within(
+    cmd: &mut std::process::Command,
+    limit: Duration,
+) -> (Option<i32>, String, String) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let o = read(Box::new(child.stdout.take().unwrap()));
+    let e = read(Box::new(child.stderr.take().unwrap()));
+    let status = wait_exit(&mut child, limit);
+    (status.code(), o.join().unwrap(), e.join().unwrap())
+}
+
 /// A self-signed certificate for `names`, written as PEM files into `dir`.
 pub(crate) fn self_signed(dir: &Path, names: &[&str]) -> specperf::sim::TlsFiles {
     let ck =

@@ -64,32 +64,16 @@ fn replay_bin(args: &[&str]) -> (Option<i32>, String, String) {
 
 /// [`replay_bin`] without its `--progress-interval 0`: the live lines are left to `args`.
 fn replay_bin_showing_progress(args: &[&str]) -> (Option<i32>, String, String) {
-    use std::io::Read;
-    use std::process::{Command, Stdio};
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
-        .arg("replay")
-        .args(["--metrics-settle-seconds", "0"])
-        .arg("--artifact-dir")
-        .arg(dir.path().join("a"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let o = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let e = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let status = crate::common::wait_exit(&mut child, std::time::Duration::from_secs(60));
-    (status.code(), o.join().unwrap(), e.join().unwrap())
+    crate::common::output_within(
+        std::process::Command::new(BIN)
+            .arg("replay")
+            .args(["--metrics-settle-seconds", "0"])
+            .arg("--artifact-dir")
+            .arg(dir.path().join("a"))
+            .args(args),
+        std::time::Duration::from_secs(60),
+    )
 }
 
 /// Item 8: a run whose every request fails says why on stderr: the kind, the count, the

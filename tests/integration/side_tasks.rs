@@ -4,15 +4,14 @@
 //! `SPECPERF_PANIC_IN` makes the binary's side task panic. `-v` prints each lifecycle step; a
 //! run without it prints none.
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 use specperf::sim::{GpuSim, SimConfig};
 
-use crate::common::{fast, read_json, sim, wait_exit};
+use crate::common::{fast, output_within, read_json, sim};
 
 const BIN: &str = env!("CARGO_BIN_EXE_specperf");
 
@@ -41,30 +40,13 @@ fn replay(
     if let Some(p) = panic_in {
         c.env("SPECPERF_PANIC_IN", p);
     }
-    let mut child = c
-        .arg("replay")
+    c.arg("replay")
         .args(["--url", url, "--request-count", "4", "--osl", "8"])
         .args(["--progress-interval", "0", "--metrics-settle-seconds", "0"])
         .arg("--artifact-dir")
         .arg(dir)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let o = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let e = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let status = wait_exit(&mut child, Duration::from_secs(60));
-    (status.code(), o.join().unwrap(), e.join().unwrap())
+        .args(args);
+    output_within(&mut c, Duration::from_secs(60))
 }
 
 fn warnings(dir: &Path) -> Vec<String> {
