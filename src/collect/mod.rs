@@ -30,6 +30,7 @@ use crate::dataset::Split;
 use crate::golden::{
     Collection, CollectionEndpoint, ModeKwargs, Renderer, Sampling, ThinkingMode, Turns,
 };
+use crate::metrics::{SpecTotalsView, SummaryView};
 use crate::progress::Progress;
 use crate::stop::Stopper;
 use crate::sweep::{CellEvent, CellStatus, CellsConfig};
@@ -443,23 +444,21 @@ fn cell_result(
         }
         return r;
     }
-    let summary: Value = match std::fs::read_to_string(cell_dir.join("summary.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-    {
-        Some(v) => v,
-        None => {
-            r.error = Some(format!(
-                "no readable {}",
-                cell_dir.join("summary.json").display()
-            ));
+    let summary = match SummaryView::read(&cell_dir.join("summary.json")) {
+        Ok(v) => v,
+        Err(e) => {
+            r.error = Some(format!("no readable summary: {e}"));
             return r;
         }
     };
-    let counts = &summary["counts"];
-    r.requests = counts["success"].as_u64();
-    let failed = counts["failed"].as_u64().unwrap_or(0) + counts["cancelled"].as_u64().unwrap_or(0);
-    let acc = &summary["acceptance"]["acceptance"];
+    let counts = summary.counts;
+    r.requests = Some(counts.success);
+    let failed = counts.failed + counts.cancelled;
+    let acc = summary
+        .acceptance
+        .as_ref()
+        .and_then(|a| a.acceptance.clone())
+        .unwrap_or_default();
     if failed > 0 {
         r.error = Some(format!(
             "{failed} request(s) failed or were cancelled: a golden value is measured on every \
@@ -468,7 +467,7 @@ fn cell_result(
         ));
         return r;
     }
-    match (acc["status"].as_str(), acc["acceptance_length"].as_f64()) {
+    match (acc.status.as_deref(), acc.acceptance_length) {
         (Some("ok"), Some(al)) => {
             r.status = "done";
             r.acceptance_length = Some(al);
@@ -477,21 +476,21 @@ fn cell_result(
             r.error = Some(format!(
                 "no acceptance length from the counters ({}: {})",
                 status.unwrap_or("no metrics scraped"),
-                acc["reason"].as_str().unwrap_or("no reason given")
+                acc.reason.as_deref().unwrap_or("no reason given")
             ));
             return r;
         }
     }
-    let spec = &summary["spec_decode"];
-    let (source, figures) = if spec["reported"]["token_weighted_standard_error"].is_number() {
-        ("reported", &spec["reported"])
-    } else {
-        ("stream_estimate", &spec["stream_estimate"])
-    };
-    if figures["token_weighted_standard_error"].is_number() {
+    let spec = summary.spec_decode.unwrap_or_default();
+    let with_error =
+        |t: Option<SpecTotalsView>| t.filter(|t| t.token_weighted_standard_error.is_some());
+    let figures = with_error(spec.reported)
+        .map(|t| ("reported", t))
+        .or_else(|| with_error(spec.stream_estimate).map(|t| ("stream_estimate", t)));
+    if let Some((source, t)) = figures {
         r.per_request_source = Some(source);
-        r.standard_error = figures["token_weighted_standard_error"].as_f64();
-        r.per_request_al = Some(figures["acceptance_length"].clone());
+        r.standard_error = t.token_weighted_standard_error;
+        r.per_request_al = Some(t.acceptance_length.unwrap_or(Value::Null));
     }
     r
 }

@@ -12,6 +12,8 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::metrics::SummaryView;
+
 /// The file that makes a directory a run directory.
 pub(super) const PROFILE_JSON: &str = "profile_export_aiperf.json";
 /// Where the servers' counters over the run are.
@@ -308,26 +310,22 @@ pub(super) struct GroupAcceptance {
 /// `None` when `summary.json` is absent (an AIPerf run), unreadable or has no groups; the
 /// groups with empty figures when the responses reported none.
 pub(super) fn groups(dir: &Path) -> Option<BTreeMap<String, GroupAcceptance>> {
-    let Ok(Some(summary)) = read::<Value>(&dir.join("summary.json")) else {
+    let Ok(Some(summary)) = read::<SummaryView>(&dir.join("summary.json")) else {
         return None;
     };
-    let by_group = summary
-        .pointer("/spec_decode/by_group")
-        .and_then(Value::as_object)
-        .filter(|g| !g.is_empty())?;
+    let by_group = summary.spec_decode?.by_group;
+    if by_group.is_empty() {
+        return None;
+    }
     let out: BTreeMap<String, GroupAcceptance> = by_group
-        .iter()
+        .into_iter()
         .map(|(g, v)| {
-            let f = |k: &str| {
-                v.get("reported")
-                    .and_then(|r| r.get(k))
-                    .and_then(Value::as_f64)
-            };
+            let r = v.reported.unwrap_or_default();
             (
-                g.clone(),
+                g,
                 GroupAcceptance {
-                    accept_length: f("token_weighted_acceptance_length"),
-                    accept_rate: f("acceptance_rate"),
+                    accept_length: r.token_weighted_acceptance_length,
+                    accept_rate: r.acceptance_rate,
                 },
             )
         })

@@ -21,6 +21,7 @@ mod summary;
 mod sweep;
 #[cfg(test)]
 mod tests;
+mod view;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -47,6 +48,7 @@ pub use stat::Stat;
 pub(crate) use summary::PerRequest;
 pub use summary::{LoadMeta, RunMeta, Summary, TimeoutKind, SUMMARY_SCHEMA};
 pub(crate) use sweep::SweepMetric;
+pub(crate) use view::{SpecTotalsView, SummaryView, ViewError};
 
 use crate::progress::Progress;
 use crate::record::{FailureKind, Outcome, Phase, RequestRecord, TokenSource};

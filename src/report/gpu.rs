@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::json::{Obj, J};
 use super::svg::{Chart, Series, PALETTE};
-use crate::metrics::Summary;
+use crate::metrics::{Summary, SummaryView};
 use crate::telemetry::{Field, TelemetryRun};
 
 /// InferenceX's `NVIDIA_GPU_MONITOR_QUERY`, as nvidia-smi's CSV header names its columns.
@@ -112,9 +112,9 @@ pub(super) fn power_fields(o: &mut Obj, s: &Summary) {
 
 /// The `gpu_power` chart: each GPU's power against time since the window opened (the total
 /// when more GPUs than colours), from `gpu_telemetry_export.jsonl`. `None` without telemetry.
-pub(super) fn power_chart(dir: &Path, summary: &Value) -> Option<Chart> {
-    let start = summary.pointer("/energy/start_unix_s")?.as_f64()?;
-    let end = summary.pointer("/energy/end_unix_s")?.as_f64()?;
+pub(super) fn power_chart(dir: &Path, summary: &SummaryView) -> Option<Chart> {
+    let energy = summary.energy?;
+    let (start, end) = (energy.start_unix_s?, energy.end_unix_s?);
     let text = std::fs::read_to_string(dir.join("gpu_telemetry_export.jsonl")).ok()?;
     let mut per_gpu: BTreeMap<(String, u64), Vec<(f64, f64)>> = BTreeMap::new();
     for line in text.lines() {
@@ -175,10 +175,7 @@ pub(super) fn power_chart(dir: &Path, summary: &Value) -> Option<Chart> {
         }]
     };
     let mut title = "GPU power over time".to_owned();
-    if let Some(j) = summary
-        .pointer("/energy/joules_per_output_token")
-        .and_then(Value::as_f64)
-    {
+    if let Some(j) = energy.joules_per_output_token {
         let _ = write!(title, " ({j:.3} J per output token over the window)");
     }
     let x_label = format!(

@@ -3,17 +3,8 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::svg;
-
-/// Whether the run streamed (`meta.streaming`; older summaries without it did).
-pub(super) fn streaming(summary: &Value) -> bool {
-    summary
-        .pointer("/meta/streaming")
-        .and_then(Value::as_bool)
-        .unwrap_or(true)
-}
+use crate::metrics::SummaryView;
 
 /// Why a chart could not be rasterised.
 #[derive(Debug, thiserror::Error)]
@@ -52,90 +43,87 @@ pub(super) fn png(
 }
 
 /// A few headline numbers for the page, from `summary.json`.
-pub(super) fn headline(summary: &Value) -> Vec<(String, String)> {
-    let num = |p: &str| summary.pointer(p).and_then(Value::as_f64);
-    let f = |p: &str, unit: &str, digits: usize| {
-        num(p).map_or("n/a".to_owned(), |v| format!("{v:.digits$} {unit}"))
+pub(super) fn headline(summary: &SummaryView) -> Vec<(String, String)> {
+    let f = |v: Option<f64>, unit: &str, digits: usize| {
+        v.map_or("n/a".to_owned(), |v| format!("{v:.digits$} {unit}"))
     };
+    let stat = |key: &str| summary.metrics.get(key).copied().unwrap_or_default();
+    let (ttft, itl) = (
+        stat("time_to_first_token_ms"),
+        stat("inter_token_latency_ms"),
+    );
+    let c = summary.counts;
     let mut rows = vec![
         (
             "Target".to_owned(),
-            summary
-                .pointer("/meta/url")
-                .and_then(Value::as_str)
-                .unwrap_or("?")
-                .to_owned(),
+            summary.meta.url.clone().unwrap_or_else(|| "?".to_owned()),
         ),
         (
             "Model".to_owned(),
-            summary
-                .pointer("/meta/model")
-                .and_then(Value::as_str)
-                .unwrap_or("?")
-                .to_owned(),
+            summary.meta.model.clone().unwrap_or_else(|| "?".to_owned()),
         ),
         (
             "Requests".to_owned(),
             format!(
                 "{} ok, {} failed, {} cancelled",
-                num("/counts/success").unwrap_or(0.0),
-                num("/counts/failed").unwrap_or(0.0),
-                num("/counts/cancelled").unwrap_or(0.0)
+                c.success, c.failed, c.cancelled
             ),
         ),
-        ("Duration".to_owned(), f("/duration_s", "s", 3)),
+        ("Duration".to_owned(), f(summary.duration_s, "s", 3)),
         (
             "Request throughput".to_owned(),
-            f("/request_throughput_rps", "req/s", 2),
+            f(summary.request_throughput_rps, "req/s", 2),
         ),
         (
             "Output token throughput".to_owned(),
-            f("/output_token_throughput_tps", "tok/s", 1),
+            f(summary.output_token_throughput_tps, "tok/s", 1),
         ),
         (
             "TTFT p50 / p99".to_owned(),
-            format!(
-                "{} / {}",
-                f("/metrics/time_to_first_token_ms/p50", "ms", 2),
-                f("/metrics/time_to_first_token_ms/p99", "ms", 2)
-            ),
+            format!("{} / {}", f(ttft.p50, "ms", 2), f(ttft.p99, "ms", 2)),
         ),
         (
             "ITL p50 / p99".to_owned(),
-            format!(
-                "{} / {}",
-                f("/metrics/inter_token_latency_ms/p50", "ms", 3),
-                f("/metrics/inter_token_latency_ms/p99", "ms", 3)
-            ),
+            format!("{} / {}", f(itl.p50, "ms", 3), f(itl.p99, "ms", 3)),
         ),
         (
             "Acceptance length".to_owned(),
-            f("/acceptance/acceptance/acceptance_length", "", 4),
+            f(summary.counters_al(), "", 4),
         ),
     ];
-    if let Some(al) = num("/spec_decode/reported/token_weighted_acceptance_length") {
-        rows.push((
-            "Acceptance length per request".to_owned(),
-            format!(
-                "{al:.4} token-weighted, {} mean of requests (reported by the responses)",
-                num("/spec_decode/reported/mean_acceptance_length")
-                    .map_or("n/a".to_owned(), |m| format!("{m:.4}"))
-            ),
-        ));
+    let reported = summary
+        .spec_decode
+        .as_ref()
+        .and_then(|s| s.reported.as_ref());
+    if let Some(r) = reported {
+        if let Some(al) = r.token_weighted_acceptance_length {
+            rows.push((
+                "Acceptance length per request".to_owned(),
+                format!(
+                    "{al:.4} token-weighted, {} mean of requests (reported by the responses)",
+                    r.mean_acceptance_length
+                        .map_or("n/a".to_owned(), |m| format!("{m:.4}"))
+                ),
+            ));
+        }
     }
-    if let Some(g) = num("/goodput/goodput_rps") {
+    if let Some(g) = summary.goodput.and_then(|g| g.goodput_rps) {
         rows.push((
             "Goodput".to_owned(),
             format!(
                 "{g:.2} req/s ({:.1}% of requests good)",
-                num("/goodput/good_request_fraction").unwrap_or(0.0) * 100.0
+                summary
+                    .goodput
+                    .and_then(|g| g.good_request_fraction)
+                    .unwrap_or(0.0)
+                    * 100.0
             ),
         ));
     }
     rows
 }
 
-pub(super) fn html(summary: &Value, svgs: &[(String, String)]) -> String {
+pub(super) fn html(summary: &SummaryView, svgs: &[(String, String)]) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     o.push_str(
@@ -149,9 +137,9 @@ pub(super) fn html(summary: &Value, svgs: &[(String, String)]) -> String {
     let _ = writeln!(
         o,
         "<p>specperf {}, summary schema {}. Percentiles: {}.</p>",
-        svg::esc(summary["specperf_version"].as_str().unwrap_or("?")),
-        svg::esc(summary["schema_version"].as_str().unwrap_or("?")),
-        svg::esc(summary["percentile_method"].as_str().unwrap_or("?"))
+        svg::esc(summary.specperf_version.as_deref().unwrap_or("?")),
+        svg::esc(summary.schema_version.as_deref().unwrap_or("?")),
+        svg::esc(summary.percentile_method.as_deref().unwrap_or("?"))
     );
     o.push_str("<table id=\"summary\">\n");
     for (k, v) in headline(summary) {
@@ -163,7 +151,7 @@ pub(super) fn html(summary: &Value, svgs: &[(String, String)]) -> String {
         );
     }
     o.push_str("</table>\n");
-    if !streaming(summary) {
+    if !summary.streaming() {
         o.push_str(
             "<p id=\"not-measured\">Non-streaming run: each response arrived in one piece, so \
              time to first token and inter-token latency were not measured and are not drawn.</p>\n",

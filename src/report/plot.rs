@@ -8,12 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::page::{html, png, streaming};
+use super::page::{html, png};
 use super::svg::{self, Band, Bars, Chart, HLine, Series, COLORS};
 use super::ReportError;
-use crate::metrics::AL_BIN_WIDTH;
+use crate::metrics::{SpecTotalsView, SummaryView, ViewError, AL_BIN_WIDTH};
 use crate::record::SpecDecode;
 
 /// The fields of a `records.jsonl` line the charts need.
@@ -240,7 +239,12 @@ fn chart(id: &'static str, title: &str, x: &str, y: &str, series: Vec<Series>) -
 }
 
 /// The charts of one artifact directory, by file stem.
-fn charts(recs: &[Rec], summary: &Value, times: &ChunkTimes, golden_al: Option<f64>) -> Vec<Chart> {
+fn charts(
+    recs: &[Rec],
+    summary: &SummaryView,
+    times: &ChunkTimes,
+    golden_al: Option<f64>,
+) -> Vec<Chart> {
     let ok: Vec<&Rec> = recs
         .iter()
         .filter(|r| r.outcome.status == "success")
@@ -265,7 +269,7 @@ fn charts(recs: &[Rec], summary: &Value, times: &ChunkTimes, golden_al: Option<f
     let mut out = Vec::new();
     // A non-streaming response arrives in one piece: TTFT is the whole latency and the ITL is 0,
     // so neither was measured and neither is drawn.
-    if streaming(summary) {
+    if summary.streaming() {
         let mut c = chart(
             "ttft_cdf",
             "Time to first token (CDF)",
@@ -329,7 +333,7 @@ fn charts(recs: &[Rec], summary: &Value, times: &ChunkTimes, golden_al: Option<f
         &format!("requests in flight (time-weighted mean per {window} window)"),
         vec![line("in flight", t, inflight, COLORS[3])],
     );
-    if let Some(n) = summary.pointer("/meta/concurrency").and_then(Value::as_f64) {
+    if let Some(n) = summary.meta.concurrency {
         c.hlines.push(HLine {
             y: n,
             label: format!("--concurrency {n}"),
@@ -356,16 +360,13 @@ fn reported_al(d: &SpecDecode) -> Option<f64> {
 /// The distribution of the per-request AL, in bins [`AL_BIN_WIDTH`] wide from 1.0: from
 /// `summary.json`'s `spec_decode.al_histogram` (reported AL where the response had it, else the
 /// stream estimate), else from the records' reported figures. `None` when the run has neither.
-fn al_per_request_chart(ok: &[&Rec], summary: &Value) -> Option<Chart> {
+fn al_per_request_chart(ok: &[&Rec], summary: &SummaryView) -> Option<Chart> {
     let from_summary: Vec<(f64, f64)> = summary
-        .pointer("/spec_decode/al_histogram")
-        .and_then(Value::as_array)
-        .map(|bins| {
-            bins.iter()
-                .filter_map(|b| Some((b["lo"].as_f64()?, b["requests"].as_f64()?)))
-                .collect()
-        })
-        .unwrap_or_default();
+        .spec_decode
+        .iter()
+        .flat_map(|s| &s.al_histogram)
+        .filter_map(|b| Some((b.lo?, b.requests?)))
+        .collect();
     let (bins, what) = if from_summary.is_empty() {
         let mut counts: Vec<f64> = Vec::new();
         for al in ok
@@ -414,24 +415,13 @@ fn al_per_request_chart(ok: &[&Rec], summary: &Value) -> Option<Chart> {
 /// The token-weighted AL of each group (`spec_decode.by_group`): reported, and the stream
 /// estimate beside it where there is one, with the counters' AL of the whole run as a line.
 /// `None` without groups.
-fn al_by_group_chart(summary: &Value) -> Option<Chart> {
-    let groups = summary
-        .pointer("/spec_decode/by_group")
-        .and_then(Value::as_object)
-        .filter(|g| !g.is_empty())?;
-    let field = summary
-        .pointer("/spec_decode/group_field")
-        .and_then(Value::as_str)
-        .unwrap_or("group");
-    let al = |g: &Value, p: &str| g.pointer(p).and_then(Value::as_f64);
-    let reported: Vec<Option<f64>> = groups
-        .values()
-        .map(|g| al(g, "/reported/token_weighted_acceptance_length"))
-        .collect();
-    let stream: Vec<Option<f64>> = groups
-        .values()
-        .map(|g| al(g, "/stream_estimate/token_weighted_acceptance_length"))
-        .collect();
+fn al_by_group_chart(summary: &SummaryView) -> Option<Chart> {
+    let spec = summary.spec_decode.as_ref()?;
+    let groups = Some(&spec.by_group).filter(|g| !g.is_empty())?;
+    let field = spec.group_field.as_deref().unwrap_or("group");
+    let al = |t: &Option<SpecTotalsView>| t.as_ref()?.token_weighted_acceptance_length;
+    let reported: Vec<Option<f64>> = groups.values().map(|g| al(&g.reported)).collect();
+    let stream: Vec<Option<f64>> = groups.values().map(|g| al(&g.stream_estimate)).collect();
     // Two bars side by side when both figures exist somewhere, else one wide bar.
     let both = reported.iter().any(Option::is_some) && stream.iter().any(Option::is_some);
     let width = if both { 0.38 } else { 0.7 };
@@ -466,10 +456,7 @@ fn al_by_group_chart(summary: &Value) -> Option<Chart> {
         c.bars
             .push(bars("stream estimate", &stream, shift, COLORS[3]));
     }
-    if let Some(al) = summary
-        .pointer("/acceptance/acceptance/acceptance_length")
-        .and_then(Value::as_f64)
-    {
+    if let Some(al) = summary.counters_al() {
         c.hlines.push(HLine {
             y: al,
             label: format!("counters' AL over the run {al:.3}"),
@@ -488,36 +475,20 @@ const GATE_BAND: f64 = 0.05;
 /// interval AL between consecutive scrapes (what the server did in that stretch), the final AL,
 /// and with a golden value its ±5% gate band; the y axis is chosen to show the band and the
 /// data, not from 0 (which flattens the band into one line).
-fn al_chart(summary: &Value, golden_al: Option<f64>) -> Chart {
+fn al_chart(summary: &SummaryView, golden_al: Option<f64>) -> Chart {
+    let acceptance = summary.acceptance.as_ref();
     // (t_s, AL, drafts) at each live scrape, cumulative since the baseline.
-    let mut cum: Vec<(f64, f64, Option<f64>)> = summary
-        .pointer("/acceptance/timeline")
-        .and_then(Value::as_array)
-        .map(|pts| {
-            pts.iter()
-                .filter_map(|p| {
-                    Some((
-                        p["t_s"].as_f64()?,
-                        p["acceptance_length"].as_f64()?,
-                        p["drafts"].as_f64(),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut cum: Vec<(f64, f64, Option<f64>)> = acceptance
+        .iter()
+        .flat_map(|a| &a.timeline)
+        .filter_map(|p| Some((p.t_s?, p.acceptance_length?, p.drafts)))
+        .collect();
     // The final scrape closes the window: its AL is the run's, at the window's end.
-    let final_al = summary
-        .pointer("/acceptance/acceptance/acceptance_length")
-        .and_then(Value::as_f64);
-    if let (Some(al), Some(w)) = (
-        final_al,
-        summary
-            .pointer("/acceptance/window_s")
-            .and_then(Value::as_f64),
-    ) {
-        let drafts = summary
-            .pointer("/acceptance/acceptance/drafts")
-            .and_then(Value::as_f64);
+    let final_al = summary.counters_al();
+    if let (Some(al), Some(w)) = (final_al, acceptance.and_then(|a| a.window_s)) {
+        let drafts = acceptance
+            .and_then(|a| a.acceptance.as_ref())
+            .and_then(|c| c.drafts);
         cum.push((w, al, drafts));
     }
     // AL is tokens per draft step, so AL × drafts counts tokens: the interval AL is
@@ -605,17 +576,22 @@ pub fn plot(
 ) -> Result<PlotOutput, ReportError> {
     let recs = super::read_records(&dir.join("records.jsonl"), |r: &Rec| r.phase == "profiling")?;
     let summary_path = dir.join("summary.json");
-    let text = std::fs::read_to_string(&summary_path).map_err(ReportError::io(&summary_path))?;
-    let summary: Value = serde_json::from_str(&text).map_err(|e| ReportError::Input {
-        path: summary_path.clone(),
-        reason: format!("not JSON: {e}"),
+    let summary = SummaryView::read(&summary_path).map_err(|e| match e {
+        ViewError::Io { source, .. } => ReportError::io(&summary_path)(source),
+        ViewError::Malformed { reason, .. } => ReportError::Input {
+            path: summary_path.clone(),
+            reason: format!("not JSON: {reason}"),
+        },
     })?;
-    if summary["schema_version"].as_str() != Some(crate::metrics::SUMMARY_SCHEMA) {
+    if summary.schema_version.as_deref() != Some(crate::metrics::SUMMARY_SCHEMA) {
         return Err(ReportError::Input {
             path: summary_path,
             reason: format!(
                 "schema_version {} is not {}",
-                summary["schema_version"],
+                summary
+                    .schema_version
+                    .as_deref()
+                    .map_or("null".to_owned(), |v| format!("{v:?}")),
                 crate::metrics::SUMMARY_SCHEMA
             ),
         });
@@ -697,8 +673,11 @@ mod tests {
         }
     }
 
-    fn summary(streaming: bool) -> Value {
-        serde_json::json!({ "meta": { "streaming": streaming, "concurrency": 4 } })
+    fn summary(streaming: bool) -> SummaryView {
+        serde_json::from_value(serde_json::json!({
+            "meta": { "streaming": streaming, "concurrency": 4 }
+        }))
+        .unwrap()
     }
 
     fn find<'a>(charts: &'a [Chart], id: &str) -> &'a Chart {
@@ -771,7 +750,7 @@ mod tests {
     /// the interval AL between scrapes beside the cumulative one.
     #[test]
     fn al_chart_shows_the_golden_band_and_the_interval_al() {
-        let summary = serde_json::json!({
+        let summary: SummaryView = serde_json::from_value(serde_json::json!({
             "meta": { "streaming": true },
             "acceptance": {
                 "acceptance": { "acceptance_length": 2.5, "drafts": 300.0 },
@@ -781,7 +760,8 @@ mod tests {
                     { "t_s": 2.0, "acceptance_length": 2.45, "drafts": 200.0 }
                 ]
             }
-        });
+        }))
+        .unwrap();
         let charts = charts(&[], &summary, &ChunkTimes::default(), Some(2.5));
         let c = find(&charts, "acceptance_length");
         let (lo, hi) = c.y_range.expect("the AL axis is chosen, not from 0");

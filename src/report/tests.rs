@@ -1533,3 +1533,136 @@ fn branch_stats_are_written_under_aiperfs_names() {
         })
     );
 }
+
+/// What specperf's own readers (plot, the page, the GPU chart, speed-bench-report, collect) take
+/// back from `summary.json` is what the run wrote: a field renamed on either side would leave
+/// them with nothing, silently.
+#[test]
+fn the_summary_view_reads_back_what_summary_json_holds() {
+    use crate::metrics::{AlBin, GroupSpec, SpecTotals};
+    let mut s = summary();
+    // Every per-request part the readers use, whatever the fixture's records reported.
+    let totals = SpecTotals {
+        token_weighted_acceptance_length: Some(2.5),
+        token_weighted_standard_error: Some(0.01),
+        mean_acceptance_length: Some(2.4),
+        acceptance_rate: Some(0.5),
+        ..SpecTotals::default()
+    };
+    let spec = s.spec_decode.get_or_insert_with(Default::default);
+    spec.reported = Some(totals.clone());
+    spec.group_field = Some("category".into());
+    spec.by_group.insert(
+        "coding".into(),
+        GroupSpec {
+            requests: 3,
+            reported: Some(totals),
+            stream_estimate: None,
+        },
+    );
+    spec.al_histogram = vec![AlBin {
+        lo: 1.0,
+        requests: 3,
+    }];
+    let dir = tempfile::tempdir().unwrap();
+    super::write_artifacts(dir.path(), &s).unwrap();
+    let v = crate::metrics::SummaryView::read(&dir.path().join("summary.json")).unwrap();
+    assert_eq!(
+        v.schema_version.as_deref(),
+        Some(crate::metrics::SUMMARY_SCHEMA)
+    );
+    assert_eq!(
+        v.specperf_version.as_deref(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(v.percentile_method.as_deref(), Some(s.percentile_method));
+    assert_eq!(v.meta.url.as_deref(), Some(s.meta.url.as_str()));
+    assert_eq!(v.meta.model.as_deref(), Some(s.meta.model.as_str()));
+    assert_eq!(v.meta.streaming, Some(s.meta.streaming));
+    assert_eq!(v.meta.concurrency, s.meta.concurrency.map(|c| c as f64));
+    let c = &s.counts;
+    assert_eq!(
+        (v.counts.success, v.counts.failed, v.counts.cancelled),
+        (c.success, c.failed, c.cancelled)
+    );
+    assert!(c.success > 0 && c.failed > 0, "the fixture has both");
+    assert_eq!(v.duration_s, Some(s.duration_s));
+    assert_eq!(v.request_throughput_rps, Some(s.request_throughput_rps));
+    assert_eq!(
+        v.output_token_throughput_tps,
+        Some(s.output_token_throughput_tps)
+    );
+    let ttft = &s.metrics["time_to_first_token_ms"];
+    let view = v.metrics["time_to_first_token_ms"];
+    assert_eq!(
+        (view.p50, view.p99),
+        (
+            ttft.percentiles.get("p50").copied(),
+            ttft.percentiles.get("p99").copied()
+        )
+    );
+    assert!(view.p50.is_some());
+    let acc = s.acceptance.as_ref().unwrap();
+    assert_eq!(v.counters_al(), acc.acceptance.numbers.acceptance_length);
+    assert!(v.counters_al().is_some());
+    let va = v.acceptance.as_ref().unwrap();
+    let counters = va.acceptance.as_ref().unwrap();
+    assert_eq!(counters.drafts, Some(acc.acceptance.numbers.drafts));
+    assert_eq!(counters.status.as_deref(), Some("ok"));
+    assert_eq!(va.window_s, Some(acc.window_s));
+    assert_eq!(va.timeline.len(), acc.timeline.len());
+    let spec = s.spec_decode.as_ref().unwrap();
+    let vs = v.spec_decode.as_ref().unwrap();
+    let totals = |t: Option<&crate::metrics::SpecTotalsView>| {
+        t.map(|t| {
+            (
+                t.token_weighted_acceptance_length,
+                t.token_weighted_standard_error,
+                t.mean_acceptance_length,
+                t.acceptance_length.is_some(),
+            )
+        })
+    };
+    assert_eq!(
+        totals(vs.reported.as_ref()),
+        spec.reported.as_ref().map(|r| (
+            r.token_weighted_acceptance_length,
+            r.token_weighted_standard_error,
+            r.mean_acceptance_length,
+            r.acceptance_length.is_some()
+        ))
+    );
+    assert_eq!(
+        totals(vs.stream_estimate.as_ref()),
+        spec.stream_estimate.as_ref().map(|r| (
+            r.token_weighted_acceptance_length,
+            r.token_weighted_standard_error,
+            r.mean_acceptance_length,
+            r.acceptance_length.is_some()
+        ))
+    );
+    assert!(totals(vs.reported.as_ref()).is_some_and(|t| t.0.is_some()));
+    assert_eq!(vs.group_field, spec.group_field);
+    assert_eq!(
+        vs.by_group.keys().collect::<Vec<_>>(),
+        spec.by_group.keys().collect::<Vec<_>>()
+    );
+    let coding = vs.by_group["coding"].reported.as_ref().unwrap();
+    assert_eq!(
+        (
+            coding.token_weighted_acceptance_length,
+            coding.acceptance_rate
+        ),
+        (Some(2.5), Some(0.5))
+    );
+    assert_eq!(
+        (vs.al_histogram[0].lo, vs.al_histogram[0].requests),
+        (Some(1.0), Some(3.0))
+    );
+    let g = s.goodput.as_ref().unwrap();
+    let vg = v.goodput.unwrap();
+    assert_eq!(
+        (vg.goodput_rps, vg.good_request_fraction),
+        (Some(g.goodput_rps), Some(g.good_request_fraction))
+    );
+}
