@@ -61,17 +61,17 @@ pub struct CollectPlan {
 #[derive(Clone, Debug, Serialize)]
 pub struct CellResult {
     /// `thinking_on` / `thinking_off`.
-    pub thinking: &'static str,
+    pub thinking: ThinkingMode,
     /// The draft length.
     pub k: u32,
-    /// `done`, `failed` or `not_run`.
-    pub status: &'static str,
+    /// What became of the cell.
+    pub status: CellState,
     /// The counters' AL over the cell's window (the golden value).
     pub acceptance_length: Option<f64>,
     /// Its standard error, from the per-request figures (reported, else the stream estimate).
     pub standard_error: Option<f64>,
     /// Where the standard error and the distribution come from.
-    pub per_request_source: Option<&'static str>,
+    pub per_request_source: Option<PerRequestSource>,
     /// Requests that succeeded.
     pub requests: Option<u64>,
     /// Per-request AL: count, mean, std, min, max, percentiles.
@@ -82,6 +82,39 @@ pub struct CellResult {
     pub log_tail: Vec<String>,
     /// The cell's directory.
     pub dir: PathBuf,
+}
+
+/// What became of a cell (`status` in `collect.json`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellState {
+    /// Its golden value was measured.
+    Done,
+    /// It has none (the error says why).
+    Failed,
+    /// A signal stopped the collection before it.
+    NotRun,
+}
+
+impl CellState {
+    /// The name in `collect.json` and on the console.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellState::Done => "done",
+            CellState::Failed => "failed",
+            CellState::NotRun => "not_run",
+        }
+    }
+}
+
+/// Which per-request figures gave a cell's standard error and distribution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PerRequestSource {
+    /// What the responses reported.
+    Reported,
+    /// The stream estimate (tokens per content event).
+    StreamEstimate,
 }
 
 /// What `collect` hands back.
@@ -350,7 +383,7 @@ pub async fn run_collect(
         code = code.max(out.exit_code);
         indexes.insert(mode, out);
     }
-    for mode in [ThinkingMode::On, ThinkingMode::Off] {
+    for mode in ThinkingMode::ALL {
         let Some(out) = indexes.get(&mode) else {
             continue;
         };
@@ -426,9 +459,9 @@ fn cell_result(
 ) -> CellResult {
     let cell_dir = dir.join(&entry.name);
     let mut r = CellResult {
-        thinking: mode.as_str(),
+        thinking: mode,
         k,
-        status: "failed",
+        status: CellState::Failed,
         acceptance_length: None,
         standard_error: None,
         per_request_source: None,
@@ -440,7 +473,7 @@ fn cell_result(
     };
     if entry.status != CellStatus::Done {
         if entry.status == CellStatus::Stopped {
-            r.status = "not_run";
+            r.status = CellState::NotRun;
         }
         return r;
     }
@@ -469,7 +502,7 @@ fn cell_result(
     }
     match (acc.status.as_deref(), acc.acceptance_length) {
         (Some("ok"), Some(al)) => {
-            r.status = "done";
+            r.status = CellState::Done;
             r.acceptance_length = Some(al);
         }
         (status, _) => {
@@ -485,8 +518,10 @@ fn cell_result(
     let with_error =
         |t: Option<SpecTotalsView>| t.filter(|t| t.token_weighted_standard_error.is_some());
     let figures = with_error(spec.reported)
-        .map(|t| ("reported", t))
-        .or_else(|| with_error(spec.stream_estimate).map(|t| ("stream_estimate", t)));
+        .map(|t| (PerRequestSource::Reported, t))
+        .or_else(|| {
+            with_error(spec.stream_estimate).map(|t| (PerRequestSource::StreamEstimate, t))
+        });
     if let Some((source, t)) = figures {
         r.per_request_source = Some(source);
         r.standard_error = t.token_weighted_standard_error;
@@ -503,12 +538,12 @@ impl CollectOutcome {
             let f = |v: Option<f64>, d: usize| v.map_or("-".to_owned(), |v| format!("{v:.d$}"));
             out.push_str(&format!(
                 "{:<12} {:>2} {:>7} {:>8} {:>9}  {}{}\n",
-                c.thinking,
+                c.thinking.as_str(),
                 c.k,
                 f(c.acceptance_length, 2),
                 f(c.standard_error, 3),
                 c.requests.map_or("-".to_owned(), |n| n.to_string()),
-                c.status,
+                c.status.as_str(),
                 c.error
                     .as_deref()
                     .map_or(String::new(), |e| format!(": {e}"))

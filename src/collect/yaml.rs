@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::CellResult;
-use crate::golden::{Collection, CollectionEndpoint, Renderer, Turns};
+use crate::golden::{Collection, CollectionEndpoint, Renderer, ThinkingMode, Turns};
 
 /// The whole file.
 pub(super) fn golden_yaml(
@@ -42,7 +42,7 @@ pub(super) fn golden_yaml(
     ));
     y.push_str("#\n# key = num_speculative_tokens (draft length); value = golden AL\n");
     y.push_str(&format!("{model_key}:\n"));
-    for mode in ["thinking_on", "thinking_off"] {
+    for mode in ThinkingMode::ALL {
         let of_mode: Vec<&CellResult> = cells.iter().filter(|c| c.thinking == mode).collect();
         if of_mode.is_empty() {
             continue;

@@ -39,15 +39,20 @@ use crate::yaml::YamlError;
 const COLLECTION_KEY: &str = "collection";
 
 /// Thinking mode of a curve block (`thinking_on` / `thinking_off`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum ThinkingMode {
     /// `thinking_on`.
+    #[serde(rename = "thinking_on")]
     On,
     /// `thinking_off`.
+    #[serde(rename = "thinking_off")]
     Off,
 }
 
 impl ThinkingMode {
+    /// Both, in a curve file's order.
+    pub(crate) const ALL: [ThinkingMode; 2] = [ThinkingMode::On, ThinkingMode::Off];
+
     /// The key used in curve files and in `THINKING_MODE`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
