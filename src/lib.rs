@@ -63,7 +63,6 @@ pub mod gate;
 pub mod golden;
 mod heap;
 mod inject;
-mod matrix;
 mod merge;
 mod metrics;
 mod process;
@@ -76,6 +75,7 @@ pub mod scrape;
 pub mod serve;
 pub mod side_task;
 pub mod sim;
+mod speed_bench_report;
 mod stop;
 pub mod sweep;
 pub mod telemetry;
@@ -105,7 +105,6 @@ pub use inject::{
     inject, EntryReport, EntryState, InjectConfig, InjectError, InjectOutcome, InjectReport,
     LineChange,
 };
-pub use matrix::{speed_bench_report, MatrixError, Note, ReportOutcome, Written};
 pub use merge::{merge, MergeError, MergeOutcome};
 pub use metrics::{
     AgentxCounts, Aggregate, Counts, Goodput, GroupIsl, IslCheck, LoadMeta, RunMeta, Slo,
@@ -117,5 +116,6 @@ pub use render::EndpointType;
 pub use report::plot::{plot, PlotOutput};
 pub use report::{console_table, failure_report, progress_line, stats_block, ReportError};
 pub use schedule::{arrivals, ArrivalPattern, DispatchStats, LoadMode, Shard};
+pub use speed_bench_report::{speed_bench_report, MatrixError, Note, ReportOutcome, Written};
 pub use stop::{StopReason, Stopper};
 pub use yaml::YamlError;

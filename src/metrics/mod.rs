@@ -18,9 +18,9 @@ mod request;
 mod spec;
 mod stat;
 mod summary;
-mod sweep;
 #[cfg(test)]
 mod tests;
+mod time_weighted;
 mod view;
 
 use std::collections::BTreeMap;
@@ -47,12 +47,12 @@ pub(crate) use stat::percentile_sorted;
 pub use stat::Stat;
 pub(crate) use summary::PerRequest;
 pub use summary::{LoadMeta, RunMeta, Summary, TimeoutKind, SUMMARY_SCHEMA};
-pub(crate) use sweep::SweepMetric;
+pub(crate) use time_weighted::SweepMetric;
 pub(crate) use view::{SpecTotalsView, SummaryView, ViewError};
 
 use crate::progress::Progress;
 use crate::record::{FailureKind, Outcome, Phase, RequestRecord, TokenSource};
-use sweep::{Done, Span};
+use time_weighted::{Done, Span};
 
 /// Request counts by outcome.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -537,7 +537,7 @@ impl Aggregate {
                         .map(|s| (s.sent_ns, s.end_ns)),
                 ),
             },
-            time_weighted: sweep::sweep_metrics(&self.spans),
+            time_weighted: time_weighted::sweep_metrics(&self.spans),
             schema_version: SUMMARY_SCHEMA,
             specperf_version: env!("CARGO_PKG_VERSION"),
             meta,

@@ -95,7 +95,7 @@ pub(crate) fn raw_result(s: &Summary) -> Result<J, (String, f64)> {
             s.per_request.max_concurrent_requests,
         );
     spec_decode(&mut o, s);
-    super::gpu::power_fields(&mut o, s);
+    super::gpu_telemetry::power_fields(&mut o, s);
     let empty = Stat::default();
     for key in METRICS {
         let name = key.vllm_name().unwrap_or(key.as_str());

@@ -8,7 +8,7 @@
 
 pub(crate) mod aiperf;
 mod diagnose;
-mod gpu;
+mod gpu_telemetry;
 pub(crate) mod inferencex;
 mod json;
 mod page;
@@ -576,7 +576,7 @@ pub(crate) fn write_artifacts(dir: &Path, s: &Summary) -> Result<(), ReportError
     if let Some(t) = &s.telemetry {
         write_file(
             &dir.join("gpu_metrics.csv"),
-            gpu::gpu_metrics_csv(t).as_bytes(),
+            gpu_telemetry::gpu_metrics_csv(t).as_bytes(),
         )?;
     }
     Ok(())

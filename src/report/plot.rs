@@ -606,7 +606,7 @@ pub fn plot(
     let mut svgs = Vec::new();
     let times = read_chunk_times(&dir.join("profile_export.jsonl"));
     let mut all = charts(&recs, &summary, &times, golden_al);
-    all.extend(super::gpu::power_chart(dir, &summary));
+    all.extend(super::gpu_telemetry::power_chart(dir, &summary));
     for c in all {
         let text = svg::render(&c);
         let path = out.join(format!("{}.svg", c.id));

@@ -12,7 +12,7 @@ use crate::metrics::{Aggregate, LoadMeta, RunMeta, Slo, SloMetric, Summary, Time
 use crate::record::{ChunkGap, FailureKind, Outcome, Phase, RequestRecord, TokenSource};
 use crate::schedule::DispatchStats;
 use crate::scrape::acceptance::{evaluate, AcceptanceOptions, EndpointWindow, Snapshot};
-use crate::scrape::collect::Collected;
+use crate::scrape::families::Collected;
 use crate::scrape::{prom, AlPoint, EndpointStatus, PageFormat, ScrapeReport, ScrapeStatus};
 use crate::timefmt::{compact_date, iso8601};
 

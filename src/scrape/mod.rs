@@ -8,9 +8,9 @@
 //! its final scrape, so what was measured is kept.
 
 pub mod acceptance;
-pub(crate) mod collect;
 mod drain;
 mod error;
+pub(crate) mod families;
 pub mod prom;
 
 use std::collections::BTreeSet;
@@ -31,12 +31,12 @@ use acceptance::{
     evaluate, Acceptance, AcceptanceOptions, AcceptanceStatus, EndpointWindow, IterationTotals,
     Snapshot, SpecEngine,
 };
-use collect::Collected;
 pub use drain::{
     wait_for_drain, DrainError, DrainOutcome, DrainPoll, DrainReason, DrainSettings,
     EndpointReading, QueueGauge, POLL_TIMEOUT,
 };
 pub use error::{ScrapeError, ScrapeStatus};
+use families::Collected;
 use prom::Format;
 
 /// The one `Accept` header we send: never ask for OpenMetrics (prometheus_client then escapes

@@ -1,13 +1,13 @@
 //! Owns an inference server's process lifecycle for sweeps that restart it (`replay
 //! --serve-cmd`) and for golden collection: the `--serve-cmd` template and its grid of cells
 //! (`template`), one server's process group from start to stop (`server`), and the wait for GPU
-//! memory between servers (`gpu`).
+//! memory between servers (`memory_wait`).
 //!
 //! ```text
 //!  --serve-cmd TEMPLATE + --serve-param NAME=v1,v2 ──> Template ──> cells (product, last fastest)
 //!  per cell: Server::start (sh -c, own process group, log file, /health or /v1/models = 200)
 //!      ──> the caller runs its load ──> Server::exited? ──> Server::stop (SIGTERM, grace, SIGKILL)
-//!      ──> gpu::wait_for_release (the caller's reads, back to the baseline) ──> next cell
+//!      ──> memory_wait::wait_for_release (the caller's reads, back to the baseline) ──> next cell
 //! ```
 //!
 //! Sits below `sweep` and anything else that runs cells (which decide what a cell runs and
@@ -18,12 +18,12 @@
 //! prints or exits. A [`Server`] dropped without [`Server::stop`] kills its group, so a panic
 //! leaves no server behind.
 
-mod gpu;
+mod memory_wait;
 mod server;
 mod template;
 
 pub use crate::process::describe;
-pub use gpu::{wait_for_release, GpuMemory, GpuWait, MARGIN_MIB};
+pub use memory_wait::{wait_for_release, GpuMemory, GpuWait, MARGIN_MIB};
 pub use server::{log_tail, ServeError, Server, Stopped, TAIL_LINES};
 pub use template::{parse_param, Cell, ServeParam, Template, TemplateError, PORT};
 

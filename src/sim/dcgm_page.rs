@@ -20,7 +20,7 @@
 //! - **Events.** `add_field_at` adds `XID_ERRORS` and `POWER_VIOLATION` mid-run, `drop_gpu`
 //!   removes a GPU from every family at once, as a GPU falling off the bus does.
 
-use super::gpu::{FleetReading, GpuReading, MEM_CLOCK_MHZ};
+use super::gpu_fleet::{FleetReading, GpuReading, MEM_CLOCK_MHZ};
 use super::model::splitmix;
 use super::state::Shared;
 use crate::scrape::prom::{Format, Writer};
@@ -173,7 +173,7 @@ mod tests {
 
     use super::*;
     use crate::scrape::prom::{families, parse};
-    use crate::sim::gpu::GpuFleet;
+    use crate::sim::gpu_fleet::GpuFleet;
     use crate::sim::GpuSim;
 
     fn page(extra: bool) -> String {
@@ -186,7 +186,7 @@ mod tests {
             },
             1,
             0,
-            super::super::gpu::now_ns(),
+            super::super::gpu_fleet::now_ns(),
         );
         write_page(&fleet.read(), &fleet.cfg.hostname)
     }

@@ -36,7 +36,7 @@
 //! imports none of them. This file holds the settings and the public surface.
 
 mod dcgm_page;
-mod gpu;
+mod gpu_fleet;
 mod http;
 mod kv;
 mod metrics_page;
@@ -50,7 +50,7 @@ mod stream;
 mod tests;
 mod timer;
 
-pub use gpu::GpuSim;
+pub use gpu_fleet::GpuSim;
 pub use model::{expected_al, Acceptance};
 pub use server::{GroupTotals, SimHandle, SimTotals, Simulator};
 pub use spec::{AcceptanceGroup, GroupRuleError, PerRequestSpec};
@@ -422,7 +422,7 @@ impl SimConfig {
         }
         spec::validate_groups(&self.acceptance_groups).map_err(SimError::Config)?;
         if let Some(g) = &self.gpus {
-            gpu::validate(g).map_err(SimError::Config)?;
+            gpu_fleet::validate(g).map_err(SimError::Config)?;
         }
         if !self.fault_rates.is_empty() && !self.fault_sequence.is_empty() {
             return bad(

@@ -17,7 +17,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::gpu::{now_ns, unix_s_to_ns, GpuFleet};
+use super::gpu_fleet::{now_ns, unix_s_to_ns, GpuFleet};
 use super::http::accept_loop;
 use super::kv::KvPool;
 use super::model::{EngineCounters, GroupCounters};

@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use super::gpu::GpuFleet;
+use super::gpu_fleet::GpuFleet;
 use super::model::EngineCounters;
 use super::sched::EngineSched;
 use super::timer::PreciseTimer;

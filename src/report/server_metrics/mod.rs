@@ -7,7 +7,7 @@
 //!
 //! Deliberately different: histogram percentiles interpolate linearly inside buckets (AIPerf fits
 //! a polynomial); gauge percentiles are exact until a series shows more than
-//! `collect::MAX_DISTINCT` distinct values, then rounded (bounded memory); `start_time` and
+//! `families::MAX_DISTINCT` distinct values, then rounded (bounded memory); `start_time` and
 //! `end_time` carry their UTC offset. A `specperf` object adds the acceptance numbers.
 
 mod stats;
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use super::json::{Obj, J};
 use crate::csv;
 use crate::metrics::Summary;
-use crate::scrape::collect::{Collected, Family, Kind};
+use crate::scrape::families::{Collected, Family, Kind};
 use crate::scrape::ScrapeReport;
 use stats::{SeriesOut, Window};
 

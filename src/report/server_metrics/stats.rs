@@ -4,7 +4,7 @@
 //! with the last one clipped to the window end and marked incomplete.
 
 use crate::report::json::Obj;
-use crate::scrape::collect::{GaugeSlice, GaugeStats, HistPoint, SeriesData};
+use crate::scrape::families::{GaugeSlice, GaugeStats, HistPoint, SeriesData};
 
 /// The window: start, end and slice length, ns.
 #[derive(Clone, Copy, Debug)]
