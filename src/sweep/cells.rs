@@ -721,7 +721,7 @@ pub async fn run_cells(
             }
             (Err(e), None) => {
                 entry.status = CellStatus::Failed;
-                entry.error = Some(e.clone());
+                entry.error = Some(e.to_string());
             }
             (Ok(_), None) if signalled => entry.status = CellStatus::Stopped,
             (Ok(_), None) => entry.status = CellStatus::Done,
@@ -764,6 +764,20 @@ fn has_files(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some())
 }
 
+/// Why a cell's runs could not be made against its server.
+#[derive(Debug, thiserror::Error)]
+enum CellRunError {
+    /// Its flags with the server's URL made no valid run.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Its sweep could not run.
+    #[error(transparent)]
+    Sweep(#[from] SweepError),
+    /// Its run could not start.
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+}
+
 /// Runs one cell's replay or sweep against its server: its exit code, or why it could not run.
 async fn run_cell(
     cfg: &CellsConfig,
@@ -772,10 +786,10 @@ async fn run_cell(
     stop: &Stopper,
     progress: &watch::Sender<Progress>,
     on_event: &mut impl FnMut(CellEvent<'_>),
-) -> Result<i32, String> {
+) -> Result<i32, CellRunError> {
     if cfg.work == CellWork::Categories {
         let threshold = args.failed_request_threshold;
-        let mut plan = super::CategoryPlan::from_replay(&args).map_err(|e| e.to_string())?;
+        let mut plan = super::CategoryPlan::from_replay(&args)?;
         if !cfg.command.is_empty() {
             plan.set_cli_command(cfg.command.clone());
         }
@@ -790,20 +804,19 @@ async fn run_cell(
         return Ok(outcome.exit_code(threshold));
     }
     if cfg.work == CellWork::Sweep {
-        let mut sc = SweepConfig::from_replay(&args).map_err(|e| e.to_string())?;
+        let mut sc = SweepConfig::from_replay(&args)?;
         sc.set_cli_command(cfg.command.clone());
         let outcome = run_sweep(sc, stop.child(), progress.clone(), |ev| {
             on_event(CellEvent::Sweep(ev))
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
         on_event(CellEvent::SweepDone {
             cell: name,
             outcome: &outcome,
         });
         return Ok(outcome.exit_code);
     }
-    let mut rc = RunConfig::from_args(&args).map_err(|e| e.to_string())?;
+    let mut rc = RunConfig::from_args(&args)?;
     if !cfg.command.is_empty() {
         rc.set_cli_command(cfg.command.clone());
     }
@@ -823,7 +836,7 @@ async fn run_cell(
                 cell: name,
                 error: &e,
             });
-            Err(e.to_string())
+            Err(e.into())
         }
     }
 }

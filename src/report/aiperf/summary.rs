@@ -219,11 +219,18 @@ fn spec_derived(s: &Summary) -> Vec<(&'static str, &'static str, &'static str, f
 /// the AIPerf metrics its analyzer reads.
 fn energy_efficiency(s: &Summary) -> Vec<telemetry::Scalar> {
     let scalars = derived(s);
-    let metric = |tag: &str| match tag {
-        "request_latency" => s.metric(MetricKey::RequestLatency).map(|st| st.avg),
-        _ => scalars.iter().find(|d| d.0 == tag).and_then(|d| d.3),
+    // The derived scalars are this file's own table (`derived`), named by AIPerf's tags.
+    let tag = |t: &str| scalars.iter().find(|d| d.0 == t).and_then(|d| d.3);
+    let inputs = telemetry::EfficiencyInputs {
+        total_osl: tag("total_osl"),
+        total_isl: tag("total_isl"),
+        request_count: tag("request_count"),
+        request_latency_ms: s.metric(MetricKey::RequestLatency).map(|st| st.avg),
+        request_throughput: tag("request_throughput"),
+        output_token_throughput: tag("output_token_throughput"),
+        goodput: tag("goodput"),
     };
-    telemetry::efficiency(s, &metric)
+    telemetry::efficiency(s, &inputs)
 }
 
 /// AIPerf's `pooled_spec_decode_acceptance_histogram`: `{j: steps that accepted exactly j

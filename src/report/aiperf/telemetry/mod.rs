@@ -28,7 +28,7 @@ use super::super::json::{self, Obj, J};
 use super::PCTS;
 use crate::metrics::{percentile_sorted, Summary};
 use crate::telemetry::{EventKind, Field, GpuEnergy, GpuId, SourceKind, TelemetryRun};
-pub(super) use tables::{csv, efficiency, Scalar};
+pub(super) use tables::{csv, efficiency, EfficiencyInputs, Scalar};
 
 /// The JSONL file's name (AIPerf's `profile_export_gpu_telemetry_jsonl_file`).
 pub(crate) const JSONL: &str = "gpu_telemetry_export.jsonl";
@@ -77,28 +77,13 @@ impl Platform {
         }
     }
 
-    /// Where our field goes in [`Platform::fields`], and the factor to AIPerf's unit.
+    /// Where our field goes in [`Platform::fields`] (the row that names it as its source), and
+    /// the factor to AIPerf's unit.
     fn slot(self, f: Field) -> Option<(usize, f64)> {
-        let slot = match (self, f) {
-            (_, Field::Power) => (POWER, 1.0),
-            (_, Field::Energy) => (ENERGY, J_TO_MJ),
-            (Platform::Nvidia, Field::GpuUtil) => (2, 1.0),
-            (Platform::Nvidia, Field::MemUtil) => (3, 1.0),
-            (Platform::Nvidia, Field::MemUsed) => (4, MIB_TO_GB),
-            (Platform::Nvidia, Field::Temperature) => (5, 1.0),
-            (Platform::Nvidia, Field::SmActive) => (6, 1.0),
-            (Platform::Nvidia, Field::DecoderUtil) => (7, 1.0),
-            (Platform::Nvidia, Field::EncoderUtil) => (8, 1.0),
-            (Platform::Nvidia, Field::XidErrors) => (10, 1.0),
-            (Platform::Nvidia, Field::PowerViolation) => (11, 1.0),
-            // amd-smi's graphics and memory-controller activity.
-            (Platform::Amd, Field::GpuUtil) => (2, 1.0),
-            (Platform::Amd, Field::MemUtil) => (3, 1.0),
-            (Platform::Amd, Field::MemUsed) => (5, MIB_TO_GB),
-            (Platform::Amd, Field::Temperature) => (6, 1.0),
-            _ => return None,
-        };
-        Some(slot)
+        self.fields()
+            .iter()
+            .enumerate()
+            .find_map(|(i, a)| a.from.filter(|&(ours, _)| ours == f).map(|(_, k)| (i, k)))
     }
 
     /// AIPerf's `device` label: its NVML and amdsmi collectors name the device by index; the DCGM
@@ -120,80 +105,171 @@ fn hostname(kind: SourceKind, id: &GpuId) -> Option<&str> {
     }
 }
 
-/// One of AIPerf's telemetry fields: its name, display name, unit and whether it is a counter
-/// (`GPU_TELEMETRY_COUNTER_METRICS`: written as a delta over the window).
+/// One of AIPerf's telemetry fields: its name, display name, unit, whether it is a counter
+/// (`GPU_TELEMETRY_COUNTER_METRICS`: written as a delta over the window), and which of our
+/// fields feeds it with the factor to its unit (`None`: AIPerf's field, none of ours).
 #[derive(Debug)]
 struct AiperfField {
     name: &'static str,
     display: &'static str,
     unit: &'static str,
     counter: bool,
+    from: Option<(Field, f64)>,
 }
 
-const fn field(name: &'static str, display: &'static str, unit: &'static str) -> AiperfField {
+/// A gauge of AIPerf's fed by our `from` (times the factor).
+const fn field(
+    name: &'static str,
+    display: &'static str,
+    unit: &'static str,
+    from: Option<(Field, f64)>,
+) -> AiperfField {
     AiperfField {
         name,
         display,
         unit,
         counter: false,
+        from,
     }
 }
 
-const fn counter(name: &'static str, display: &'static str, unit: &'static str) -> AiperfField {
+/// A counter of AIPerf's fed by our `from` (times the factor).
+const fn counter(
+    name: &'static str,
+    display: &'static str,
+    unit: &'static str,
+    from: Option<(Field, f64)>,
+) -> AiperfField {
     AiperfField {
         name,
         display,
         unit,
         counter: true,
+        from,
     }
 }
 
-/// Power and energy sit first for both vendors.
+/// Power and energy sit first for both vendors (a test holds the tables to it).
 const POWER: usize = 0;
 const ENERGY: usize = 1;
 
 const NVIDIA_FIELDS: [AiperfField; 12] = [
-    field("nvidia_power_usage", "NVIDIA GPU Power Usage", "W"),
+    field(
+        "nvidia_power_usage",
+        "NVIDIA GPU Power Usage",
+        "W",
+        Some((Field::Power, 1.0)),
+    ),
     counter(
         "nvidia_energy_consumption",
         "NVIDIA Energy Consumption",
         "MJ",
+        Some((Field::Energy, J_TO_MJ)),
     ),
-    field("nvidia_gpu_utilization", "NVIDIA GPU Utilization", "%"),
+    field(
+        "nvidia_gpu_utilization",
+        "NVIDIA GPU Utilization",
+        "%",
+        Some((Field::GpuUtil, 1.0)),
+    ),
     field(
         "nvidia_memory_utilization",
         "NVIDIA Memory Utilization",
         "%",
+        Some((Field::MemUtil, 1.0)),
     ),
-    field("nvidia_memory_used", "NVIDIA GPU Memory Used", "GB"),
-    field("nvidia_temperature", "NVIDIA GPU Temperature", "°C"),
-    field("nvidia_sm_utilization", "NVIDIA SM Utilization", "%"),
+    field(
+        "nvidia_memory_used",
+        "NVIDIA GPU Memory Used",
+        "GB",
+        Some((Field::MemUsed, MIB_TO_GB)),
+    ),
+    field(
+        "nvidia_temperature",
+        "NVIDIA GPU Temperature",
+        "°C",
+        Some((Field::Temperature, 1.0)),
+    ),
+    field(
+        "nvidia_sm_utilization",
+        "NVIDIA SM Utilization",
+        "%",
+        Some((Field::SmActive, 1.0)),
+    ),
     field(
         "nvidia_decoder_utilization",
         "NVIDIA Decoder Utilization",
         "%",
+        Some((Field::DecoderUtil, 1.0)),
     ),
     field(
         "nvidia_encoder_utilization",
         "NVIDIA Encoder Utilization",
         "%",
+        Some((Field::EncoderUtil, 1.0)),
     ),
-    field("nvidia_jpg_utilization", "NVIDIA JPEG Utilization", "%"),
+    field(
+        "nvidia_jpg_utilization",
+        "NVIDIA JPEG Utilization",
+        "%",
+        None,
+    ),
     // XID is the last error's code, but AIPerf counts it among the counters.
-    counter("nvidia_xid_errors", "NVIDIA XID Errors", "count"),
-    counter("nvidia_power_violation", "NVIDIA Power Violation", "us"),
+    counter(
+        "nvidia_xid_errors",
+        "NVIDIA XID Errors",
+        "count",
+        Some((Field::XidErrors, 1.0)),
+    ),
+    counter(
+        "nvidia_power_violation",
+        "NVIDIA Power Violation",
+        "us",
+        Some((Field::PowerViolation, 1.0)),
+    ),
 ];
 
 const AMD_FIELDS: [AiperfField; 9] = [
-    field("amd_power", "AMD GPU Power", "W"),
-    counter("amd_energy_consumption", "AMD Energy Consumption", "MJ"),
-    field("amd_gfx_activity", "AMD GFX Activity", "%"),
-    field("amd_umc_activity", "AMD UMC Activity", "%"),
-    field("amd_mm_activity", "AMD MM Activity", "%"),
-    field("amd_memory_used", "AMD GPU Memory Used", "GB"),
-    field("amd_temperature", "AMD GPU Temperature", "°C"),
-    counter("amd_ecc_uncorrectable", "AMD ECC Uncorrectable", "count"),
-    field("amd_throttle_status", "AMD Throttle Status", "count"),
+    field("amd_power", "AMD GPU Power", "W", Some((Field::Power, 1.0))),
+    counter(
+        "amd_energy_consumption",
+        "AMD Energy Consumption",
+        "MJ",
+        Some((Field::Energy, J_TO_MJ)),
+    ),
+    // amd-smi's graphics and memory-controller activity.
+    field(
+        "amd_gfx_activity",
+        "AMD GFX Activity",
+        "%",
+        Some((Field::GpuUtil, 1.0)),
+    ),
+    field(
+        "amd_umc_activity",
+        "AMD UMC Activity",
+        "%",
+        Some((Field::MemUtil, 1.0)),
+    ),
+    field("amd_mm_activity", "AMD MM Activity", "%", None),
+    field(
+        "amd_memory_used",
+        "AMD GPU Memory Used",
+        "GB",
+        Some((Field::MemUsed, MIB_TO_GB)),
+    ),
+    field(
+        "amd_temperature",
+        "AMD GPU Temperature",
+        "°C",
+        Some((Field::Temperature, 1.0)),
+    ),
+    counter(
+        "amd_ecc_uncorrectable",
+        "AMD ECC Uncorrectable",
+        "count",
+        None,
+    ),
+    field("amd_throttle_status", "AMD Throttle Status", "count", None),
 ];
 
 /// One read of one GPU in AIPerf's terms: its vendor's fields in AIPerf's units, `None` where
@@ -986,7 +1062,16 @@ mod tests {
         assert_eq!(v["endpoints"], serde_json::json!({}));
         assert_eq!(v["summary"]["endpoints_configured"], serde_json::json!([]));
         let s = summary();
-        assert!(efficiency(&s, &|_| Some(1.0)).is_empty());
+        let all_one = EfficiencyInputs {
+            total_osl: Some(1.0),
+            total_isl: Some(1.0),
+            request_count: Some(1.0),
+            request_latency_ms: Some(1.0),
+            request_throughput: Some(1.0),
+            output_token_throughput: Some(1.0),
+            goodput: Some(1.0),
+        };
+        assert!(efficiency(&s, &all_one).is_empty());
         assert!(csv(&s).is_empty());
     }
 
@@ -995,15 +1080,18 @@ mod tests {
     #[test]
     fn efficiency_metrics_follow_aiperfs_analyzer() {
         let s = with_run(run());
-        let got = efficiency(&s, &|tag| match tag {
-            "total_osl" => Some(200.0),
-            "total_isl" => Some(600.0),
-            "request_count" => Some(4.0),
-            "request_latency" => Some(500.0),
-            "request_throughput" => Some(6.0),
-            "output_token_throughput" => Some(300.0),
-            _ => None,
-        });
+        let got = efficiency(
+            &s,
+            &EfficiencyInputs {
+                total_osl: Some(200.0),
+                total_isl: Some(600.0),
+                request_count: Some(4.0),
+                request_latency_ms: Some(500.0),
+                request_throughput: Some(6.0),
+                output_token_throughput: Some(300.0),
+                goodput: None,
+            },
+        );
         let (lo, hi) = window(&s);
         let duration = (hi - lo) as f64 / 1e9;
         let energy = 400.0;
@@ -1069,7 +1157,7 @@ mod tests {
             &m("gpu_1")["nvidia_energy_consumption"]["avg"],
             100e-6
         ));
-        let got = efficiency(&s, &|_| None);
+        let got = efficiency(&s, &EfficiencyInputs::default());
         let find = |tag: &str| got.iter().find(|x| x.0 == tag).map(|x| x.3);
         let duration = s.benchmark_end_unix_s - s.benchmark_start_unix_s;
         assert_eq!(find("nvidia_total_gpu_energy"), Some(390.0));
@@ -1137,7 +1225,7 @@ mod tests {
             v["endpoints"]["localhost"]["gpus"]["gpu_0"]["metrics"]["amd_power"]["count"],
             3
         );
-        assert!(efficiency(&s, &|_| None)
+        assert!(efficiency(&s, &EfficiencyInputs::default())
             .iter()
             .all(|x| x.0.starts_with("amd_")));
     }

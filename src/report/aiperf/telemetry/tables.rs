@@ -105,6 +105,26 @@ impl Efficiency {
 /// One scalar metric: (tag, CSV header, unit, value).
 pub(in crate::report::aiperf) type Scalar = (&'static str, &'static str, &'static str, f64);
 
+/// The AIPerf metrics its `EnergyEfficiencyAnalyzer` reads (AIPerf's tags in the names), from
+/// the summary's own figures; `None` where the run has none.
+#[derive(Clone, Copy, Debug, Default)]
+pub(in crate::report::aiperf) struct EfficiencyInputs {
+    /// `total_osl`: output tokens.
+    pub(in crate::report::aiperf) total_osl: Option<f64>,
+    /// `total_isl`: input tokens.
+    pub(in crate::report::aiperf) total_isl: Option<f64>,
+    /// `request_count`.
+    pub(in crate::report::aiperf) request_count: Option<f64>,
+    /// `request_latency`'s mean, ms.
+    pub(in crate::report::aiperf) request_latency_ms: Option<f64>,
+    /// `request_throughput`, requests/s.
+    pub(in crate::report::aiperf) request_throughput: Option<f64>,
+    /// `output_token_throughput`, tokens/s.
+    pub(in crate::report::aiperf) output_token_throughput: Option<f64>,
+    /// `goodput`, requests/s.
+    pub(in crate::report::aiperf) goodput: Option<f64>,
+}
+
 /// AIPerf's `EnergyEfficiencyAnalyzer` over the run: `metric(tag)` is the summary's value of one
 /// of AIPerf's metrics (`total_osl`, `request_count`, `request_latency` in ms, ...). Empty without
 /// telemetry, or without power and energy.
@@ -115,10 +135,7 @@ pub(in crate::report::aiperf) type Scalar = (&'static str, &'static str, &'stati
 /// window's mean power from it. Every ratio then follows AIPerf's formula from those, so they
 /// equal `energy`'s `joules_per_*` (in mJ where AIPerf's unit is). Total power (the sum of each
 /// GPU's mean power read) is AIPerf's, as `energy` has no such figure.
-pub(in crate::report::aiperf) fn efficiency(
-    s: &Summary,
-    metric: &dyn Fn(&str) -> Option<f64>,
-) -> Vec<Scalar> {
+pub(in crate::report::aiperf) fn efficiency(s: &Summary, m: &EfficiencyInputs) -> Vec<Scalar> {
     let Some(run) = &s.telemetry else {
         return Vec::new();
     };
@@ -177,36 +194,36 @@ pub(in crate::report::aiperf) fn efficiency(
     }
     out.push((Efficiency::TotalEnergy, energy_j));
     // Python's truthiness: a missing or zero figure skips the metric.
-    let nonzero = |tag: &str| metric(tag).filter(|&v| v != 0.0);
-    let osl = nonzero("total_osl");
+    let nonzero = |v: Option<f64>| v.filter(|&v| v != 0.0);
+    let osl = nonzero(m.total_osl);
     if let Some(osl) = osl {
         out.push((Efficiency::OutputTokensPerJoule, osl / energy_j));
         out.push((Efficiency::EnergyPerOutputToken, energy_j * 1000.0 / osl));
     }
-    let total_tokens = metric("total_isl").unwrap_or(0.0) + osl.unwrap_or(0.0);
+    let total_tokens = m.total_isl.unwrap_or(0.0) + osl.unwrap_or(0.0);
     if total_tokens > 0.0 {
         out.push((
             Efficiency::EnergyPerTotalToken,
             energy_j * 1000.0 / total_tokens,
         ));
     }
-    let per_request = nonzero("request_count").map(|n| energy_j / n);
+    let per_request = nonzero(m.request_count).map(|n| energy_j / n);
     if let Some(j) = per_request {
         out.push((Efficiency::EnergyPerRequest, j));
     }
     if let Some(c) = s.meta.concurrency.filter(|&c| c > 0) {
         out.push((Efficiency::EnergyPerUser, energy_j / c as f64));
     }
-    if let (Some(j), Some(ms)) = (per_request, nonzero("request_latency")) {
+    if let (Some(j), Some(ms)) = (per_request, nonzero(m.request_latency_ms)) {
         out.push((Efficiency::EnergyDelayProduct, j * (ms / 1000.0)));
     }
     if avg_w > 0.0 {
-        for (e, tag) in [
-            (Efficiency::PerformancePerWatt, "request_throughput"),
-            (Efficiency::OutputTpsPerWatt, "output_token_throughput"),
-            (Efficiency::GoodputPerWatt, "goodput"),
+        for (e, v) in [
+            (Efficiency::PerformancePerWatt, m.request_throughput),
+            (Efficiency::OutputTpsPerWatt, m.output_token_throughput),
+            (Efficiency::GoodputPerWatt, m.goodput),
         ] {
-            if let Some(v) = metric(tag) {
+            if let Some(v) = v {
                 out.push((e, v / avg_w));
             }
         }
