@@ -67,34 +67,7 @@ pub(super) async fn run(
     let clock = Clock::new();
     let (tx, rx) = mpsc::channel::<RequestRecord>(1024);
     let progress_rx = progress.subscribe();
-    let epoch_ns = start_unix.as_nanos() as u64;
-    let warmup_phase = cfg.load.warmup.is_some();
-    let sinks = vec![
-        RecordSink::new(
-            files.records,
-            Box::new(|l: &mut Vec<u8>, r: &RequestRecord| serde_json::to_writer(l, r)),
-        ),
-        RecordSink::new(
-            files.profile_export,
-            Box::new(move |l: &mut Vec<u8>, r: &RequestRecord| {
-                crate::report::aiperf::write_record(l, r, epoch_ns, warmup_phase)
-            }),
-        ),
-    ];
-    let aggregator = tokio::spawn({
-        let records = metrics::aggregate(
-            rx,
-            sinks,
-            progress.clone(),
-            cfg.goodput.clone(),
-            ready.client_isl.clone().map(Into::into),
-            cfg.speed_bench_nominal_isl().is_some(),
-        );
-        async move {
-            side_task::panic_if_asked(SideTask::Aggregator);
-            records.await
-        }
-    });
+    let aggregator = spawn_aggregator(ready, files, rx, &progress, start_unix.as_nanos() as u64);
     let issued = Arc::new(Issued::default());
     let guards = spawn_guards(cfg, stop, progress_rx, issued.clone());
     let ctx = Arc::new(Launch {
@@ -252,6 +225,43 @@ pub(super) async fn run(
         telemetry,
         side_failures,
     }
+}
+
+/// The one aggregator: every record of the run goes to it, and it writes `records.jsonl` and
+/// `profile_export.jsonl` (`files`) as they come; `epoch_ns` is the run clock's zero, Unix ns.
+fn spawn_aggregator(
+    ready: &Ready,
+    files: Files,
+    rx: mpsc::Receiver<RequestRecord>,
+    progress: &Arc<watch::Sender<Progress>>,
+    epoch_ns: u64,
+) -> tokio::task::JoinHandle<Aggregate> {
+    let cfg = &ready.cfg;
+    let warmup_phase = cfg.load.warmup.is_some();
+    let sinks = vec![
+        RecordSink::new(
+            files.records,
+            Box::new(|l: &mut Vec<u8>, r: &RequestRecord| serde_json::to_writer(l, r)),
+        ),
+        RecordSink::new(
+            files.profile_export,
+            Box::new(move |l: &mut Vec<u8>, r: &RequestRecord| {
+                crate::report::aiperf::write_record(l, r, epoch_ns, warmup_phase)
+            }),
+        ),
+    ];
+    let records = metrics::aggregate(
+        rx,
+        sinks,
+        progress.clone(),
+        cfg.goodput.clone(),
+        ready.client_isl.clone().map(Into::into),
+        cfg.speed_bench_nominal_isl().is_some(),
+    );
+    tokio::spawn(async move {
+        side_task::panic_if_asked(SideTask::Aggregator);
+        records.await
+    })
 }
 
 /// What every request task of a run shares.
