@@ -20,7 +20,7 @@ mod yaml;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
@@ -32,7 +32,7 @@ use crate::golden::{
 };
 use crate::metrics::{SpecTotalsView, SummaryView};
 use crate::progress::Progress;
-use crate::stop::Stopper;
+use crate::stop::{StopReason, Stopper};
 use crate::sweep::{CellEvent, CellStatus, CellsConfig};
 
 /// `collect.json`'s schema name.
@@ -58,7 +58,7 @@ pub struct CollectPlan {
 }
 
 /// One cell of the curve.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CellResult {
     /// `thinking_on` / `thinking_off`.
     pub thinking: ThinkingMode,
@@ -85,7 +85,7 @@ pub struct CellResult {
 }
 
 /// What became of a cell (`status` in `collect.json`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CellState {
     /// Its golden value was measured.
@@ -108,13 +108,47 @@ impl CellState {
 }
 
 /// Which per-request figures gave a cell's standard error and distribution.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PerRequestSource {
     /// What the responses reported.
     Reported,
     /// The stream estimate (tokens per content event).
     StreamEstimate,
+}
+
+/// `collect.json`. Its keys have always been in this (alphabetical) order.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+pub struct CollectRecord {
+    /// Every cell, modes in the YAML's order, k ascending as given.
+    pub cells: Vec<CellResult>,
+    /// The curve's top-level key.
+    pub model_key: String,
+    /// The golden YAML (not written when `stopped_by` is set).
+    pub output: PathBuf,
+    /// [`COLLECT_SCHEMA`].
+    pub schema: String,
+    /// `--serve-cmd` as given.
+    pub serve_cmd: String,
+    /// The binary that wrote it.
+    pub specperf_version: String,
+    /// The signal that stopped the collection, if one did.
+    pub stopped_by: Option<StopReason>,
+}
+
+impl CollectRecord {
+    /// Reads `<dir>/collect.json`.
+    pub fn read(dir: &Path) -> Result<CollectRecord, crate::sweep::IndexError> {
+        crate::sweep::read_index(dir)
+    }
+}
+
+impl crate::sweep::IndexFile for CollectRecord {
+    const FILE: &'static str = "collect.json";
+    const SCHEMA: &'static str = COLLECT_SCHEMA;
+    fn schema(&self) -> &str {
+        &self.schema
+    }
 }
 
 /// What `collect` hands back.
@@ -406,21 +440,21 @@ pub async fn run_collect(
         path: plan.dir.display().to_string(),
         source,
     };
-    let record = serde_json::json!({
-        "schema": COLLECT_SCHEMA,
-        "specperf_version": env!("CARGO_PKG_VERSION"),
-        "model_key": plan.model_key,
-        "serve_cmd": plan.serve_cmd,
-        "output": plan.output,
-        "stopped_by": stopped,
-        "cells": results,
-    });
+    let record = CollectRecord {
+        cells: results,
+        model_key: plan.model_key.clone(),
+        output: plan.output.clone(),
+        schema: COLLECT_SCHEMA.into(),
+        serve_cmd: plan.serve_cmd.clone(),
+        specperf_version: env!("CARGO_PKG_VERSION").into(),
+        stopped_by: stopped,
+    };
     crate::fsutil::ensure_writable_dir(&plan.dir).map_err(dir_err)?;
-    std::fs::write(
-        plan.dir.join("collect.json"),
-        serde_json::to_string_pretty(&record).unwrap_or_default() + "\n",
-    )
-    .map_err(dir_err)?;
+    crate::sweep::write_index(&plan.dir, &record).map_err(|e| {
+        let (path, source) = e.into_parts();
+        crate::sweep::SweepError::Dir { path, source }
+    })?;
+    let results = record.cells;
     let output = if stopped.is_none() {
         let text = yaml::golden_yaml(
             &plan.model_key,
@@ -550,5 +584,56 @@ impl CollectOutcome {
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collect_json_reads_back_as_written_with_its_keys_in_the_files_order() {
+        let record = CollectRecord {
+            cells: vec![CellResult {
+                thinking: ThinkingMode::Off,
+                k: 3,
+                status: CellState::Done,
+                acceptance_length: Some(2.5),
+                standard_error: Some(0.01),
+                per_request_source: Some(PerRequestSource::StreamEstimate),
+                requests: Some(40),
+                per_request_al: Some(serde_json::json!({"count": 40, "avg": 2.5})),
+                error: None,
+                log_tail: Vec::new(),
+                dir: PathBuf::from("thinking_off/k_3"),
+            }],
+            model_key: "m".into(),
+            output: PathBuf::from("golden.yaml"),
+            schema: COLLECT_SCHEMA.into(),
+            serve_cmd: "serve --k {k}".into(),
+            specperf_version: "0".into(),
+            stopped_by: Some(StopReason::Interrupted),
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        crate::sweep::write_index(tmp.path(), &record).unwrap();
+        let text = std::fs::read_to_string(tmp.path().join("collect.json")).unwrap();
+        let keys: Vec<usize> = [
+            "\"cells\"",
+            "\"model_key\"",
+            "\"output\"",
+            "\"schema\"",
+            "\"serve_cmd\"",
+            "\"specperf_version\"",
+            "\"stopped_by\"",
+        ]
+        .iter()
+        .map(|k| {
+            text.find(&format!("\n  {k}:"))
+                .unwrap_or_else(|| panic!("{k}"))
+        })
+        .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{text}");
+        let back = CollectRecord::read(tmp.path()).unwrap();
+        assert_eq!(back, record);
     }
 }

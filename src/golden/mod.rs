@@ -39,7 +39,9 @@ use crate::yaml::YamlError;
 const COLLECTION_KEY: &str = "collection";
 
 /// Thinking mode of a curve block (`thinking_on` / `thinking_off`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum ThinkingMode {
     /// `thinking_on`.
     #[serde(rename = "thinking_on")]

@@ -25,8 +25,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::config::{check_single, wanted, SweepConfig};
-use super::index::{IndexError, IndexStatus};
-use super::run::{move_aside, run_sweep, Event, SweepError, SweepOutcome};
+use super::journal::{
+    move_aside, Index, IndexError, IndexFile, IndexStatus, Item, Journal, State, SweepError,
+};
+use super::run::{run_sweep, Event, SweepOutcome};
 use crate::cli::{ReplayArgs, Ui};
 use crate::config::{ConfigError, RunConfig};
 use crate::debug::step;
@@ -58,7 +60,7 @@ pub fn serve_wanted(a: &ReplayArgs) -> bool {
 }
 
 /// A cell's state.
-pub type CellStatus = super::index::ItemStatus;
+pub type CellStatus = super::journal::ItemStatus;
 
 /// What each cell runs (`runs` in `cells.json`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,38 +153,45 @@ pub struct CellsIndex {
     pub cells: Vec<CellEntry>,
 }
 
+impl IndexFile for CellsIndex {
+    const FILE: &'static str = "cells.json";
+    const SCHEMA: &'static str = CELLS_SCHEMA;
+    fn schema(&self) -> &str {
+        &self.schema
+    }
+}
+
+impl Index for CellsIndex {
+    type Item = CellEntry;
+    const EARLIER: &'static str = "an earlier --serve-cmd sweep";
+    fn items(&self) -> &[CellEntry] {
+        &self.cells
+    }
+    fn items_mut(&mut self) -> &mut Vec<CellEntry> {
+        &mut self.cells
+    }
+    fn state(&mut self) -> State<'_> {
+        State {
+            command: &mut self.command,
+            status: &mut self.status,
+            stopped_by: &mut self.stopped_by,
+        }
+    }
+}
+
+impl Item for CellEntry {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn status(&self) -> CellStatus {
+        self.status
+    }
+}
+
 impl CellsIndex {
     /// Reads `<dir>/cells.json`.
     pub fn read(dir: &Path) -> Result<CellsIndex, IndexError> {
-        let path = dir.join("cells.json");
-        let text = std::fs::read_to_string(&path).map_err(|source| IndexError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let parse = |reason: String| IndexError::Parse {
-            path: path.display().to_string(),
-            reason,
-        };
-        let idx: CellsIndex = serde_json::from_str(&text).map_err(|e| parse(e.to_string()))?;
-        if idx.schema != CELLS_SCHEMA {
-            return Err(parse(format!(
-                "schema {:?}, expected {CELLS_SCHEMA:?}",
-                idx.schema
-            )));
-        }
-        Ok(idx)
-    }
-
-    fn write(&self, dir: &Path) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)? + "\n";
-        crate::fsutil::write_atomic(&dir.join("cells.json"), text.as_bytes())
-    }
-
-    fn upsert(&mut self, c: CellEntry) {
-        match self.cells.iter_mut().find(|e| e.name == c.name) {
-            Some(e) => *e = c,
-            None => self.cells.push(c),
-        }
+        super::journal::read(dir)
     }
 }
 
@@ -487,56 +496,34 @@ pub async fn run_cells(
     mut on_event: impl FnMut(CellEvent<'_>),
 ) -> Result<CellsOutcome, SweepError> {
     let dir = cfg.dir.clone();
-    let dir_err = |source| SweepError::Dir {
-        path: dir.display().to_string(),
-        source,
+    let fresh = || CellsIndex {
+        schema: CELLS_SCHEMA.into(),
+        specperf_version: env!("CARGO_PKG_VERSION").into(),
+        command: cfg.command.clone(),
+        serve_cmd: cfg.template.text().to_string(),
+        params: cfg
+            .template
+            .params()
+            .iter()
+            .map(|p| ParamEntry {
+                name: p.name.clone(),
+                values: p.values.clone(),
+            })
+            .collect(),
+        runs: cfg.work,
+        status: IndexStatus::Running,
+        stopped_by: None,
+        cells: Vec::new(),
     };
-    let mut index = if cfg.resume {
-        let mut idx = CellsIndex::read(&dir)?;
-        idx.status = IndexStatus::Running;
-        idx.stopped_by = None;
-        idx.command = cfg.command.clone();
-        idx
-    } else {
-        if dir.join("cells.json").exists() {
-            let aside = move_aside(&dir).map_err(dir_err)?;
-            on_event(CellEvent::Warning(format!(
-                "{} held an earlier --serve-cmd sweep; it was moved to {} (pass --resume to \
-                 continue one)",
-                dir.display(),
-                aside.display()
-            )));
-        }
-        CellsIndex {
-            schema: CELLS_SCHEMA.into(),
-            specperf_version: env!("CARGO_PKG_VERSION").into(),
-            command: cfg.command.clone(),
-            serve_cmd: cfg.template.text().to_string(),
-            params: cfg
-                .template
-                .params()
-                .iter()
-                .map(|p| ParamEntry {
-                    name: p.name.clone(),
-                    values: p.values.clone(),
-                })
-                .collect(),
-            runs: cfg.work,
-            status: IndexStatus::Running,
-            stopped_by: None,
-            cells: Vec::new(),
+    let (mut index, aside) = Journal::open(&dir, cfg.resume, &cfg.command, fresh)?;
+    if let Some(aside) = aside {
+        on_event(CellEvent::Warning(index.moved_aside(&aside)));
+    }
+    let save = |index: &Journal<CellsIndex>, on_event: &mut dyn FnMut(CellEvent<'_>)| {
+        if let Err(e) = index.save() {
+            on_event(CellEvent::Warning(e.to_string()));
         }
     };
-    crate::fsutil::ensure_writable_dir(&dir).map_err(dir_err)?;
-    let save = |index: &CellsIndex, on_event: &mut dyn FnMut(CellEvent<'_>)| {
-        if let Err(e) = index.write(&dir) {
-            on_event(CellEvent::Warning(format!(
-                "cannot write {}: {e}",
-                dir.join("cells.json").display()
-            )));
-        }
-    };
-    save(&index, &mut on_event);
 
     // What the GPUs held before any server of ours: the level each stop waits to get back to.
     let baseline = match crate::telemetry::memory_used(SMI_TIMEOUT).await {
@@ -566,15 +553,10 @@ pub async fn run_cells(
         if stop.reason().is_some() {
             break;
         }
-        if let Some(done) = index
-            .cells
-            .iter()
-            .position(|c| c.name == name && c.status == CellStatus::Done)
-        {
+        if index.done(&name).is_some() {
             on_event(CellEvent::Skipped { cell: &name });
             // Keep the index in the grid's order.
-            let e = index.cells.remove(done);
-            index.cells.push(e);
+            index.move_to_end(&name);
             continue;
         }
         let gpu_wait = match (&baseline, ran_any) {
@@ -746,14 +728,11 @@ pub async fn run_cells(
         save(&index, &mut on_event);
     }
     let stopped = stop.reason();
-    index.stopped_by = stopped;
-    let all_done = index.cells.len() >= cells.len()
-        && index.cells.iter().all(|c| c.status == CellStatus::Done);
-    index.status = IndexStatus::ended(stopped.is_some(), all_done);
+    index.finish(stopped, cells.len());
     let code = exit::of_many(stopped, code);
     save(&index, &mut on_event);
     Ok(CellsOutcome {
-        index,
+        index: index.into_index(),
         dir: dir.clone(),
         exit_code: code,
     })

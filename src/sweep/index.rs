@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::journal::{Index, IndexError, IndexFile, IndexStatus, Item, ItemStatus, State};
 use super::plan::{Param, Point};
 use super::search::Search;
 use super::stats::{Check as Convergence, Interval};
@@ -18,71 +19,8 @@ use crate::stop::StopReason;
 /// `schema` of `sweep.json`.
 pub const SWEEP_SCHEMA: &str = "specperf.sweep.v1";
 
-/// The state of one item of a multi-run index: a point of `sweep.json`, a cell of `cells.json`
-/// (the schemas' `status` enums).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ItemStatus {
-    /// Every run made (or convergence reached; a cell: with its server up to the end);
-    /// skipped by `--resume`.
-    Done,
-    /// A run could not start, or a cell's server failed to start or died (the error says why);
-    /// the others went on.
-    Failed,
-    /// Stopped by a signal before its runs were made (or still running: a crash leaves it so);
-    /// `--resume` runs it again.
-    Stopped,
-}
-
 /// A point's state.
 pub type PointStatus = ItemStatus;
-
-/// The state of a multi-run index as a whole (`status` of `sweep.json` and `cells.json`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IndexStatus {
-    /// Still going (or the process died: a crash leaves it so).
-    Running,
-    /// Every item done.
-    Complete,
-    /// Ended, with an item failed.
-    Partial,
-    /// Stopped by a signal.
-    Stopped,
-}
-
-impl IndexStatus {
-    /// The name in the index file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IndexStatus::Running => "running",
-            IndexStatus::Complete => "complete",
-            IndexStatus::Partial => "partial",
-            IndexStatus::Stopped => "stopped",
-        }
-    }
-
-    /// How an index ended: `stopped` by a signal, else `partial` when `all_done` is false.
-    pub(crate) fn ended(stopped: bool, all_done: bool) -> IndexStatus {
-        match (stopped, all_done) {
-            (true, _) => IndexStatus::Stopped,
-            (false, false) => IndexStatus::Partial,
-            (false, true) => IndexStatus::Complete,
-        }
-    }
-}
-
-impl std::fmt::Display for IndexStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl PartialEq<&str> for IndexStatus {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
 
 /// One run of a point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -203,66 +141,44 @@ pub struct SweepIndex {
     pub pareto_optimal: Vec<String>,
 }
 
-/// Why `sweep.json` could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum IndexError {
-    /// Missing or unreadable.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// Not a sweep index this binary reads.
-    #[error("{path} is not a specperf sweep index ({reason})")]
-    Parse {
-        /// The file.
-        path: String,
-        /// Why.
-        reason: String,
-    },
+impl IndexFile for SweepIndex {
+    const FILE: &'static str = "sweep.json";
+    const SCHEMA: &'static str = SWEEP_SCHEMA;
+    fn schema(&self) -> &str {
+        &self.schema
+    }
+}
+
+impl Index for SweepIndex {
+    type Item = PointEntry;
+    const EARLIER: &'static str = "an earlier sweep";
+    fn items(&self) -> &[PointEntry] {
+        &self.points
+    }
+    fn items_mut(&mut self) -> &mut Vec<PointEntry> {
+        &mut self.points
+    }
+    fn state(&mut self) -> State<'_> {
+        State {
+            command: &mut self.command,
+            status: &mut self.status,
+            stopped_by: &mut self.stopped_by,
+        }
+    }
+}
+
+impl Item for PointEntry {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn status(&self) -> ItemStatus {
+        self.status
+    }
 }
 
 impl SweepIndex {
     /// Reads `<dir>/sweep.json`.
     pub fn read(dir: &Path) -> Result<SweepIndex, IndexError> {
-        let path = dir.join("sweep.json");
-        let text = std::fs::read_to_string(&path).map_err(|source| IndexError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let idx: SweepIndex = serde_json::from_str(&text).map_err(|e| IndexError::Parse {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-        if idx.schema != SWEEP_SCHEMA {
-            return Err(IndexError::Parse {
-                path: path.display().to_string(),
-                reason: format!("schema {:?}, expected {SWEEP_SCHEMA:?}", idx.schema),
-            });
-        }
-        Ok(idx)
-    }
-
-    /// Writes `<dir>/sweep.json` atomically.
-    pub(crate) fn write(&self, dir: &Path) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)? + "\n";
-        crate::fsutil::write_atomic(&dir.join("sweep.json"), text.as_bytes())
-    }
-
-    /// The finished entry of the point named `name`, if any.
-    pub fn done(&self, name: &str) -> Option<&PointEntry> {
-        self.points
-            .iter()
-            .find(|p| p.name == name && p.status == PointStatus::Done)
-    }
-
-    /// Replaces the entry named like `p`, or appends it.
-    pub(crate) fn upsert(&mut self, p: PointEntry) {
-        match self.points.iter_mut().find(|e| e.name == p.name) {
-            Some(e) => *e = p,
-            None => self.points.push(p),
-        }
+        super::journal::read(dir)
     }
 }

@@ -20,6 +20,7 @@ mod categories;
 mod cells;
 mod config;
 mod index;
+mod journal;
 mod plan;
 mod report;
 mod run;
@@ -36,13 +37,12 @@ pub use cells::{
     CellsConfig, CellsIndex, CellsOutcome, ParamEntry, CELLS_SCHEMA,
 };
 pub use config::{check_single, wanted, wanted_profile, SweepConfig};
-pub use index::{
-    IndexError, IndexStatus, ItemStatus, PointEntry, PointStatus, RunEntry, SweepIndex,
-    SWEEP_SCHEMA,
-};
+pub use index::{PointEntry, PointStatus, RunEntry, SweepIndex, SWEEP_SCHEMA};
+pub(crate) use journal::{read as read_index, write as write_index, IndexFile};
+pub use journal::{IndexError, IndexStatus, ItemStatus, SweepError};
 pub use plan::{Param, Point};
 pub use report::{console, overlay, OverlayError};
-pub use run::{run_sweep, Event, SweepError, SweepOutcome};
+pub use run::{run_sweep, Event, SweepOutcome};
 pub use search::{Probe, Search};
 pub use stats::{Check as ConvergenceCheck, Interval};
 pub use values::{Check, Objective, Values, Verdict};

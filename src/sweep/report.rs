@@ -459,7 +459,7 @@ pub(crate) fn write(dir: &Path, idx: &SweepIndex) -> std::io::Result<()> {
 pub enum OverlayError {
     /// A directory holds no readable sweep.
     #[error(transparent)]
-    Index(#[from] super::index::IndexError),
+    Index(#[from] super::journal::IndexError),
     /// The output could not be written.
     #[error("cannot write {path}: {source}")]
     Write {

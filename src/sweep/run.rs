@@ -5,15 +5,13 @@
 //! ends the sweep with every finished point on record.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use super::config::{Points, SweepConfig};
-use super::index::{
-    IndexStatus, PointEntry, PointStatus, RunEntry, SearchEntry, SweepIndex, SWEEP_SCHEMA,
-};
+use super::index::{PointEntry, PointStatus, RunEntry, SearchEntry, SweepIndex, SWEEP_SCHEMA};
+use super::journal::{IndexStatus, Journal, SweepError};
 use super::plan::{Param, Point};
 use super::search::Search;
 use super::stats::{check, interval};
@@ -94,30 +92,6 @@ pub struct SweepOutcome {
     pub exit_code: i32,
 }
 
-/// Why the sweep could not start (every point's flags were checked before; this is the
-/// directory).
-#[derive(Debug, thiserror::Error)]
-pub enum SweepError {
-    /// The sweep directory is not usable.
-    #[error("cannot write the sweep in {path}: {source} (pass a writable --artifact-dir)")]
-    Dir {
-        /// The directory.
-        path: String,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// `--resume` found an index it cannot read.
-    #[error(transparent)]
-    Index(#[from] super::index::IndexError),
-}
-
-impl SweepError {
-    /// The exit code (2: the output directory or the index named on the command line).
-    pub fn exit_code(&self) -> i32 {
-        exit::USAGE
-    }
-}
-
 /// Runs the sweep. `progress` carries each run's live progress in turn; `on_event` hears the
 /// rest.
 pub async fn run_sweep(
@@ -127,35 +101,16 @@ pub async fn run_sweep(
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<SweepOutcome, SweepError> {
     let dir = cfg.dir.clone();
-    let dir_err = |source| SweepError::Dir {
-        path: dir.display().to_string(),
-        source,
-    };
-    let index = if cfg.resume {
-        let mut idx = SweepIndex::read(&dir)?;
-        idx.status = IndexStatus::Running;
-        idx.stopped_by = None;
-        idx.command = cfg.command.clone();
-        idx
-    } else {
-        if dir.join("sweep.json").exists() {
-            let aside = move_aside(&dir).map_err(dir_err)?;
-            on_event(Event::Warning(format!(
-                "{} held an earlier sweep; it was moved to {} (pass --resume to continue one)",
-                dir.display(),
-                aside.display()
-            )));
-        }
-        new_index(&cfg)
-    };
-    crate::fsutil::ensure_writable_dir(&dir).map_err(dir_err)?;
-    index.write(&dir).map_err(dir_err)?;
+    let (journal, aside) = Journal::open(&dir, cfg.resume, &cfg.command, || new_index(&cfg))?;
+    if let Some(aside) = aside {
+        on_event(Event::Warning(journal.moved_aside(&aside)));
+    }
 
     let mut sweep = Sweeper {
         cfg: &cfg,
         stop: &stop,
         progress: &progress,
-        index,
+        journal,
         exit_code: exit::OK,
         // A resumed sweep may follow one stopped mid-point: wait for that backlog too.
         ran_any: cfg.resume,
@@ -166,11 +121,11 @@ pub async fn run_sweep(
                 if stop.reason().is_some() {
                     break;
                 }
-                if let Some(e) = sweep.index.done(&p.name()).cloned() {
-                    on_event(Event::Skipped { point: &e.name });
+                if let Some(e) = sweep.journal.done(&p.name()) {
+                    let name = e.name.clone();
+                    on_event(Event::Skipped { point: &name });
                     // Keep the index in the order of the points.
-                    sweep.index.points.retain(|x| x.name != e.name);
-                    sweep.index.points.push(e);
+                    sweep.journal.move_to_end(&name);
                     continue;
                 }
                 sweep
@@ -179,7 +134,7 @@ pub async fn run_sweep(
             }
         }
         Points::Search(spec) => {
-            let mut search = match sweep.index.search.take() {
+            let mut search = match sweep.journal.index_mut().search.take() {
                 Some(s) if cfg.resume => s.state,
                 _ => Search::new(
                     spec.min,
@@ -196,7 +151,7 @@ pub async fn run_sweep(
                 }
                 let p = Point([(spec.param, value)].into_iter().collect());
                 i += 1;
-                let entry = match sweep.index.done(&p.name()).cloned() {
+                let entry = match sweep.journal.done(&p.name()).cloned() {
                     Some(e) if e.sla.is_some() => {
                         on_event(Event::Skipped { point: &e.name });
                         e
@@ -216,24 +171,22 @@ pub async fn run_sweep(
                     pass,
                 });
                 search.record(value, pass, step);
-                sweep.index.search = Some(search_entry(spec, &search));
+                sweep.journal.index_mut().search = Some(search_entry(spec, &search));
                 sweep.save(&mut on_event);
             }
-            sweep.index.search = Some(search_entry(spec, &search));
+            sweep.journal.index_mut().search = Some(search_entry(spec, &search));
         }
     }
     let stopped = stop.reason();
-    sweep.index.stopped_by = stopped;
-    let all_done = sweep
-        .index
-        .points
-        .iter()
-        .all(|p| p.status == PointStatus::Done);
-    sweep.index.status = IndexStatus::ended(stopped.is_some(), all_done);
+    let expected = match &cfg.points {
+        Points::Fixed(points) => points.len(),
+        Points::Search(_) => 0,
+    };
+    sweep.journal.finish(stopped, expected);
     let code = exit::of_many(stopped, sweep.exit_code);
     sweep.save(&mut on_event);
     Ok(SweepOutcome {
-        index: sweep.index,
+        index: sweep.journal.into_index(),
         dir,
         exit_code: code,
     })
@@ -292,32 +245,12 @@ fn new_index(cfg: &SweepConfig) -> SweepIndex {
     }
 }
 
-/// `<dir>` -> `<dir>.prev-<unix seconds>` (an earlier sweep, kept whole).
-pub(super) fn move_aside(dir: &Path) -> std::io::Result<std::path::PathBuf> {
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| std::io::Error::other("it has no name; pass a new --artifact-dir"))?;
-    let parent = dir.parent().unwrap_or(Path::new("."));
-    let mut aside = parent.join(format!("{name}.prev-{stamp}"));
-    let mut n = 1;
-    while aside.exists() {
-        aside = parent.join(format!("{name}.prev-{stamp}-{n}"));
-        n += 1;
-    }
-    std::fs::rename(dir, &aside)?;
-    Ok(aside)
-}
-
 /// The loop's state.
 struct Sweeper<'a> {
     cfg: &'a SweepConfig,
     stop: &'a Stopper,
     progress: &'a watch::Sender<Progress>,
-    index: SweepIndex,
+    journal: Journal<SweepIndex>,
     exit_code: i32,
     /// A point has run in this process (the next one waits for the drain).
     ran_any: bool,
@@ -326,15 +259,13 @@ struct Sweeper<'a> {
 impl Sweeper<'_> {
     /// Writes `sweep.json` and the reports; a failure is a warning (the runs are on disk).
     fn save(&mut self, on_event: &mut impl FnMut(Event<'_>)) {
-        super::report::mark_pareto(&mut self.index);
-        if let Err(e) = self.index.write(&self.cfg.dir) {
-            on_event(Event::Warning(format!(
-                "cannot write {}: {e}",
-                self.cfg.dir.join("sweep.json").display()
-            )));
+        super::report::mark_pareto(self.journal.index_mut());
+        if let Err(e) = self.journal.save() {
+            on_event(Event::Warning(e.to_string()));
         }
+        let index = self.journal.index();
         if self.cfg.pareto_export {
-            if let Err(e) = super::aiperf::write_pareto_sweep(&self.cfg.dir, &self.index) {
+            if let Err(e) = super::aiperf::write_pareto_sweep(&self.cfg.dir, index) {
                 on_event(Event::Warning(format!(
                     "cannot write {}: {e}",
                     self.cfg
@@ -344,7 +275,7 @@ impl Sweeper<'_> {
                 )));
             }
         }
-        if let Err(e) = super::report::write(&self.cfg.dir, &self.index) {
+        if let Err(e) = super::report::write(&self.cfg.dir, index) {
             on_event(Event::Warning(format!(
                 "the sweep report in {} is incomplete: {e}",
                 self.cfg.dir.display()
@@ -520,7 +451,7 @@ impl Sweeper<'_> {
                 }
             }
             // Progress on disk after every run: a crash loses at most the run in flight.
-            self.index.upsert(entry.clone());
+            self.journal.upsert(entry.clone());
             self.save(on_event);
         }
         let signalled = matches!(
@@ -548,7 +479,7 @@ impl Sweeper<'_> {
                 entry.sla = Some(judge(&means, &spec.objectives));
             }
         }
-        self.index.upsert(entry.clone());
+        self.journal.upsert(entry.clone());
         self.save(on_event);
         Some(entry)
     }
