@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use serde_json::json;
 
 use super::MergeError;
 use crate::metrics::{RunMeta, SUMMARY_SCHEMA};
@@ -84,26 +85,35 @@ pub(super) fn read_summary(dir: &Path) -> Result<ShardDir, MergeError> {
     })
 }
 
-/// Settings every shard of one run shares (JSON pointers into `meta`). The request count, start
-/// and stop reason legitimately differ per shard.
-pub(super) const SAME_RUN: [&str; 17] = [
-    "/model",
-    "/endpoint",
-    "/streaming",
-    "/concurrency",
-    "/samples",
-    "/input",
-    "/load/mode",
-    "/load/request_rate",
-    "/load/arrival_pattern",
-    "/load/arrival_smoothness",
-    "/load/concurrency_cap",
-    "/load/random_seed",
-    "/load/ramp_s",
-    "/load/benchmark_duration_s",
-    "/load/grace_period_s",
-    "/load/schedule_lag_tolerance_ms",
-    "/timeouts_s",
+/// A setting of `meta`, as the error names and shows it.
+type Setting = (&'static str, fn(&RunMeta) -> serde_json::Value);
+
+/// Settings every shard of one run shares. The request count, start and stop reason
+/// legitimately differ per shard.
+pub(super) const SAME_RUN: [Setting; 17] = [
+    ("model", |m| json!(m.model)),
+    ("endpoint", |m| json!(m.endpoint)),
+    ("streaming", |m| json!(m.streaming)),
+    ("concurrency", |m| json!(m.concurrency)),
+    ("samples", |m| json!(m.samples)),
+    ("input", |m| json!(m.input)),
+    ("load.mode", |m| json!(m.load.mode)),
+    ("load.request_rate", |m| json!(m.load.request_rate)),
+    ("load.arrival_pattern", |m| json!(m.load.arrival_pattern)),
+    ("load.arrival_smoothness", |m| {
+        json!(m.load.arrival_smoothness)
+    }),
+    ("load.concurrency_cap", |m| json!(m.load.concurrency_cap)),
+    ("load.random_seed", |m| json!(m.load.random_seed)),
+    ("load.ramp_s", |m| json!(m.load.ramp_s)),
+    ("load.benchmark_duration_s", |m| {
+        json!(m.load.benchmark_duration_s)
+    }),
+    ("load.grace_period_s", |m| json!(m.load.grace_period_s)),
+    ("load.schedule_lag_tolerance_ms", |m| {
+        json!(m.load.schedule_lag_tolerance_ms)
+    }),
+    ("timeouts_s", |m| json!(m.timeouts_s)),
 ];
 
 /// Same shard count, every index exactly once, same settings. Sorts `shards` by index.
@@ -128,7 +138,6 @@ pub(super) fn check_one_run(shards: &mut [ShardDir]) -> Result<(), MergeError> {
             dirs: dirs.join(", "),
         });
     }
-    let first_meta = serde_json::to_value(&first.summary.meta).unwrap_or_default();
     for s in shards.iter().skip(1) {
         let mixed = |what: String| MergeError::MixedRun {
             dir: s.name(),
@@ -151,18 +160,10 @@ pub(super) fn check_one_run(shards: &mut [ShardDir]) -> Result<(), MergeError> {
                 s.summary.meta.url, first.summary.meta.url
             )));
         }
-        let meta = serde_json::to_value(&s.summary.meta).unwrap_or_default();
-        for p in SAME_RUN {
-            let (a, b) = (meta.pointer(p), first_meta.pointer(p));
+        for (name, get) in SAME_RUN {
+            let (a, b) = (get(&s.summary.meta), get(&first.summary.meta));
             if a != b {
-                let show =
-                    |v: Option<&serde_json::Value>| v.map_or("absent".into(), |v| v.to_string());
-                return Err(mixed(format!(
-                    "{} is {} there and {} in the other",
-                    p[1..].replace('/', "."),
-                    show(a),
-                    show(b)
-                )));
+                return Err(mixed(format!("{name} is {a} there and {b} in the other")));
             }
         }
     }

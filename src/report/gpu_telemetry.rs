@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde_json::Value;
+use serde::Deserialize;
 
 use super::json::{Obj, J};
 use super::svg::{Chart, Series, PALETTE};
@@ -110,6 +110,29 @@ pub(super) fn power_fields(o: &mut Obj, s: &Summary) {
     );
 }
 
+/// The fields of a `gpu_telemetry_export.jsonl` line the power chart reads.
+#[derive(Deserialize)]
+struct TelemetryLine {
+    gpu_index: u64,
+    #[serde(default)]
+    hostname: String,
+    timestamp_ns: u64,
+    telemetry_data: PowerData,
+}
+
+/// A read's power, under the platform's field name.
+#[derive(Deserialize)]
+struct PowerData {
+    nvidia_power_usage: Option<f64>,
+    amd_power: Option<f64>,
+}
+
+impl PowerData {
+    fn power(&self) -> Option<f64> {
+        self.nvidia_power_usage.or(self.amd_power)
+    }
+}
+
 /// The `gpu_power` chart: each GPU's power against time since the window opened (the total
 /// when more GPUs than colours), from `gpu_telemetry_export.jsonl`. `None` without telemetry.
 pub(super) fn power_chart(dir: &Path, summary: &SummaryView) -> Option<Chart> {
@@ -118,19 +141,15 @@ pub(super) fn power_chart(dir: &Path, summary: &SummaryView) -> Option<Chart> {
     let text = std::fs::read_to_string(dir.join("gpu_telemetry_export.jsonl")).ok()?;
     let mut per_gpu: BTreeMap<(String, u64), Vec<(f64, f64)>> = BTreeMap::new();
     for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
+        let Ok(r) = serde_json::from_str::<TelemetryLine>(line) else {
             continue;
         };
-        let t = v["timestamp_ns"].as_u64().map(|t| t as f64 / 1e9 - start);
-        let p = v["telemetry_data"]["nvidia_power_usage"]
-            .as_f64()
-            .or_else(|| v["telemetry_data"]["amd_power"].as_f64());
-        let key = (
-            v["hostname"].as_str().unwrap_or_default().to_owned(),
-            v["gpu_index"].as_u64().unwrap_or_default(),
-        );
-        if let (Some(t), Some(p)) = (t, p) {
-            per_gpu.entry(key).or_default().push((t, p));
+        let t = r.timestamp_ns as f64 / 1e9 - start;
+        if let Some(p) = r.telemetry_data.power() {
+            per_gpu
+                .entry((r.hostname, r.gpu_index))
+                .or_default()
+                .push((t, p));
         }
     }
     let one_host = per_gpu.keys().all(|k| {

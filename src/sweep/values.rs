@@ -135,9 +135,20 @@ pub(crate) fn per_request(run_dir: &Path, tag: &str) -> Vec<f64> {
     let Ok(text) = std::fs::read_to_string(run_dir.join("profile_export.jsonl")) else {
         return Vec::new();
     };
+    /// The part of a line read here: each metric's value (a number, or a list for the
+    /// per-chunk ones, which are skipped).
+    #[derive(serde::Deserialize)]
+    struct Line {
+        #[serde(default)]
+        metrics: BTreeMap<String, Metric>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Metric {
+        value: serde_json::Value,
+    }
     text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|j| j.pointer(&format!("/metrics/{tag}/value"))?.as_f64())
+        .filter_map(|l| serde_json::from_str::<Line>(l).ok())
+        .filter_map(|mut l| l.metrics.remove(tag)?.value.as_f64())
         .collect()
 }
 
@@ -224,5 +235,32 @@ pub(crate) fn judge(values: &Values, objectives: &[Objective]) -> Verdict {
     Verdict {
         pass: checks.iter().all(|c| c.pass),
         checks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn per_request_reads_one_metrics_value_per_line_and_skips_the_rest() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(
+            tmp.path().join("profile_export.jsonl"),
+            concat!(
+                r#"{"metadata":{"x_request_id":"a"},"metrics":{"request_latency":{"value":12.5,"unit":"ms"},"inter_chunk_latency":{"value":[1.0,2.0],"unit":"ms"}}}"#,
+                "\n",
+                r#"{"metadata":{"x_request_id":"b"},"metrics":{"time_to_first_token":{"value":3.0,"unit":"ms"}}}"#,
+                "\n",
+                "not json\n",
+                r#"{"metadata":{"x_request_id":"c"},"metrics":{"request_latency":{"value":7,"unit":"ms"}}}"#,
+                "\n",
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            super::per_request(tmp.path(), "request_latency"),
+            [12.5, 7.0]
+        );
+        assert!(super::per_request(tmp.path(), "inter_chunk_latency").is_empty());
+        assert!(super::per_request(&tmp.path().join("none"), "request_latency").is_empty());
     }
 }

@@ -179,6 +179,47 @@ fn pipeline_stages_import_only_earlier_stages() {
     }
 }
 
+/// The orchestrators, bottom to top (docs/development.md "Layer map"): one run (`engine`), the
+/// outcome -> exit code mapping (`exit`), many runs (`sweep`: points, categories, server cells)
+/// and golden collection over cells (`collect`). Each may use those below it, none above.
+const ORCHESTRATORS: [&str; 4] = ["engine", "exit", "sweep", "collect"];
+
+#[test]
+fn the_orchestrators_stack_one_way() {
+    let g = graph();
+    for (i, low) in ORCHESTRATORS.iter().enumerate() {
+        let deps = g
+            .get(*low)
+            .unwrap_or_else(|| panic!("src/{low} is gone: update ORCHESTRATORS"));
+        for high in &ORCHESTRATORS[i + 1..] {
+            assert!(
+                !deps.contains(*high),
+                "{low} imports {high}, which sits above it in {ORCHESTRATORS:?}"
+            );
+        }
+    }
+}
+
+/// `sweep/journal.rs` is the skeleton the orchestrators' files share: it names none of them.
+#[test]
+fn the_journal_sits_below_every_orchestrator_file() {
+    let graphs = folder_graphs();
+    let sweep = graphs
+        .get(&vec!["sweep".to_string()])
+        .expect("sweep/ has arrows between its files");
+    assert!(
+        !sweep.contains_key("journal"),
+        "sweep/journal imports {:?}",
+        sweep.get("journal")
+    );
+    for user in ["run", "cells", "index"] {
+        assert!(
+            sweep.get(user).is_some_and(|d| d.contains("journal")),
+            "sweep/{user} no longer keeps its index through the journal"
+        );
+    }
+}
+
 /// Commands that only read what finished runs left on disk: they may use anything below them,
 /// and nothing imports them (so no stage comes to depend on a report over its own artifacts).
 const READERS_OF_FINISHED_RUNS: [&str; 1] = ["speed_bench_report"];
