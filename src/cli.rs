@@ -836,6 +836,12 @@ pub struct ReplayArgs {
     #[arg(short = 'u', long, help_heading = H_TARGET)]
     pub url: Option<String>,
 
+    /// Never a flag: set for a `--serve-cmd` cell whose server's URL (its free port) is known
+    /// only once the server is started. The flags are validated without a URL, and the URL is
+    /// bound then (`RunConfig::bind`, `SweepConfig::bind`, `CategoryPlan::bind`).
+    #[arg(skip)]
+    pub url_bound_later: bool,
+
     /// Model name sent in every request. Default: the first model listed by GET /v1/models.
     #[arg(short = 'm', long, help_heading = H_TARGET)]
     pub model: Option<String>,

@@ -333,8 +333,9 @@ impl CollectPlan {
             r.sweep.resume = a.resume && mode_dir.join("cells.json").is_file();
             r.artifact_dir = Some(mode_dir);
             if collection.num_prompts == 0 {
+                // Only the prompts are read: no server is up yet.
                 let mut probe = r.clone();
-                probe.url = Some("http://127.0.0.1:1".into());
+                probe.url_bound_later = probe.url.is_none();
                 probe.serve = Default::default();
                 let rc = RunConfig::from_args(&probe)?;
                 let n = crate::engine::collection_samples(&rc)

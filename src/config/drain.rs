@@ -25,6 +25,29 @@ pub fn drain_config(a: &DrainArgs) -> Result<DrainConfig, ConfigError> {
     from_args(a, &|k: &str| std::env::var(k).ok())
 }
 
+/// The same for a frontend whose URL is bound later ([`bind_frontend`]): a `--serve-cmd`
+/// cell's server. `a.url` is not read.
+pub(crate) fn drain_config_bound_later(a: &DrainArgs) -> Result<DrainConfig, ConfigError> {
+    bound_later(a, &|k: &str| std::env::var(k).ok())
+}
+
+fn bound_later(
+    a: &DrainArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<DrainConfig, ConfigError> {
+    settings(a, metrics_endpoints(&a.server_metrics, env)?)
+}
+
+/// Puts the frontend at `url`'s page first among the drain wait's endpoints (read once when it
+/// is also listed as a worker).
+pub(crate) fn bind_frontend(d: &mut DrainSettings, url: &str) -> Result<(), ConfigError> {
+    if let Some(m) = metrics_url(&normalize_url(url)?)? {
+        d.endpoints.retain(|e| *e != m);
+        d.endpoints.insert(0, m);
+    }
+    Ok(())
+}
+
 fn from_args(
     a: &DrainArgs,
     env: &dyn Fn(&str) -> Option<String>,
@@ -49,6 +72,11 @@ fn from_args(
              --server-metrics URL for each worker (or set AIPERF_SERVER_METRICS_URLS)",
         );
     }
+    settings(a, endpoints)
+}
+
+/// The poll settings and the output file, checked, around `endpoints`.
+fn settings(a: &DrainArgs, endpoints: Vec<String>) -> Result<DrainConfig, ConfigError> {
     if a.idle_polls == 0 {
         return err(
             "--idle-polls must be at least 1 (the servers must be seen idle at least once)",
@@ -101,6 +129,29 @@ mod tests {
 
     fn no_env(_: &str) -> Option<String> {
         None
+    }
+
+    #[test]
+    fn a_frontend_bound_later_comes_first_and_is_polled_once() {
+        let a = parse(&[
+            "--server-metrics",
+            "9001",
+            "--server-metrics",
+            "localhost:8000",
+        ]);
+        let mut late = bound_later(&a, &no_env).unwrap().settings;
+        assert_eq!(
+            late.endpoints,
+            [
+                "http://0.0.0.0:9001/metrics",
+                "http://localhost:8000/metrics"
+            ]
+        );
+        bind_frontend(&mut late, "localhost:8000").unwrap();
+        let mut now = parse(&["--url", "localhost:8000"]);
+        now.server_metrics = a.server_metrics.clone();
+        assert_eq!(late, from_args(&now, &no_env).unwrap().settings);
+        assert!(bind_frontend(&mut late, "ftp://x").is_err());
     }
 
     #[test]

@@ -31,6 +31,7 @@ use crate::metrics::Slo;
 use crate::render::{EndpointType, RenderOptions};
 
 pub(crate) use agentx::{AgentxSettings, Provenance, SessionRouting};
+pub(crate) use drain::{bind_frontend, drain_config_bound_later};
 pub use drain::{drain_config, DrainConfig};
 pub(crate) use input::parse_extra_inputs;
 pub(crate) use input::{DatasetSource, EncoderSpec};
@@ -149,6 +150,16 @@ impl RunConfig {
     /// Records the command line in the AIPerf summary's `run_info.cli_command`.
     pub fn set_cli_command(&mut self, command: String) {
         self.cli_command = Some(command);
+    }
+
+    /// Points the run at `url`: a `--serve-cmd` cell's server, once it is up (its flags were
+    /// validated without one).
+    pub fn bind(&mut self, url: &str) -> Result<(), ConfigError> {
+        self.target = Target::Url(target::normalize_url(url)?);
+        if let Some(h) = target::v1_hint(url).filter(|h| !self.warnings.contains(h)) {
+            self.warnings.push(h);
+        }
+        Ok(())
     }
 }
 
@@ -576,7 +587,33 @@ mod tests {
         match RunConfig::from_args(&a).unwrap().target {
             Target::Embedded(sim) => assert!(sim.host.is_loopback()),
             Target::Url(u) => panic!("no --url, yet a target {u}"),
+            Target::Unbound => panic!("no --serve-cmd cell, yet an unbound target"),
         }
+    }
+
+    #[test]
+    fn a_cells_run_is_validated_without_a_url_and_bound_to_its_server_later() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["specperf", "replay", "--osl", "8"]).unwrap();
+        let crate::cli::Command::Replay(mut a) = cli.command else {
+            panic!("not replay")
+        };
+        a.url_bound_later = true;
+        let mut c = RunConfig::from_args(&a).unwrap();
+        assert!(matches!(c.target, Target::Unbound), "{:?}", c.target);
+        assert!(!c.is_embedded());
+        c.bind("127.0.0.1:4321/v1").unwrap();
+        match &c.target {
+            Target::Url(u) => assert_eq!(u, "http://127.0.0.1:4321/v1"),
+            t => panic!("not bound: {t:?}"),
+        }
+        assert!(
+            c.warnings.iter().any(|w| w.contains("/v1")),
+            "the /v1 slip is still said: {:?}",
+            c.warnings
+        );
+        let e = c.bind("ftp://x").unwrap_err();
+        assert!(e.to_string().contains("ftp://x"), "{e}");
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub(crate) enum Target {
     Url(String),
     /// The built-in simulator, started in-process on loopback.
     Embedded(Box<SimConfig>),
+    /// A `--serve-cmd` cell's server, whose URL is bound once it is up
+    /// ([`super::RunConfig::bind`]); a run is never started against it.
+    Unbound,
 }
 
 impl Target {
@@ -46,6 +49,9 @@ pub(super) fn endpoint_path(a: &ReplayArgs) -> Result<String, ConfigError> {
 pub(super) fn target(a: &ReplayArgs) -> Result<(Target, Option<u32>), ConfigError> {
     if let Some(u) = &a.url {
         return Ok((Target::Url(normalize_url(u)?), a.osl()));
+    }
+    if a.url_bound_later {
+        return Ok((Target::Unbound, a.osl()));
     }
     let s = &a.sim;
     let sim = SimConfig {
@@ -104,9 +110,7 @@ pub(super) fn warnings(a: &ReplayArgs) -> Vec<String> {
     if a.insecure {
         w.push(INSECURE_WARNING.to_owned());
     }
-    // A common slip: the OpenAI client's base_url carries /v1, ours must not.
-    let url = a.url.as_deref().map(normalize_url).and_then(Result::ok);
-    if let Some(h) = url.as_deref().and_then(crate::report::v1_suffix_hint) {
+    if let Some(h) = a.url.as_deref().and_then(v1_hint) {
         w.push(h);
     }
     if a.per_chunk_usage && !a.streaming {
@@ -117,6 +121,11 @@ pub(super) fn warnings(a: &ReplayArgs) -> Vec<String> {
         );
     }
     w
+}
+
+/// A common slip: the OpenAI client's base_url carries /v1, ours must not.
+pub(super) fn v1_hint(url: &str) -> Option<String> {
+    crate::report::v1_suffix_hint(&normalize_url(url).ok()?)
 }
 
 /// True when the URL carries `user:password@`.

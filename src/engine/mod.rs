@@ -80,6 +80,10 @@ pub enum EngineError {
     /// No `--model` and none could be discovered.
     #[error("no model name: {0}; pass --model")]
     NoModel(String),
+    /// A `--serve-cmd` cell's run was started before its server's URL was bound (a bug of
+    /// ours, refused rather than sent anywhere).
+    #[error("the run has no server URL yet: a --serve-cmd cell binds it once its server is up")]
+    Unbound,
     /// The URL does not parse.
     #[error("invalid URL {url}: {reason}")]
     Url {

@@ -156,6 +156,7 @@ pub(super) async fn prepare(
             let url = h.url();
             (Some(h), url)
         }
+        Target::Unbound => return Err(EngineError::Unbound),
     };
     let mut client_opts = cfg.client.clone();
     // Credentials go to the target only, not to metrics endpoints on other hosts.

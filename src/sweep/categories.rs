@@ -25,6 +25,7 @@ pub fn categories_wanted(a: &ReplayArgs) -> bool {
 }
 
 /// The runs, validated before the first starts.
+#[derive(Debug)]
 pub struct CategoryPlan {
     /// The categories, in run order (AIPerf's column order for `all`).
     pub categories: Vec<String>,
@@ -114,7 +115,12 @@ impl CategoryPlan {
             }
             configs.push(cfg);
         }
-        let drain = super::config::drain(&a.sweep, a.url.as_deref(), &a.scrape.server_metrics)?;
+        let drain = super::config::drain(
+            &a.sweep,
+            a.url.as_deref(),
+            a.url_bound_later,
+            &a.scrape.server_metrics,
+        )?;
         Ok(CategoryPlan {
             categories,
             dir,
@@ -122,6 +128,22 @@ impl CategoryPlan {
             drain,
             warnings,
         })
+    }
+
+    /// Points every category's run and the drain wait at `url`: a `--serve-cmd` cell's
+    /// server, once it is up (the plan was validated without one).
+    pub fn bind(&mut self, url: &str) -> Result<(), ConfigError> {
+        for c in &mut self.configs {
+            c.bind(url)?;
+        }
+        super::config::bind_drain(&mut self.drain, url)
+    }
+
+    /// `--failed-request-threshold`, the same for every run.
+    pub fn failed_request_threshold(&self) -> f64 {
+        self.configs
+            .first()
+            .map_or(0.0, |c| c.failed_request_threshold)
     }
 
     /// The console's progress style and interval (the same for every run).

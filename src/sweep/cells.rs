@@ -5,9 +5,11 @@
 //! and `cells.json` is rewritten.
 //!
 //! ```text
-//!  flags ──> CellsConfig (template, cells, each cell's replay flags validated) ──> for each cell:
-//!     [GPU memory wait] ──> Server::start (log <cell>/server.log) ──> engine::replay or run_sweep
-//!     ──> Server::exited? ──> Server::stop ──> cells.json (after every step)
+//!  flags ──> CellsConfig (template; per cell a CellPlan: its run, sweep or categories,
+//!            validated once, before any server) ──> for each cell:
+//!     [GPU memory wait] ──> Server::start (log <cell>/server.log) ──> CellPlan::bind (the
+//!     server's URL: its free port is known only now) ──> engine::replay, run_sweep or
+//!     run_categories ──> Server::exited? ──> Server::stop ──> cells.json (after every step)
 //! ```
 //!
 //! Decisions: a server that fails to start (exits, never ready) or dies during its cell makes
@@ -195,13 +197,83 @@ impl CellsIndex {
     }
 }
 
+/// What one cell runs, validated before the first server starts. Its server's URL is bound
+/// once the server is up ([`CellPlan::bind`]): with `{port}` it is not known before.
+#[derive(Debug)]
+enum CellPlan {
+    /// One replay, and the warnings about sweep flags it ignores (said before the cells).
+    Run(Box<RunConfig>, Vec<String>),
+    /// A sweep of points.
+    Sweep(Box<SweepConfig>),
+    /// One replay per SPEED-Bench category.
+    Categories(Box<super::CategoryPlan>),
+}
+
+impl CellPlan {
+    /// Validates a cell's replay flags as `work` runs them.
+    fn new(work: CellWork, args: &ReplayArgs) -> Result<CellPlan, ConfigError> {
+        Ok(match work {
+            CellWork::Categories => {
+                CellPlan::Categories(Box::new(super::CategoryPlan::from_replay(args)?))
+            }
+            CellWork::Sweep => CellPlan::Sweep(Box::new(SweepConfig::from_replay(args)?)),
+            CellWork::Run => {
+                let telemetry = args.telemetry.gpu_telemetry.is_some();
+                let ignored = check_single(&args.sweep, telemetry)?;
+                CellPlan::Run(Box::new(RunConfig::from_args(args)?), ignored)
+            }
+        })
+    }
+
+    /// The warnings, the live display and the progress period it runs with.
+    fn settings(&self) -> (Vec<String>, Ui, Option<Duration>) {
+        match self {
+            CellPlan::Categories(c) => {
+                let (ui, every) = c.progress();
+                (c.warnings.clone(), ui, every)
+            }
+            CellPlan::Sweep(c) => (c.warnings.clone(), c.ui, c.progress_interval),
+            CellPlan::Run(c, ignored) => {
+                let w = ignored.iter().chain(&c.warnings).cloned().collect();
+                (w, c.ui, c.progress_interval)
+            }
+        }
+    }
+
+    /// It continues a sweep recorded in the cell's directory (`--resume`).
+    fn resumes(&self) -> bool {
+        matches!(self, CellPlan::Sweep(c) if c.resume)
+    }
+
+    /// Points it at the cell's server, up at `url`, and records the command line.
+    fn bind(&mut self, url: &str, command: &str) -> Result<(), ConfigError> {
+        match self {
+            CellPlan::Categories(c) => {
+                if !command.is_empty() {
+                    c.set_cli_command(command.to_owned());
+                }
+                c.bind(url)
+            }
+            CellPlan::Sweep(c) => {
+                c.set_cli_command(command.to_owned());
+                c.bind(url)
+            }
+            CellPlan::Run(c, _) => {
+                if !command.is_empty() {
+                    c.set_cli_command(command.to_owned());
+                }
+                c.bind(url)
+            }
+        }
+    }
+}
+
 /// A validated `--serve-cmd` sweep.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct CellsConfig {
     template: Template,
-    /// Every cell's replay flags, before its URL and directory (the `--serve-*` flags and
-    /// `--resume` cleared).
-    base: ReplayArgs,
+    /// Each cell of the template's grid with what it runs, in order.
+    cells: Vec<(Cell, CellPlan)>,
     /// `--url`, when the template has no `{port}`.
     fixed_url: Option<String>,
     /// The artifact directory (each cell's below it).
@@ -297,16 +369,29 @@ impl CellsConfig {
         let mut base = a.clone();
         base.serve = Default::default();
         base.sweep.resume = false;
-        let mut cfg = CellsConfig {
-            work: if super::categories_wanted(&base) {
-                CellWork::Categories
-            } else if wanted(&base) {
-                CellWork::Sweep
-            } else {
-                CellWork::Run
-            },
+        let work = if super::categories_wanted(&base) {
+            CellWork::Categories
+        } else if wanted(&base) {
+            CellWork::Sweep
+        } else {
+            CellWork::Run
+        };
+        // Every cell must make a valid replay before the first server starts.
+        let mut cells = Vec::new();
+        for cell in template.cells() {
+            let args = cell_args(&base, &dir, resume, work, &cell, fixed_url.as_deref());
+            let plan = CellPlan::new(work, &args)
+                .map_err(|e| ConfigError::msg(format!("cell {}: {e}", cell.name())))?;
+            cells.push((cell, plan));
+        }
+        let (warnings, ui, progress_interval) = cells
+            .first()
+            .map(|(_, p)| p.settings())
+            .unwrap_or((Vec::new(), a.ui, None));
+        Ok(CellsConfig {
+            work,
             template,
-            base,
+            cells,
             fixed_url,
             dir,
             ready_timeout: seconds(
@@ -320,63 +405,42 @@ impl CellsConfig {
                 s.serve_gpu_release_timeout,
                 GPU_RELEASE_S,
             )?,
-            resume,
             command: String::new(),
-            warnings: Vec::new(),
-            ui: a.ui,
-            progress_interval: None,
-        };
-        // Every cell must make a valid replay before the first server starts.
-        for (i, cell) in cfg.template.cells().iter().enumerate() {
-            let args = cfg.cell_args(cell, "http://127.0.0.1:1");
-            let in_cell = |e: ConfigError| ConfigError::msg(format!("cell {}: {e}", cell.name()));
-            let (warnings, ui, every) = match cfg.work {
-                CellWork::Categories => {
-                    let c = super::CategoryPlan::from_replay(&args).map_err(in_cell)?;
-                    let (ui, every) = c.progress();
-                    (c.warnings, ui, every)
-                }
-                CellWork::Sweep => {
-                    let c = SweepConfig::from_replay(&args).map_err(in_cell)?;
-                    (c.warnings, c.ui, c.progress_interval)
-                }
-                CellWork::Run => {
-                    let telemetry = args.telemetry.gpu_telemetry.is_some();
-                    let mut w = check_single(&args.sweep, telemetry).map_err(in_cell)?;
-                    let c = RunConfig::from_args(&args).map_err(in_cell)?;
-                    w.extend(c.warnings);
-                    (w, c.ui, c.progress_interval)
-                }
-            };
-            if i == 0 {
-                cfg.warnings = warnings;
-                cfg.ui = ui;
-                cfg.progress_interval = every;
-            }
-        }
-        Ok(cfg)
+            resume,
+            warnings,
+            ui,
+            progress_interval,
+        })
     }
 
     /// Records the command line (in `cells.json` and every run's summary).
     pub fn set_cli_command(&mut self, command: String) {
         self.command = command;
     }
+}
 
-    /// The replay flags of `cell` against `url`.
-    fn cell_args(&self, cell: &Cell, url: &str) -> ReplayArgs {
-        let mut a = self.base.clone();
-        a.url = Some(url.to_string());
-        let dir = self.dir.join(cell.name());
-        a.sweep.resume =
-            self.resume && self.work == CellWork::Sweep && dir.join("sweep.json").is_file();
-        a.artifact_dir = Some(dir);
-        if let (Some(stem), Some(_)) = (&a.result_filename, &a.result_dir) {
-            // One --result-dir for every cell: each cell's raw JSON gets its own name.
-            let stem = stem.strip_suffix(".json").unwrap_or(stem);
-            a.result_filename = Some(format!("{stem}_{}", cell.name()));
-        }
-        a
+/// The replay flags of `cell`: `base` writing into the cell's directory below `dir`, against
+/// `url`, else against the cell's server bound later.
+fn cell_args(
+    base: &ReplayArgs,
+    dir: &Path,
+    resume: bool,
+    work: CellWork,
+    cell: &Cell,
+    url: Option<&str>,
+) -> ReplayArgs {
+    let mut a = base.clone();
+    a.url = url.map(str::to_owned);
+    a.url_bound_later = url.is_none();
+    let dir = dir.join(cell.name());
+    a.sweep.resume = resume && work == CellWork::Sweep && dir.join("sweep.json").is_file();
+    a.artifact_dir = Some(dir);
+    if let (Some(stem), Some(_)) = (&a.result_filename, &a.result_dir) {
+        // One --result-dir for every cell: each cell's raw JSON gets its own name.
+        let stem = stem.strip_suffix(".json").unwrap_or(stem);
+        a.result_filename = Some(format!("{stem}_{}", cell.name()));
     }
+    a
 }
 
 /// `artifacts/<model>-serve-<params>`.
@@ -490,7 +554,7 @@ pub struct CellsOutcome {
 /// Runs every cell. `progress` carries each run's live progress; `on_event` hears the rest.
 /// Returns only once no server of it is running.
 pub async fn run_cells(
-    cfg: CellsConfig,
+    mut cfg: CellsConfig,
     stop: Stopper,
     progress: watch::Sender<Progress>,
     mut on_event: impl FnMut(CellEvent<'_>),
@@ -545,10 +609,11 @@ pub async fn run_cells(
             .await
             .map_err(|e| e.to_string())
     };
-    let cells = cfg.template.cells();
+    let cells = std::mem::take(&mut cfg.cells);
+    let total = cells.len();
     let mut ran_any = false;
     let mut code = exit::OK;
-    for (i, cell) in cells.iter().enumerate() {
+    for (i, (cell, plan)) in cells.into_iter().enumerate() {
         let name = cell.name();
         if stop.reason().is_some() {
             break;
@@ -590,10 +655,9 @@ pub async fn run_cells(
             (Some(u), _) => u.clone(),
             (None, p) => format!("http://127.0.0.1:{}", p.unwrap_or(0)),
         };
-        let command = cfg.template.command(cell, port);
-        let args = cfg.cell_args(cell, &url);
+        let command = cfg.template.command(&cell, port);
         let cell_dir = dir.join(&name);
-        if !args.sweep.resume && has_files(&cell_dir) {
+        if !plan.resumes() && has_files(&cell_dir) {
             // An earlier attempt of this cell: its run would be moved aside by the replay,
             // taking the new server's open log with it; move the whole cell now.
             match move_aside(&cell_dir) {
@@ -631,7 +695,7 @@ pub async fn run_cells(
         on_event(CellEvent::Start {
             cell: &name,
             index: i + 1,
-            total: cells.len(),
+            total,
             command: &command,
             log: &log,
         });
@@ -678,7 +742,7 @@ pub async fn run_cells(
             url: &url,
         });
 
-        let ran = run_cell(&cfg, &name, args, &stop, &progress, &mut on_event).await;
+        let ran = run_cell(&cfg, &name, plan, &url, &stop, &progress, &mut on_event).await;
         let died = server.exited();
         let stopped = server.stop(cfg.stop_grace).await;
         on_event(CellEvent::ServerStopped {
@@ -728,7 +792,7 @@ pub async fn run_cells(
         save(&index, &mut on_event);
     }
     let stopped = stop.reason();
-    index.finish(stopped, cells.len());
+    index.finish(stopped, total);
     let code = exit::of_many(stopped, code);
     save(&index, &mut on_event);
     Ok(CellsOutcome {
@@ -757,65 +821,62 @@ enum CellRunError {
     Engine(#[from] crate::engine::EngineError),
 }
 
-/// Runs one cell's replay or sweep against its server: its exit code, or why it could not run.
+/// Runs one cell's replay, sweep or categories against its server, up at `url`: its exit code,
+/// or why it could not run.
 async fn run_cell(
     cfg: &CellsConfig,
     name: &str,
-    args: ReplayArgs,
+    mut plan: CellPlan,
+    url: &str,
     stop: &Stopper,
     progress: &watch::Sender<Progress>,
     on_event: &mut impl FnMut(CellEvent<'_>),
 ) -> Result<i32, CellRunError> {
-    if cfg.work == CellWork::Categories {
-        let threshold = args.failed_request_threshold;
-        let mut plan = super::CategoryPlan::from_replay(&args)?;
-        if !cfg.command.is_empty() {
-            plan.set_cli_command(cfg.command.clone());
-        }
-        let outcome = super::run_categories(plan, stop.child(), progress.clone(), |ev| {
-            on_event(CellEvent::Category(ev))
-        })
-        .await;
-        on_event(CellEvent::CategoriesDone {
-            cell: name,
-            outcome: &outcome,
-        });
-        return Ok(outcome.exit_code(threshold));
-    }
-    if cfg.work == CellWork::Sweep {
-        let mut sc = SweepConfig::from_replay(&args)?;
-        sc.set_cli_command(cfg.command.clone());
-        let outcome = run_sweep(sc, stop.child(), progress.clone(), |ev| {
-            on_event(CellEvent::Sweep(ev))
-        })
-        .await?;
-        on_event(CellEvent::SweepDone {
-            cell: name,
-            outcome: &outcome,
-        });
-        return Ok(outcome.exit_code);
-    }
-    let mut rc = RunConfig::from_args(&args)?;
-    if !cfg.command.is_empty() {
-        rc.set_cli_command(cfg.command.clone());
-    }
-    let threshold = rc.failed_request_threshold;
-    match crate::engine::replay(rc, stop.child(), progress.clone()).await {
-        Ok(outcome) => {
-            let code = exit::exit_code(&outcome, threshold);
-            on_event(CellEvent::RunDone {
+    plan.bind(url, &cfg.command)?;
+    match plan {
+        CellPlan::Categories(plan) => {
+            let threshold = plan.failed_request_threshold();
+            let outcome = super::run_categories(*plan, stop.child(), progress.clone(), |ev| {
+                on_event(CellEvent::Category(ev))
+            })
+            .await;
+            on_event(CellEvent::CategoriesDone {
                 cell: name,
                 outcome: &outcome,
-                exit_code: code,
             });
-            Ok(code)
+            Ok(outcome.exit_code(threshold))
         }
-        Err(e) => {
-            on_event(CellEvent::RunFailed {
+        CellPlan::Sweep(sc) => {
+            let outcome = run_sweep(*sc, stop.child(), progress.clone(), |ev| {
+                on_event(CellEvent::Sweep(ev))
+            })
+            .await?;
+            on_event(CellEvent::SweepDone {
                 cell: name,
-                error: &e,
+                outcome: &outcome,
             });
-            Err(e.into())
+            Ok(outcome.exit_code)
+        }
+        CellPlan::Run(rc, _) => {
+            let threshold = rc.failed_request_threshold;
+            match crate::engine::replay(*rc, stop.child(), progress.clone()).await {
+                Ok(outcome) => {
+                    let code = exit::exit_code(&outcome, threshold);
+                    on_event(CellEvent::RunDone {
+                        cell: name,
+                        outcome: &outcome,
+                        exit_code: code,
+                    });
+                    Ok(code)
+                }
+                Err(e) => {
+                    on_event(CellEvent::RunFailed {
+                        cell: name,
+                        error: &e,
+                    });
+                    Err(e.into())
+                }
+            }
         }
     }
 }

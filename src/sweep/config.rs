@@ -13,7 +13,9 @@ use crate::cli::{
     DrainArgs, List, ParameterSweepMode, ProfileArgs, ReplayArgs, SearchParameter, SearchRecipe,
     SearchStyle, SweepArgs, SweepType,
 };
-use crate::config::{drain_config, ConfigError, RunConfig};
+use crate::config::{
+    bind_frontend, drain_config, drain_config_bound_later, ConfigError, RunConfig,
+};
 use crate::scrape::DrainSettings;
 
 /// Where a point's flags come from: `replay`'s or `profile`'s (the AgentX replay).
@@ -209,6 +211,7 @@ impl SweepConfig {
                 artifact_dir: a.artifact_dir.as_deref(),
                 model: a.model.as_deref(),
                 url: a.url.as_deref(),
+                url_bound_later: a.url_bound_later,
                 server_metrics: &a.scrape.server_metrics,
                 result_stem,
                 sweep_type: s.sweep_type,
@@ -256,6 +259,7 @@ impl SweepConfig {
                 artifact_dir: p.output_artifact_dir.as_deref(),
                 model: p.model.as_deref(),
                 url: p.url.as_deref(),
+                url_bound_later: false,
                 server_metrics: &p.server_metrics,
                 result_stem: None,
                 sweep_type: SweepType::Grid,
@@ -354,6 +358,16 @@ impl SweepConfig {
         self.command = command;
     }
 
+    /// Points every run and the drain wait at `url`: a `--serve-cmd` cell's server, once it is
+    /// up (the sweep was validated without one).
+    pub fn bind(&mut self, url: &str) -> Result<(), ConfigError> {
+        if let Source::Replay(a) = &mut self.source {
+            a.url = Some(url.to_owned());
+            a.url_bound_later = false;
+        }
+        bind_drain(&mut self.drain, url)
+    }
+
     /// The directory of run `run` of point `p`, relative to the sweep's, as AIPerf 0.13 lays them
     /// out (its `aiperf plot` and dashboards find runs by these names): the point's name for a
     /// single run (`run` when nothing varies); for repeated runs `profile_runs/run_NNNN` when
@@ -431,6 +445,7 @@ struct Where<'a> {
     artifact_dir: Option<&'a Path>,
     model: Option<&'a str>,
     url: Option<&'a str>,
+    url_bound_later: bool,
     server_metrics: &'a [String],
     result_stem: Option<String>,
     sweep_type: SweepType,
@@ -456,7 +471,7 @@ fn assemble(
         convergence: None,
         run_cooldown: Duration::ZERO,
         point_cooldown: Duration::ZERO,
-        drain: drain(s, w.url, w.server_metrics)?,
+        drain: drain(s, w.url, w.url_bound_later, w.server_metrics)?,
         gpus: s.gpus,
         pareto_export: s.search_recipe == Some(SearchRecipe::ParetoSweep),
         dir,
@@ -511,12 +526,14 @@ fn cooldown(flag: &str, v: f64) -> Result<Duration, ConfigError> {
 
 /// The drain wait between points: the `--url`'s `/metrics` and every `--server-metrics`
 /// endpoint (the environment as for replay), polled as `specperf drain` polls them.
+/// With `url_bound_later` (a `--serve-cmd` cell) the frontend's page is added by [`bind_drain`].
 pub(super) fn drain(
     s: &SweepArgs,
     url: Option<&str>,
+    url_bound_later: bool,
     server_metrics: &[String],
 ) -> Result<Option<DrainSettings>, ConfigError> {
-    if s.no_drain || url.is_none() {
+    if s.no_drain || (url.is_none() && !url_bound_later) {
         return Ok(None);
     }
     let d = DrainArgs {
@@ -527,7 +544,12 @@ pub(super) fn drain(
         max_wait_seconds: s.drain_max_wait_seconds,
         output: None,
     };
-    drain_config(&d).map(|c| Some(c.settings)).map_err(|e| {
+    let checked = if url.is_none() {
+        drain_config_bound_later(&d)
+    } else {
+        drain_config(&d)
+    };
+    checked.map(|c| Some(c.settings)).map_err(|e| {
         // The drain command's flag names, said as the sweep's.
         let m = e
             .to_string()
@@ -536,6 +558,14 @@ pub(super) fn drain(
             .replace("--max-wait-seconds", "--drain-max-wait-seconds");
         ConfigError::msg(m)
     })
+}
+
+/// Puts a `--serve-cmd` cell's server, at `url`, first among the drain wait's endpoints.
+pub(super) fn bind_drain(drain: &mut Option<DrainSettings>, url: &str) -> Result<(), ConfigError> {
+    match drain {
+        Some(d) => bind_frontend(d, url),
+        None => Ok(()),
+    }
 }
 
 fn convergence(s: &SweepArgs) -> Result<Option<ConvergenceSpec>, ConfigError> {
