@@ -27,9 +27,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::config::{check_single, wanted, SweepConfig};
-use super::journal::{
-    move_aside, Index, IndexError, IndexFile, IndexStatus, Item, Journal, State, SweepError,
-};
+use super::journal::{move_aside, IndexError, IndexStatus, Journal, SweepError};
 use super::run::{run_sweep, Event, SweepOutcome};
 use crate::cli::{ReplayArgs, Ui};
 use crate::config::{ConfigError, RunConfig};
@@ -155,40 +153,13 @@ pub struct CellsIndex {
     pub cells: Vec<CellEntry>,
 }
 
-impl IndexFile for CellsIndex {
-    const FILE: &'static str = "cells.json";
-    const SCHEMA: &'static str = CELLS_SCHEMA;
-    fn schema(&self) -> &str {
-        &self.schema
-    }
-}
-
-impl Index for CellsIndex {
-    type Item = CellEntry;
-    const EARLIER: &'static str = "an earlier --serve-cmd sweep";
-    fn items(&self) -> &[CellEntry] {
-        &self.cells
-    }
-    fn items_mut(&mut self) -> &mut Vec<CellEntry> {
-        &mut self.cells
-    }
-    fn state(&mut self) -> State<'_> {
-        State {
-            command: &mut self.command,
-            status: &mut self.status,
-            stopped_by: &mut self.stopped_by,
-        }
-    }
-}
-
-impl Item for CellEntry {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn status(&self) -> CellStatus {
-        self.status
-    }
-}
+super::journal::journal_index!(
+    CellsIndex,
+    "cells.json",
+    CELLS_SCHEMA,
+    "an earlier --serve-cmd sweep",
+    cells: CellEntry
+);
 
 impl CellsIndex {
     /// Reads `<dir>/cells.json`.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::journal::{Index, IndexError, IndexFile, IndexStatus, Item, ItemStatus, State};
+use super::journal::{IndexError, IndexStatus, ItemStatus};
 use super::plan::{Param, Point};
 use super::search::Search;
 use super::stats::{Check as Convergence, Interval};
@@ -141,40 +141,13 @@ pub struct SweepIndex {
     pub pareto_optimal: Vec<String>,
 }
 
-impl IndexFile for SweepIndex {
-    const FILE: &'static str = "sweep.json";
-    const SCHEMA: &'static str = SWEEP_SCHEMA;
-    fn schema(&self) -> &str {
-        &self.schema
-    }
-}
-
-impl Index for SweepIndex {
-    type Item = PointEntry;
-    const EARLIER: &'static str = "an earlier sweep";
-    fn items(&self) -> &[PointEntry] {
-        &self.points
-    }
-    fn items_mut(&mut self) -> &mut Vec<PointEntry> {
-        &mut self.points
-    }
-    fn state(&mut self) -> State<'_> {
-        State {
-            command: &mut self.command,
-            status: &mut self.status,
-            stopped_by: &mut self.stopped_by,
-        }
-    }
-}
-
-impl Item for PointEntry {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn status(&self) -> ItemStatus {
-        self.status
-    }
-}
+super::journal::journal_index!(
+    SweepIndex,
+    "sweep.json",
+    SWEEP_SCHEMA,
+    "an earlier sweep",
+    points: PointEntry
+);
 
 impl SweepIndex {
     /// Reads `<dir>/sweep.json`.

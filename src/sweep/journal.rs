@@ -124,6 +124,49 @@ pub(super) trait Item: Clone {
     fn status(&self) -> ItemStatus;
 }
 
+/// Implements [`IndexFile`], [`Index`] and [`Item`] for an index struct whose `schema`,
+/// `command`, `status` and `stopped_by` fields the journal manages and whose items, in the
+/// field named after the `:`, each have a `name` and a `status`.
+macro_rules! journal_index {
+    ($index:ty, $file:literal, $schema:expr, $earlier:literal, $items:ident: $item:ty) => {
+        impl $crate::sweep::journal::IndexFile for $index {
+            const FILE: &'static str = $file;
+            const SCHEMA: &'static str = $schema;
+            fn schema(&self) -> &str {
+                &self.schema
+            }
+        }
+
+        impl $crate::sweep::journal::Index for $index {
+            type Item = $item;
+            const EARLIER: &'static str = $earlier;
+            fn items(&self) -> &[$item] {
+                &self.$items
+            }
+            fn items_mut(&mut self) -> &mut Vec<$item> {
+                &mut self.$items
+            }
+            fn state(&mut self) -> $crate::sweep::journal::State<'_> {
+                $crate::sweep::journal::State {
+                    command: &mut self.command,
+                    status: &mut self.status,
+                    stopped_by: &mut self.stopped_by,
+                }
+            }
+        }
+
+        impl $crate::sweep::journal::Item for $item {
+            fn name(&self) -> &str {
+                &self.name
+            }
+            fn status(&self) -> $crate::sweep::journal::ItemStatus {
+                self.status
+            }
+        }
+    };
+}
+pub(super) use journal_index;
+
 /// Why an index file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -374,15 +417,6 @@ mod tests {
         status: ItemStatus,
     }
 
-    impl Item for Thing {
-        fn name(&self) -> &str {
-            &self.name
-        }
-        fn status(&self) -> ItemStatus {
-            self.status
-        }
-    }
-
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Things {
         schema: String,
@@ -392,31 +426,13 @@ mod tests {
         things: Vec<Thing>,
     }
 
-    impl IndexFile for Things {
-        const FILE: &'static str = "things.json";
-        const SCHEMA: &'static str = "specperf.things.v1";
-        fn schema(&self) -> &str {
-            &self.schema
-        }
-    }
-
-    impl Index for Things {
-        type Item = Thing;
-        const EARLIER: &'static str = "earlier things";
-        fn items(&self) -> &[Thing] {
-            &self.things
-        }
-        fn items_mut(&mut self) -> &mut Vec<Thing> {
-            &mut self.things
-        }
-        fn state(&mut self) -> State<'_> {
-            State {
-                command: &mut self.command,
-                status: &mut self.status,
-                stopped_by: &mut self.stopped_by,
-            }
-        }
-    }
+    journal_index!(
+        Things,
+        "things.json",
+        "specperf.things.v1",
+        "earlier things",
+        things: Thing
+    );
 
     fn fresh() -> Things {
         Things {
