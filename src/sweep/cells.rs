@@ -35,7 +35,7 @@ use crate::debug::step;
 use crate::engine::{EngineError, RunOutcome};
 use crate::exit;
 use crate::progress::Progress;
-use crate::serve::{self, Cell, GpuWait, Server, Template};
+use crate::serve::{self, Cell, GpuMemory, GpuWait, Server, Template};
 use crate::stop::{StopReason, Stopper};
 use crate::telemetry::TelemetryError;
 
@@ -531,25 +531,7 @@ pub async fn run_cells(
     mut on_event: impl FnMut(CellEvent<'_>),
 ) -> Result<CellsOutcome, SweepError> {
     let dir = cfg.dir.clone();
-    let fresh = || CellsIndex {
-        schema: CELLS_SCHEMA.into(),
-        specperf_version: env!("CARGO_PKG_VERSION").into(),
-        command: cfg.command.clone(),
-        serve_cmd: cfg.template.text().to_string(),
-        params: cfg
-            .template
-            .params()
-            .iter()
-            .map(|p| ParamEntry {
-                name: p.name.clone(),
-                values: p.values.clone(),
-            })
-            .collect(),
-        runs: cfg.work,
-        status: IndexStatus::Running,
-        stopped_by: None,
-        cells: Vec::new(),
-    };
+    let fresh = || fresh_index(&cfg);
     let (mut index, aside) = Journal::open(&dir, cfg.resume, &cfg.command, fresh)?;
     if let Some(aside) = aside {
         on_event(CellEvent::Warning(index.moved_aside(&aside)));
@@ -560,21 +542,7 @@ pub async fn run_cells(
         }
     };
 
-    // What the GPUs held before any server of ours: the level each stop waits to get back to.
-    let baseline = match crate::telemetry::memory_used(SMI_TIMEOUT).await {
-        Ok(m) => Some(m),
-        Err(TelemetryError::SmiMissing(_)) => {
-            step!("GPU memory: neither nvidia-smi nor amd-smi on PATH, no wait between servers");
-            None
-        }
-        Err(e) => {
-            on_event(CellEvent::Warning(format!(
-                "GPU memory could not be read before the first server ({e}); the cells will not \
-                 wait for the GPUs' memory between servers"
-            )));
-            None
-        }
-    };
+    let baseline = gpu_baseline(&mut on_event).await;
     let read_memory = || async {
         crate::telemetry::memory_used(SMI_TIMEOUT)
             .await
@@ -627,40 +595,12 @@ pub async fn run_cells(
             (None, p) => format!("http://127.0.0.1:{}", p.unwrap_or(0)),
         };
         let command = cfg.template.command(&cell, port);
-        let cell_dir = dir.join(&name);
-        if !plan.resumes() && has_files(&cell_dir) {
-            // An earlier attempt of this cell: its run would be moved aside by the replay,
-            // taking the new server's open log with it; move the whole cell now.
-            match move_aside(&cell_dir) {
-                Ok(aside) => on_event(CellEvent::Warning(format!(
-                    "cell {name}: the earlier attempt was moved to {}",
-                    aside.display()
-                ))),
-                Err(e) => on_event(CellEvent::Warning(format!(
-                    "cell {name}: cannot move the earlier attempt aside: {e}"
-                ))),
-            }
+        if !plan.resumes() {
+            move_earlier_attempt_aside(&dir, &name, &mut on_event);
         }
         let log_rel = Path::new(&name).join("server.log");
         let log = dir.join(&log_rel);
-        let mut entry = CellEntry {
-            name: name.clone(),
-            values: cell.values.iter().cloned().collect(),
-            command: command.clone(),
-            url: url.clone(),
-            status: CellStatus::Stopped,
-            exit_code: None,
-            error: None,
-            log: log_rel,
-            log_tail: Vec::new(),
-            started_at: crate::timefmt::rfc3339_now(),
-            ready_at: None,
-            stopped_at: None,
-            ready_s: None,
-            stop_s: None,
-            killed: false,
-            gpu_wait_before: gpu_wait,
-        };
+        let mut entry = CellEntry::starting(&cell, &command, &url, log_rel, gpu_wait);
         index.upsert(entry.clone());
         save(&index, &mut on_event);
         on_event(CellEvent::Start {
@@ -727,27 +667,7 @@ pub async fn run_cells(
             stop.reason(),
             Some(StopReason::Interrupted | StopReason::Terminated)
         );
-        match (&ran, died) {
-            (_, Some(status)) => {
-                entry.status = CellStatus::Failed;
-                entry.error = Some(format!(
-                    "the server exited during the cell ({}); its log is {}",
-                    serve::describe(status),
-                    log.display()
-                ));
-            }
-            (Err(e), None) => {
-                entry.status = CellStatus::Failed;
-                entry.error = Some(e.to_string());
-            }
-            (Ok(_), None) if signalled => entry.status = CellStatus::Stopped,
-            (Ok(_), None) => entry.status = CellStatus::Done,
-        }
-        let cell_code = match &ran {
-            Ok(c) => *c,
-            Err(_) => exit::FAILED,
-        };
-        entry.exit_code = ran.as_ref().ok().copied();
+        let cell_code = settle(&mut entry, &ran, died, signalled, &log);
         if entry.status == CellStatus::Failed {
             entry.log_tail = serve::log_tail(&log, serve::TAIL_LINES);
             on_event(CellEvent::Failed {
@@ -771,6 +691,127 @@ pub async fn run_cells(
         dir: dir.clone(),
         exit_code: code,
     })
+}
+
+impl CellEntry {
+    /// The entry of `cell` as its server starts: `stopped` until it ends otherwise (a crash
+    /// leaves it so, and `--resume` runs it again).
+    fn starting(
+        cell: &Cell,
+        command: &str,
+        url: &str,
+        log: PathBuf,
+        gpu_wait_before: Option<GpuWait>,
+    ) -> CellEntry {
+        CellEntry {
+            name: cell.name(),
+            values: cell.values.iter().cloned().collect(),
+            command: command.to_owned(),
+            url: url.to_owned(),
+            status: CellStatus::Stopped,
+            exit_code: None,
+            error: None,
+            log,
+            log_tail: Vec::new(),
+            started_at: crate::timefmt::rfc3339_now(),
+            ready_at: None,
+            stopped_at: None,
+            ready_s: None,
+            stop_s: None,
+            killed: false,
+            gpu_wait_before,
+        }
+    }
+}
+
+/// A new `cells.json` for `cfg`.
+fn fresh_index(cfg: &CellsConfig) -> CellsIndex {
+    CellsIndex {
+        schema: CELLS_SCHEMA.into(),
+        specperf_version: env!("CARGO_PKG_VERSION").into(),
+        command: cfg.command.clone(),
+        serve_cmd: cfg.template.text().to_string(),
+        params: cfg
+            .template
+            .params()
+            .iter()
+            .map(|p| ParamEntry {
+                name: p.name.clone(),
+                values: p.values.clone(),
+            })
+            .collect(),
+        runs: cfg.work,
+        status: IndexStatus::Running,
+        stopped_by: None,
+        cells: Vec::new(),
+    }
+}
+
+/// What the GPUs held before any server of ours: the level each stop waits to get back to.
+/// `None` (no wait between servers) without nvidia-smi or amd-smi, or when they cannot be read.
+async fn gpu_baseline(on_event: &mut impl FnMut(CellEvent<'_>)) -> Option<GpuMemory> {
+    match crate::telemetry::memory_used(SMI_TIMEOUT).await {
+        Ok(m) => Some(m),
+        Err(TelemetryError::SmiMissing(_)) => {
+            step!("GPU memory: neither nvidia-smi nor amd-smi on PATH, no wait between servers");
+            None
+        }
+        Err(e) => {
+            on_event(CellEvent::Warning(format!(
+                "GPU memory could not be read before the first server ({e}); the cells will not \
+                 wait for the GPUs' memory between servers"
+            )));
+            None
+        }
+    }
+}
+
+/// An earlier attempt of cell `name` in `dir`: its run would be moved aside by the replay,
+/// taking the new server's open log with it, so the whole cell is moved now.
+fn move_earlier_attempt_aside(dir: &Path, name: &str, on_event: &mut impl FnMut(CellEvent<'_>)) {
+    let cell_dir = dir.join(name);
+    if !has_files(&cell_dir) {
+        return;
+    }
+    on_event(CellEvent::Warning(match move_aside(&cell_dir) {
+        Ok(aside) => format!(
+            "cell {name}: the earlier attempt was moved to {}",
+            aside.display()
+        ),
+        Err(e) => format!("cell {name}: cannot move the earlier attempt aside: {e}"),
+    }));
+}
+
+/// A cell's state once its server is stopped: failed when the server `died` during it or its
+/// runs could not be made, stopped by a signal, else done. Returns the exit code it makes.
+fn settle(
+    entry: &mut CellEntry,
+    ran: &Result<i32, CellRunError>,
+    died: Option<std::process::ExitStatus>,
+    signalled: bool,
+    log: &Path,
+) -> i32 {
+    match (ran, died) {
+        (_, Some(status)) => {
+            entry.status = CellStatus::Failed;
+            entry.error = Some(format!(
+                "the server exited during the cell ({}); its log is {}",
+                serve::describe(status),
+                log.display()
+            ));
+        }
+        (Err(e), None) => {
+            entry.status = CellStatus::Failed;
+            entry.error = Some(e.to_string());
+        }
+        (Ok(_), None) if signalled => entry.status = CellStatus::Stopped,
+        (Ok(_), None) => entry.status = CellStatus::Done,
+    }
+    entry.exit_code = ran.as_ref().ok().copied();
+    match ran {
+        Ok(c) => *c,
+        Err(_) => exit::FAILED,
+    }
 }
 
 /// `dir` exists and holds something.
