@@ -74,6 +74,23 @@ pub struct PointEntry {
 }
 
 impl PointEntry {
+    /// The entry of point `p` as it starts: `stopped` until it ends otherwise (a crash leaves
+    /// it so, and `--resume` runs it again).
+    pub(crate) fn starting(p: &Point) -> PointEntry {
+        PointEntry {
+            name: p.name(),
+            params: p.0.clone(),
+            status: PointStatus::Stopped,
+            error: None,
+            drain_before: None,
+            started_undrained: false,
+            runs: Vec::new(),
+            aggregate: BTreeMap::new(),
+            convergence: None,
+            sla: None,
+        }
+    }
+
     /// The point's parameters as a [`Point`].
     pub fn point(&self) -> Point {
         Point(self.params.clone())

@@ -294,35 +294,9 @@ impl Sweeper<'_> {
     ) -> Option<PointEntry> {
         let cfg = self.cfg;
         let name = p.name();
-        let mut entry = PointEntry {
-            name: name.clone(),
-            params: p.0.clone(),
-            status: PointStatus::Stopped,
-            error: None,
-            drain_before: None,
-            started_undrained: false,
-            runs: Vec::new(),
-            aggregate: BTreeMap::new(),
-            convergence: None,
-            sla: None,
-        };
+        let mut entry = PointEntry::starting(p);
         if self.ran_any {
-            if let Some(settings) = &cfg.drain {
-                let outcome =
-                    wait_for_drain(settings, self.stop, |poll| on_event(Event::DrainPoll(poll)))
-                        .await;
-                match outcome {
-                    Ok(o) => {
-                        on_event(Event::Drained(&o));
-                        entry.started_undrained = o.reason == DrainReason::Timeout;
-                        entry.drain_before = Some(o);
-                    }
-                    Err(e) => on_event(Event::Warning(format!("drain wait before {name}: {e}"))),
-                }
-            }
-            if !cfg.point_cooldown.is_zero() {
-                sleep_or_stop(cfg.point_cooldown, self.stop).await;
-            }
+            self.settle_before(&mut entry, on_event).await;
         }
         if self.stop.reason().is_some() {
             return None;
@@ -331,7 +305,8 @@ impl Sweeper<'_> {
         let undrained = entry
             .drain_before
             .as_ref()
-            .filter(|_| entry.started_undrained);
+            .filter(|_| entry.started_undrained)
+            .map(DrainOutcome::summary_line);
         for run in 1..=cfg.runs {
             if run > 1 && !cfg.run_cooldown.is_zero() {
                 sleep_or_stop(cfg.run_cooldown, self.stop).await;
@@ -357,10 +332,9 @@ impl Sweeper<'_> {
                     break;
                 }
             };
-            if let Some(d) = undrained {
+            if let Some(d) = &undrained {
                 rc.warnings.push(format!(
-                    "this point started on servers that had not drained: {}",
-                    d.summary_line()
+                    "this point started on servers that had not drained: {d}"
                 ));
             }
             let result_file = rc.result_file.as_ref().map(|(d, stem)| {
@@ -414,41 +388,8 @@ impl Sweeper<'_> {
                 break;
             }
             entry.aggregate = aggregate(&entry.runs, cfg.confidence);
-            if let Some(conv) = &cfg.convergence {
-                let run_values: Vec<f64> = entry
-                    .runs
-                    .iter()
-                    .filter_map(|r| r.values.get(&conv.key).copied())
-                    .collect();
-                let (newest, earlier) = match conv.mode {
-                    super::stats::Mode::Distribution => {
-                        let mut earlier = Vec::new();
-                        for r in &entry.runs[..entry.runs.len() - 1] {
-                            earlier.extend(values::per_request(&cfg.dir.join(&r.dir), &conv.tag));
-                        }
-                        (values::per_request(&cfg.dir.join(&rel), &conv.tag), earlier)
-                    }
-                    _ => (Vec::new(), Vec::new()),
-                };
-                if let Some(c) = check(
-                    conv.mode,
-                    conv.threshold,
-                    cfg.confidence,
-                    &run_values,
-                    &newest,
-                    &earlier,
-                ) {
-                    on_event(Event::Convergence {
-                        point: &name,
-                        converged: c.converged,
-                        explain: &c.explain,
-                    });
-                    let done = c.converged;
-                    entry.convergence = Some(c);
-                    if done {
-                        break;
-                    }
-                }
+            if self.converged(&mut entry, on_event) {
+                break;
             }
             // Progress on disk after every run: a crash loses at most the run in flight.
             self.journal.upsert(entry.clone());
@@ -482,6 +423,68 @@ impl Sweeper<'_> {
         self.journal.upsert(entry.clone());
         self.save(on_event);
         Some(entry)
+    }
+
+    /// Before a point (not the first): the wait for the servers to drain, then the cooldown.
+    async fn settle_before(&self, entry: &mut PointEntry, on_event: &mut impl FnMut(Event<'_>)) {
+        if let Some(settings) = &self.cfg.drain {
+            let outcome =
+                wait_for_drain(settings, self.stop, |poll| on_event(Event::DrainPoll(poll))).await;
+            match outcome {
+                Ok(o) => {
+                    on_event(Event::Drained(&o));
+                    entry.started_undrained = o.reason == DrainReason::Timeout;
+                    entry.drain_before = Some(o);
+                }
+                Err(e) => on_event(Event::Warning(format!(
+                    "drain wait before {}: {e}",
+                    entry.name
+                ))),
+            }
+        }
+        if !self.cfg.point_cooldown.is_zero() {
+            sleep_or_stop(self.cfg.point_cooldown, self.stop).await;
+        }
+    }
+
+    /// The convergence test after the point's latest run (with `--convergence-metric`),
+    /// recorded in `entry`: true when no more runs are needed.
+    fn converged(&self, entry: &mut PointEntry, on_event: &mut impl FnMut(Event<'_>)) -> bool {
+        let (Some(conv), Some((latest, before))) = (&self.cfg.convergence, entry.runs.split_last())
+        else {
+            return false;
+        };
+        let run_values: Vec<f64> = entry
+            .runs
+            .iter()
+            .filter_map(|r| r.values.get(&conv.key).copied())
+            .collect();
+        let per_request = |r: &RunEntry| values::per_request(&self.cfg.dir.join(&r.dir), &conv.tag);
+        let (newest, earlier) = match conv.mode {
+            super::stats::Mode::Distribution => (
+                per_request(latest),
+                before.iter().flat_map(per_request).collect(),
+            ),
+            _ => (Vec::new(), Vec::new()),
+        };
+        let Some(c) = check(
+            conv.mode,
+            conv.threshold,
+            self.cfg.confidence,
+            &run_values,
+            &newest,
+            &earlier,
+        ) else {
+            return false;
+        };
+        on_event(Event::Convergence {
+            point: &entry.name,
+            converged: c.converged,
+            explain: &c.explain,
+        });
+        let done = c.converged;
+        entry.convergence = Some(c);
+        done
     }
 
     /// AIPerf's confidence aggregate of the point's runs, in its `aggregate/` directory; a

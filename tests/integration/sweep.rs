@@ -285,6 +285,39 @@ async fn three_runs_report_t_intervals_and_convergence_stops_early() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn distribution_convergence_compares_the_newest_runs_requests_with_the_earlier_runs() {
+    let s = sim(SimConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ks");
+    let cfg = sweep_config(
+        &Replay::at(&s.url())
+            .dir(&out)
+            .args("--concurrency 2 --request-count 8 --osl 16 --num-profile-runs 3")
+            .args("--convergence-metric request_latency --convergence-mode distribution")
+            .args("--convergence-threshold 1e-9")
+            .argv(),
+    );
+    let mut said = Vec::new();
+    let o = sweep_with(cfg, |ev| {
+        if let Event::Convergence { explain, .. } = ev {
+            said.push(explain.to_string());
+        }
+    })
+    .await;
+    let p = &o.index.points[0];
+    // The smallest p-value of 8 requests against 8 is far above 1e-9: run 2 converges.
+    assert_eq!(p.runs.len(), 2, "{said:?}");
+    let c = p.convergence.as_ref().expect("a KS check was recorded");
+    assert!(c.converged, "{c:?}");
+    assert!(
+        said.last()
+            .unwrap()
+            .contains("KS test of run 2 against the earlier runs"),
+        "{said:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sla_search_finds_the_concurrency_where_requests_start_to_queue() {
     // Six requests run at once; a seventh waits for one to finish (a request lasts about 160 ms),
     // so the p95 TTFT jumps from a few ms to about 100 ms past concurrency 6. The SLA (40 ms)
