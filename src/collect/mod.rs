@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use crate::cli::{CollectArgs, CollectMode};
+use crate::cli::{CollectArgs, CollectMode, ReplayArgs};
 use crate::config::{ConfigError, RunConfig};
 use crate::dataset::Split;
 use crate::golden::{
@@ -187,53 +187,8 @@ impl CollectPlan {
                  `specperf replay` and write the YAML by hand)",
             );
         };
-        let draft = a
-            .serve
-            .serve_params
-            .iter()
-            .find(|p| p.name == a.draft_param)
-            .ok_or_else(|| {
-                ConfigError::msg(format!(
-                    "--draft-param {} names no --serve-param: add --serve-param {}=1,2,3 (the \
-                     draft lengths), or name the one that is with --draft-param",
-                    a.draft_param, a.draft_param
-                ))
-            })?;
-        for v in &draft.values {
-            if !v.parse::<u32>().is_ok_and(|k| k >= 1) {
-                return err(format!(
-                    "--serve-param {}: {v:?} is not a draft length (a whole number >= 1)",
-                    a.draft_param
-                ));
-            }
-        }
-        if let Some(p) = a
-            .serve
-            .serve_params
-            .iter()
-            .find(|p| p.name != a.draft_param && p.values.len() > 1)
-        {
-            return err(format!(
-                "--serve-param {} has {} values, but the curve has one value per draft length: \
-                 collect one curve per value of {}",
-                p.name,
-                p.values.len(),
-                p.name
-            ));
-        }
-        let mut modes: Vec<ThinkingMode> = Vec::new();
-        for m in &a.thinking_modes {
-            let t = match m {
-                CollectMode::On => ThinkingMode::On,
-                CollectMode::Off => ThinkingMode::Off,
-            };
-            if !modes.contains(&t) {
-                modes.push(t);
-            }
-        }
-        if modes.is_empty() {
-            return err("--thinking-modes needs at least one of off, on");
-        }
+        let draft = draft_lengths(a)?;
+        let modes = thinking_modes(a)?;
         let kwargs = |flag: &str, text: &str| -> Result<Map<String, Value>, ConfigError> {
             match serde_json::from_str(text) {
                 Ok(Value::Object(m)) => Ok(m),
@@ -247,30 +202,7 @@ impl CollectPlan {
             Some(t) => kwargs("chat-template-kwargs-off", t)?,
             None => Map::new(),
         };
-        let renderer = match (a.endpoint_type, a.encoder.as_str()) {
-            (crate::render::EndpointType::Chat, "none") => Renderer::ServerTemplate,
-            (crate::render::EndpointType::Chat, e) => {
-                return err(format!(
-                    "--encoder {e} renders completions prompts; chat requests are rendered by \
-                     the server (drop --encoder, or add --endpoint-type completions)"
-                ))
-            }
-            (_, "dsv4" | "deepseek_v4") => Renderer::DeepseekV4,
-            (_, "dsv41" | "deepseek_v41") => Renderer::DeepseekV41,
-            (_, e) => match e.strip_prefix("template:") {
-                Some(f) if Path::new(f).is_file() => Renderer::Template(
-                    std::fs::canonicalize(f)
-                        .map_or_else(|_| f.to_owned(), |p| p.display().to_string()),
-                ),
-                _ => {
-                    return err(format!(
-                        "--endpoint-type completions needs a client renderer the gate can \
-                         repeat: --encoder dsv4, dsv41 or template:FILE (an existing file), not \
-                         {e:?}"
-                    ))
-                }
-            },
-        };
+        let renderer = renderer(a)?;
         let endpoint = match a.endpoint_type {
             crate::render::EndpointType::Chat => CollectionEndpoint::Chat,
             _ => CollectionEndpoint::Completions,
@@ -333,24 +265,7 @@ impl CollectPlan {
             r.sweep.resume = a.resume && mode_dir.join("cells.json").is_file();
             r.artifact_dir = Some(mode_dir);
             if collection.num_prompts == 0 {
-                // Only the prompts are read: no server is up yet.
-                let mut probe = r.clone();
-                probe.url_bound_later = probe.url.is_none();
-                probe.serve = Default::default();
-                let rc = RunConfig::from_args(&probe)?;
-                let n = crate::engine::collection_samples(&rc)
-                    .map_err(|e| ConfigError::msg(format!("--input-file: {e}")))?
-                    .len() as u32;
-                if let Some(want) = a.num_prompts.filter(|w| *w != n) {
-                    return err(format!(
-                        "--num-prompts {want}: category {} of {} has {n} prompts, and the gate \
-                         replays every one of them; drop --num-prompts (or prepare a file with \
-                         {want})",
-                        a.category,
-                        a.input_file.display()
-                    ));
-                }
-                collection.num_prompts = n;
+                collection.num_prompts = prompt_count(a, &r)?;
             }
             let cfg = CellsConfig::from_replay(&r)?;
             for w in &cfg.warnings {
@@ -377,7 +292,114 @@ impl CollectPlan {
             warnings,
         })
     }
+}
 
+/// The `--draft-param` among the `--serve-param`s, each value a draft length; every other
+/// parameter has one value (a curve has one value per draft length).
+fn draft_lengths(a: &CollectArgs) -> Result<&crate::serve::ServeParam, ConfigError> {
+    let params = &a.serve.serve_params;
+    let draft = params
+        .iter()
+        .find(|p| p.name == a.draft_param)
+        .ok_or_else(|| {
+            ConfigError::msg(format!(
+                "--draft-param {} names no --serve-param: add --serve-param {}=1,2,3 (the draft \
+                 lengths), or name the one that is with --draft-param",
+                a.draft_param, a.draft_param
+            ))
+        })?;
+    if let Some(v) = draft
+        .values
+        .iter()
+        .find(|v| !v.parse::<u32>().is_ok_and(|k| k >= 1))
+    {
+        return err(format!(
+            "--serve-param {}: {v:?} is not a draft length (a whole number >= 1)",
+            a.draft_param
+        ));
+    }
+    if let Some(p) = params
+        .iter()
+        .find(|p| p.name != a.draft_param && p.values.len() > 1)
+    {
+        return err(format!(
+            "--serve-param {} has {} values, but the curve has one value per draft length: \
+             collect one curve per value of {}",
+            p.name,
+            p.values.len(),
+            p.name
+        ));
+    }
+    Ok(draft)
+}
+
+/// `--thinking-modes`, each once, in the order given.
+fn thinking_modes(a: &CollectArgs) -> Result<Vec<ThinkingMode>, ConfigError> {
+    let mut modes: Vec<ThinkingMode> = Vec::new();
+    for m in &a.thinking_modes {
+        let t = match m {
+            CollectMode::On => ThinkingMode::On,
+            CollectMode::Off => ThinkingMode::Off,
+        };
+        if !modes.contains(&t) {
+            modes.push(t);
+        }
+    }
+    if modes.is_empty() {
+        return err("--thinking-modes needs at least one of off, on");
+    }
+    Ok(modes)
+}
+
+/// Who renders the prompts: the server's chat template for chat requests, else a client
+/// renderer the gate can repeat (`--encoder`).
+fn renderer(a: &CollectArgs) -> Result<Renderer, ConfigError> {
+    Ok(match (a.endpoint_type, a.encoder.as_str()) {
+        (crate::render::EndpointType::Chat, "none") => Renderer::ServerTemplate,
+        (crate::render::EndpointType::Chat, e) => {
+            return err(format!(
+                "--encoder {e} renders completions prompts; chat requests are rendered by the \
+                 server (drop --encoder, or add --endpoint-type completions)"
+            ))
+        }
+        (_, "dsv4" | "deepseek_v4") => Renderer::DeepseekV4,
+        (_, "dsv41" | "deepseek_v41") => Renderer::DeepseekV41,
+        (_, e) => match e.strip_prefix("template:") {
+            Some(f) if Path::new(f).is_file() => Renderer::Template(
+                std::fs::canonicalize(f).map_or_else(|_| f.to_owned(), |p| p.display().to_string()),
+            ),
+            _ => {
+                return err(format!(
+                    "--endpoint-type completions needs a client renderer the gate can repeat: \
+                     --encoder dsv4, dsv41 or template:FILE (an existing file), not {e:?}"
+                ))
+            }
+        },
+    })
+}
+
+/// The prompts of the category the cells replay (`r`: a mode's replay flags), read before any
+/// server is up; `--num-prompts`, when given, must be that count (the gate replays them all).
+fn prompt_count(a: &CollectArgs, r: &ReplayArgs) -> Result<u32, ConfigError> {
+    let mut probe = r.clone();
+    probe.url_bound_later = probe.url.is_none();
+    probe.serve = Default::default();
+    let rc = RunConfig::from_args(&probe)?;
+    let n = crate::engine::collection_samples(&rc)
+        .map_err(|e| ConfigError::msg(format!("--input-file: {e}")))?
+        .len() as u32;
+    if let Some(want) = a.num_prompts.filter(|w| *w != n) {
+        return err(format!(
+            "--num-prompts {want}: category {} of {} has {n} prompts, and the gate replays every \
+             one of them; drop --num-prompts (or prepare a file with {want})",
+            a.category,
+            a.input_file.display()
+        ));
+    }
+    Ok(n)
+}
+
+impl CollectPlan {
     /// Records the command line in every cell's artifacts.
     pub fn set_cli_command(&mut self, command: String) {
         for (_, c) in &mut self.modes {
