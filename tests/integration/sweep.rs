@@ -10,7 +10,9 @@ use std::time::Duration;
 use clap::Parser;
 use serde_json::{json, Value};
 use specperf::sim::{SimConfig, SimHandle};
-use specperf::sweep::{run_sweep, Event, PointStatus, SweepConfig, SweepIndex, SweepOutcome};
+use specperf::sweep::{
+    run_sweep, Event, PointEntry, PointStatus, SweepConfig, SweepIndex, SweepOutcome,
+};
 use specperf::{Cli, Command as Cmd, Progress, Stopper};
 
 use crate::common::{
@@ -262,13 +264,26 @@ async fn three_runs_report_t_intervals_and_convergence_stops_early() {
     assert!(errors.is_empty(), "{errors:?}");
 
     // A loose CV target is met after the two runs every check needs.
-    let out = dir.path().join("converge");
+    let (p, said) = converging(
+        &s.url(),
+        &dir.path().join("converge"),
+        "--num-profile-runs 5 --convergence-metric request_throughput --convergence-mode cv \
+         --convergence-threshold 10",
+    )
+    .await;
+    assert_eq!(p.runs.len(), 2, "{said:?}");
+    assert!(p.convergence.as_ref().unwrap().converged);
+    assert!(said.last().unwrap().contains("converged"), "{said:?}");
+}
+
+/// A sweep of one point of 8 requests at concurrency 2 against `url`, repeated as `flags` ask:
+/// the point and what each convergence check said.
+async fn converging(url: &str, out: &Path, flags: &str) -> (PointEntry, Vec<String>) {
     let cfg = sweep_config(
-        &Replay::at(&s.url())
-            .dir(&out)
-            .args("--concurrency 2 --request-count 8 --osl 16 --num-profile-runs 5")
-            .args("--convergence-metric request_throughput --convergence-mode cv")
-            .args("--convergence-threshold 10")
+        &Replay::at(url)
+            .dir(out)
+            .args("--concurrency 2 --request-count 8 --osl 16")
+            .args(flags)
             .argv(),
     );
     let mut said = Vec::new();
@@ -278,33 +293,20 @@ async fn three_runs_report_t_intervals_and_convergence_stops_early() {
         }
     })
     .await;
-    let p = &o.index.points[0];
-    assert_eq!(p.runs.len(), 2, "{said:?}");
-    assert!(p.convergence.as_ref().unwrap().converged);
-    assert!(said.last().unwrap().contains("converged"), "{said:?}");
+    (o.index.points[0].clone(), said)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn distribution_convergence_compares_the_newest_runs_requests_with_the_earlier_runs() {
     let s = sim(SimConfig::default());
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("ks");
-    let cfg = sweep_config(
-        &Replay::at(&s.url())
-            .dir(&out)
-            .args("--concurrency 2 --request-count 8 --osl 16 --num-profile-runs 3")
-            .args("--convergence-metric request_latency --convergence-mode distribution")
-            .args("--convergence-threshold 1e-9")
-            .argv(),
-    );
-    let mut said = Vec::new();
-    let o = sweep_with(cfg, |ev| {
-        if let Event::Convergence { explain, .. } = ev {
-            said.push(explain.to_string());
-        }
-    })
+    let (p, said) = converging(
+        &s.url(),
+        &dir.path().join("ks"),
+        "--num-profile-runs 3 --convergence-metric request_latency --convergence-mode \
+         distribution --convergence-threshold 1e-9",
+    )
     .await;
-    let p = &o.index.points[0];
     // The smallest p-value of 8 requests against 8 is far above 1e-9: run 2 converges.
     assert_eq!(p.runs.len(), 2, "{said:?}");
     let c = p.convergence.as_ref().expect("a KS check was recorded");
