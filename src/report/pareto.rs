@@ -177,7 +177,6 @@ pub(crate) fn pareto_svg_toward(
     goal: YGoal,
 ) -> String {
     let (w, h) = (f64::from(WIDTH), f64::from(HEIGHT));
-    let (pw, ph) = (w - LEFT - RIGHT, h - TOP - BOTTOM);
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -191,12 +190,7 @@ pub(crate) fn pareto_svg_toward(
         w / 2.0,
         esc(title)
     );
-
-    let finite = |p: &&ParetoPoint| p.x.is_finite() && p.y.is_finite();
-    let all = || series.iter().flat_map(|s| s.points.iter().filter(finite));
-    let xs = extent(all().flat_map(|p| [p.x - half(p.x_err), p.x + half(p.x_err)]));
-    let ys = extent(all().flat_map(|p| [p.y - half(p.y_err), p.y + half(p.y_err)]));
-    let (Some(xr), Some(yr)) = (xs, ys) else {
+    let Some(plot) = Plot::fit(series) else {
         let _ = writeln!(
             o,
             r##"<text x="{}" y="{}" text-anchor="middle" font-size="14" fill="#666">no points to plot</text>"##,
@@ -206,105 +200,203 @@ pub(crate) fn pareto_svg_toward(
         o.push_str("</svg>\n");
         return o;
     };
-    // A margin on both sides of x so edge markers and their labels stay inside; y from 0 (or the
-    // lowest value when negative) with headroom for the labels above the top points.
-    let (lo, hi) = widen(xr);
-    let pad = (hi - lo) * 0.07;
-    let (x0, x1) = (
-        if lo >= 0.0 {
-            (lo - pad).max(0.0)
+    plot.axes(&mut o, x_label, y_label);
+    let (placed, fronts) = plot.place(series, goal);
+    plot.data(&mut o, id, series, &placed, &fronts);
+    let entries = legend_entries(series, &placed);
+    let legend = plot.legend_box(&entries, &placed, &fronts);
+    plot.labels(&mut o, &placed, legend.at);
+    draw_legend(&mut o, legend, entries);
+    o.push_str("</svg>\n");
+    o
+}
+
+/// A series' colour.
+fn color(si: usize) -> &'static str {
+    PALETTE[si % PALETTE.len()]
+}
+
+/// Drawable: both coordinates finite.
+fn finite(p: &&ParetoPoint) -> bool {
+    p.x.is_finite() && p.y.is_finite()
+}
+
+/// One legend row: its text, colour, marker shape (`None`: the error-bar key) and whether it
+/// is a frontier (a line through a filled marker).
+type LegendEntry = (String, &'static str, Option<usize>, bool);
+
+/// The plot area of a Pareto chart and its data ranges.
+struct Plot {
+    /// Width and height of the plot area, px.
+    pw: f64,
+    ph: f64,
+    /// The x and y ranges drawn.
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+}
+
+impl Plot {
+    /// The ranges of every drawable point (error bars included), or `None` without one: a
+    /// margin on both sides of x so edge markers and their labels stay inside; y from 0 (or
+    /// the lowest value when negative) with headroom for the labels above the top points.
+    fn fit(series: &[ParetoSeries]) -> Option<Plot> {
+        let all = || series.iter().flat_map(|s| s.points.iter().filter(finite));
+        let xr = extent(all().flat_map(|p| [p.x - half(p.x_err), p.x + half(p.x_err)]))?;
+        let yr = extent(all().flat_map(|p| [p.y - half(p.y_err), p.y + half(p.y_err)]))?;
+        let (x_lo, x_hi) = widen(xr);
+        let pad = (x_hi - x_lo) * 0.07;
+        let x0 = if x_lo >= 0.0 {
+            (x_lo - pad).max(0.0)
         } else {
-            lo - pad
-        },
-        hi + pad,
-    );
-    let (lo, hi) = widen(yr);
-    let lo = if lo >= 0.0 {
-        0.0
-    } else {
-        lo - (hi - lo) * 0.05
-    };
-    let (y0, y1) = widen((lo, hi + (hi - lo) * 0.12));
-    let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * pw;
-    let py = |y: f64| TOP + ph - (y - y0) / (y1 - y0) * ph;
-
-    // Grid, ticks, frame and axis titles, as svg::render draws them.
-    let y_ticks: Vec<(f64, String)> = ticks(y0, y1, 6)
-        .into_iter()
-        .map(|t| (py(t), label(t)))
-        .collect();
-    let x_ticks: Vec<(f64, String)> = ticks(x0, x1, 8)
-        .into_iter()
-        .map(|t| (px(t), label(t)))
-        .collect();
-    grid(&mut o, &y_ticks, &x_ticks, pw, ph);
-    let _ = writeln!(
-        o,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#222">{}</text>"##,
-        LEFT + pw / 2.0,
-        h - 14.0,
-        esc(x_label)
-    );
-    // A long y title shrinks to fit the plot's height rather than run off the chart.
-    let y_chars = y_label.chars().count() as f64;
-    let y_font = if y_chars * 6.9 > ph {
-        (ph / (y_chars * 0.58)).clamp(8.0, 12.0)
-    } else {
-        12.0
-    };
-    let _ = writeln!(
-        o,
-        r##"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle" font-size="{y_font:.1}" fill="#222">{}</text>"##,
-        TOP + ph / 2.0,
-        esc(y_label)
-    );
-
-    // Every drawable point and, per series, its frontier in x order.
-    let mut placed: Vec<Placed> = Vec::new();
-    let mut fronts: Vec<Vec<(f64, f64)>> = Vec::new();
-    for (si, s) in series.iter().enumerate() {
-        let xy: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
-        let front = match goal {
-            YGoal::Higher => frontier(&xy),
-            YGoal::Lower => frontier(&xy.iter().map(|&(x, y)| (x, -y)).collect::<Vec<_>>()),
+            x_lo - pad
         };
-        fronts.push(front.iter().map(|&i| (px(xy[i].0), py(xy[i].1))).collect());
-        for (i, p) in s.points.iter().enumerate() {
-            if finite(&p) {
-                placed.push(Placed {
-                    series: si,
-                    point: p,
-                    at: (px(p.x), py(p.y)),
-                    on_frontier: front.contains(&i),
-                });
-            }
-        }
+        let (lo, hi) = widen(yr);
+        let lo = if lo >= 0.0 {
+            0.0
+        } else {
+            lo - (hi - lo) * 0.05
+        };
+        let (y0, y1) = widen((lo, hi + (hi - lo) * 0.12));
+        Some(Plot {
+            pw: f64::from(WIDTH) - LEFT - RIGHT,
+            ph: f64::from(HEIGHT) - TOP - BOTTOM,
+            x0,
+            x1: x_hi + pad,
+            y0,
+            y1,
+        })
     }
-    let color = |si: usize| PALETTE[si % PALETTE.len()];
-    let any_dominated = placed.iter().any(|p| !p.on_frontier);
-    let any_err = placed
-        .iter()
-        .any(|p| half(p.point.x_err) > 0.0 || half(p.point.y_err) > 0.0);
 
-    // Data, clipped to the plot area: frontier lines, error bars, markers on top.
-    let _ = writeln!(
-        o,
-        r#"<clipPath id="clip-{id}"><rect x="{LEFT}" y="{TOP}" width="{pw:.1}" height="{ph:.1}"/></clipPath>"#
-    );
-    let _ = writeln!(o, r#"<g clip-path="url(#clip-{id})">"#);
-    for (si, f) in fronts.iter().enumerate() {
-        if f.len() < 2 {
-            continue;
-        }
-        let pts: Vec<String> = f.iter().map(|(x, y)| format!("{x:.2},{y:.2}")).collect();
+    fn px(&self, x: f64) -> f64 {
+        LEFT + (x - self.x0) / (self.x1 - self.x0) * self.pw
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        TOP + self.ph - (y - self.y0) / (self.y1 - self.y0) * self.ph
+    }
+
+    /// Grid, ticks, frame and axis titles, as svg::render draws them.
+    fn axes(&self, o: &mut String, x_label: &str, y_label: &str) {
+        let (pw, ph) = (self.pw, self.ph);
+        let y_ticks: Vec<(f64, String)> = ticks(self.y0, self.y1, 6)
+            .into_iter()
+            .map(|t| (self.py(t), label(t)))
+            .collect();
+        let x_ticks: Vec<(f64, String)> = ticks(self.x0, self.x1, 8)
+            .into_iter()
+            .map(|t| (self.px(t), label(t)))
+            .collect();
+        grid(o, &y_ticks, &x_ticks, pw, ph);
         let _ = writeln!(
             o,
-            r#"<polyline class="frontier" points="{}" fill="none" stroke="{}" stroke-width="2" stroke-linejoin="round"/>"#,
-            pts.join(" "),
-            color(si)
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#222">{}</text>"##,
+            LEFT + pw / 2.0,
+            f64::from(HEIGHT) - 14.0,
+            esc(x_label)
+        );
+        // A long y title shrinks to fit the plot's height rather than run off the chart.
+        let y_chars = y_label.chars().count() as f64;
+        let y_font = if y_chars * 6.9 > ph {
+            (ph / (y_chars * 0.58)).clamp(8.0, 12.0)
+        } else {
+            12.0
+        };
+        let _ = writeln!(
+            o,
+            r##"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle" font-size="{y_font:.1}" fill="#222">{}</text>"##,
+            TOP + ph / 2.0,
+            esc(y_label)
         );
     }
-    for p in &placed {
+
+    /// Every drawable point and, per series, its frontier toward `goal` in x order (px).
+    fn place<'a>(
+        &self,
+        series: &'a [ParetoSeries],
+        goal: YGoal,
+    ) -> (Vec<Placed<'a>>, Vec<Vec<(f64, f64)>>) {
+        let mut placed: Vec<Placed> = Vec::new();
+        let mut fronts: Vec<Vec<(f64, f64)>> = Vec::new();
+        for (si, s) in series.iter().enumerate() {
+            let xy: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
+            let front = match goal {
+                YGoal::Higher => frontier(&xy),
+                YGoal::Lower => frontier(&xy.iter().map(|&(x, y)| (x, -y)).collect::<Vec<_>>()),
+            };
+            fronts.push(
+                front
+                    .iter()
+                    .map(|&i| (self.px(xy[i].0), self.py(xy[i].1)))
+                    .collect(),
+            );
+            for (i, p) in s.points.iter().enumerate() {
+                if finite(&p) {
+                    placed.push(Placed {
+                        series: si,
+                        point: p,
+                        at: (self.px(p.x), self.py(p.y)),
+                        on_frontier: front.contains(&i),
+                    });
+                }
+            }
+        }
+        (placed, fronts)
+    }
+
+    /// Data, clipped to the plot area: frontier lines, error bars, markers on top.
+    fn data(
+        &self,
+        o: &mut String,
+        id: &str,
+        series: &[ParetoSeries],
+        placed: &[Placed<'_>],
+        fronts: &[Vec<(f64, f64)>],
+    ) {
+        let (pw, ph) = (self.pw, self.ph);
+        let _ = writeln!(
+            o,
+            r#"<clipPath id="clip-{id}"><rect x="{LEFT}" y="{TOP}" width="{pw:.1}" height="{ph:.1}"/></clipPath>"#
+        );
+        let _ = writeln!(o, r#"<g clip-path="url(#clip-{id})">"#);
+        for (si, f) in fronts.iter().enumerate() {
+            if f.len() < 2 {
+                continue;
+            }
+            let pts: Vec<String> = f.iter().map(|(x, y)| format!("{x:.2},{y:.2}")).collect();
+            let _ = writeln!(
+                o,
+                r#"<polyline class="frontier" points="{}" fill="none" stroke="{}" stroke-width="2" stroke-linejoin="round"/>"#,
+                pts.join(" "),
+                color(si)
+            );
+        }
+        for p in placed {
+            self.error_bars(o, p);
+        }
+        for p in placed {
+            let class = if p.on_frontier {
+                "on-frontier"
+            } else {
+                "dominated"
+            };
+            let _ = writeln!(
+                o,
+                "<g><title>{}: {}, {} ({})</title>",
+                esc(&series[p.series].name),
+                esc(&p.point.label),
+                esc(&format!("x {}, y {}", label(p.point.x), label(p.point.y))),
+                class.replace('-', " ")
+            );
+            marker(o, p.series, p.at, color(p.series), p.on_frontier, class);
+            o.push_str("</g>\n");
+        }
+        o.push_str("</g>\n");
+    }
+
+    /// A point's confidence intervals as capped bars.
+    fn error_bars(&self, o: &mut String, p: &Placed<'_>) {
         let (x, y) = p.at;
         let (ex, ey) = (half(p.point.x_err), half(p.point.y_err));
         let c = color(p.series);
@@ -315,155 +407,172 @@ pub(crate) fn pareto_svg_toward(
             );
         };
         if ex > 0.0 {
-            let (l, r) = (px(p.point.x - ex), px(p.point.x + ex));
+            let (l, r) = (self.px(p.point.x - ex), self.px(p.point.x + ex));
             bar(l, y, r, y);
             bar(l, y - 3.0, l, y + 3.0);
             bar(r, y - 3.0, r, y + 3.0);
         }
         if ey > 0.0 {
-            let (t, b) = (py(p.point.y + ey), py(p.point.y - ey));
+            let (t, b) = (self.py(p.point.y + ey), self.py(p.point.y - ey));
             bar(x, t, x, b);
             bar(x - 3.0, t, x + 3.0, t);
             bar(x - 3.0, b, x + 3.0, b);
         }
     }
-    for p in &placed {
-        let class = if p.on_frontier {
-            "on-frontier"
-        } else {
-            "dominated"
-        };
-        let _ = writeln!(
-            o,
-            "<g><title>{}: {}, {} ({})</title>",
-            esc(&series[p.series].name),
-            esc(&p.point.label),
-            esc(&format!("x {}, y {}", label(p.point.x), label(p.point.y))),
-            class.replace('-', " ")
-        );
-        marker(
-            &mut o,
-            p.series,
-            p.at,
-            color(p.series),
-            p.on_frontier,
-            class,
-        );
-        o.push_str("</g>\n");
-    }
-    o.push_str("</g>\n");
 
-    // The legend: one row per series, then the keys to hollow markers and error bars. It goes
-    // in the corner that hides the fewest markers (and frontier), top right first (beyond the
-    // frontier, usually empty).
-    let mut entries: Vec<(String, &str, Option<usize>, bool)> = series
+    /// Where the legend goes: the corner that hides the fewest markers (and frontier), top
+    /// right first (beyond the frontier, usually empty).
+    fn legend_box(
+        &self,
+        entries: &[LegendEntry],
+        placed: &[Placed<'_>],
+        fronts: &[Vec<(f64, f64)>],
+    ) -> LegendBox {
+        let (pw, ph) = (self.pw, self.ph);
+        let longest = entries
+            .iter()
+            .map(|e| e.0.chars().count())
+            .max()
+            .unwrap_or(0);
+        let box_w = (40.0 + 7.0 * longest as f64).min(pw - 12.0);
+        let box_h = entries.len() as f64 * 18.0 + 8.0;
+        let (left, right) = (LEFT + 6.0, LEFT + pw - box_w - 6.0);
+        let (top, bottom) = (TOP + 6.0, TOP + ph - box_h - 6.0);
+        let samples: Vec<(f64, f64)> = fronts
+            .iter()
+            .flat_map(|f| f.windows(2))
+            .flat_map(|s| {
+                (0..=16).map(move |k| {
+                    let t = f64::from(k) / 16.0;
+                    (
+                        s[0].0 + (s[1].0 - s[0].0) * t,
+                        s[0].1 + (s[1].1 - s[0].1) * t,
+                    )
+                })
+            })
+            .collect();
+        let hidden = |(bx, by): (f64, f64)| {
+            let r = (
+                bx - MARKER_R,
+                by - MARKER_R,
+                bx + box_w + MARKER_R,
+                by + box_h + MARKER_R,
+            );
+            let marks = placed.iter().filter(|p| contains(r, p.at)).count() as f64;
+            let line = samples.iter().filter(|s| contains(r, **s)).count() as f64;
+            marks + line * 0.05
+        };
+        let mut corner = (right, top);
+        for c in [(right, top), (left, bottom), (left, top), (right, bottom)] {
+            if hidden(c) < hidden(corner) {
+                corner = c;
+            }
+        }
+        LegendBox {
+            at: (corner.0, corner.1, corner.0 + box_w, corner.1 + box_h),
+            w: box_w,
+            h: box_h,
+        }
+    }
+
+    /// Point labels, outside the clip so none is cut: each at the first of a few spots beside
+    /// its marker that stays in the plot and clear of the legend, the markers and earlier
+    /// labels.
+    fn labels(&self, o: &mut String, placed: &[Placed<'_>], legend: Rect) {
+        let area: Rect = (
+            LEFT + 2.0,
+            TOP + 2.0,
+            LEFT + self.pw - 2.0,
+            TOP + self.ph - 2.0,
+        );
+        let mut taken: Vec<Rect> = vec![legend];
+        taken.extend(placed.iter().map(|p| {
+            let (x, y) = p.at;
+            (x - MARKER_R, y - MARKER_R, x + MARKER_R, y + MARKER_R)
+        }));
+        for p in placed {
+            if p.point.label.is_empty() {
+                continue;
+            }
+            let (x, y) = p.at;
+            let tw = p.point.label.chars().count() as f64 * LABEL_CHAR_W;
+            let spot = |dx: f64, dy: f64, anchor: &'static str| {
+                let left = match anchor {
+                    "start" => x + dx,
+                    "end" => x + dx - tw,
+                    _ => x + dx - tw / 2.0,
+                };
+                let base = y + dy;
+                (
+                    (left, base - 9.0, left + tw, base + 2.0),
+                    x + dx,
+                    base,
+                    anchor,
+                )
+            };
+            let spots = [
+                spot(8.0, -6.0, "start"),
+                spot(8.0, 14.0, "start"),
+                spot(-8.0, -6.0, "end"),
+                spot(-8.0, 14.0, "end"),
+                spot(0.0, -10.0, "middle"),
+                spot(0.0, 19.0, "middle"),
+            ];
+            let cost = |r: Rect| {
+                let outside = !(contains(area, (r.0, r.1)) && contains(area, (r.2, r.3)));
+                let hits = taken.iter().filter(|t| overlaps(**t, r)).count();
+                usize::from(outside) * 1000 + hits
+            };
+            let mut best = spots[0];
+            for s in spots {
+                if cost(s.0) < cost(best.0) {
+                    best = s;
+                }
+            }
+            let (r, tx, ty, anchor) = best;
+            taken.push(r);
+            let _ = writeln!(
+                o,
+                r##"<text x="{tx:.1}" y="{ty:.1}" text-anchor="{anchor}" font-size="{LABEL_FONT}" fill="#333">{}</text>"##,
+                esc(&p.point.label)
+            );
+        }
+    }
+}
+
+/// The legend's rows: one per series, then the keys to hollow markers and error bars.
+fn legend_entries(series: &[ParetoSeries], placed: &[Placed<'_>]) -> Vec<LegendEntry> {
+    let mut entries: Vec<LegendEntry> = series
         .iter()
         .enumerate()
         .map(|(si, s)| (format!("{} (frontier)", s.name), color(si), Some(si), true))
         .collect();
-    if any_dominated {
+    if placed.iter().any(|p| !p.on_frontier) {
         entries.push(("hollow: dominated point".into(), KEY_GREY, Some(0), false));
     }
-    if any_err {
+    if placed
+        .iter()
+        .any(|p| half(p.point.x_err) > 0.0 || half(p.point.y_err) > 0.0)
+    {
         entries.push(("bars: confidence interval".into(), KEY_GREY, None, false));
     }
-    let longest = entries
-        .iter()
-        .map(|e| e.0.chars().count())
-        .max()
-        .unwrap_or(0);
-    let box_w = (40.0 + 7.0 * longest as f64).min(pw - 12.0);
-    let box_h = entries.len() as f64 * 18.0 + 8.0;
-    let (left, right) = (LEFT + 6.0, LEFT + pw - box_w - 6.0);
-    let (top, bottom) = (TOP + 6.0, TOP + ph - box_h - 6.0);
-    let samples: Vec<(f64, f64)> = fronts
-        .iter()
-        .flat_map(|f| f.windows(2))
-        .flat_map(|s| {
-            (0..=16).map(move |k| {
-                let t = f64::from(k) / 16.0;
-                (
-                    s[0].0 + (s[1].0 - s[0].0) * t,
-                    s[0].1 + (s[1].1 - s[0].1) * t,
-                )
-            })
-        })
-        .collect();
-    let hidden = |(bx, by): (f64, f64)| {
-        let r = (
-            bx - MARKER_R,
-            by - MARKER_R,
-            bx + box_w + MARKER_R,
-            by + box_h + MARKER_R,
-        );
-        let marks = placed.iter().filter(|p| contains(r, p.at)).count() as f64;
-        let line = samples.iter().filter(|s| contains(r, **s)).count() as f64;
-        marks + line * 0.05
-    };
-    let mut corner = (right, top);
-    for c in [(right, top), (left, bottom), (left, top), (right, bottom)] {
-        if hidden(c) < hidden(corner) {
-            corner = c;
-        }
-    }
-    let legend: Rect = (corner.0, corner.1, corner.0 + box_w, corner.1 + box_h);
+    entries
+}
 
-    // Point labels, outside the clip so none is cut: each at the first of a few spots beside its
-    // marker that stays in the plot and clear of the legend, the markers and earlier labels.
-    let area: Rect = (LEFT + 2.0, TOP + 2.0, LEFT + pw - 2.0, TOP + ph - 2.0);
-    let mut taken: Vec<Rect> = vec![legend];
-    taken.extend(placed.iter().map(|p| {
-        let (x, y) = p.at;
-        (x - MARKER_R, y - MARKER_R, x + MARKER_R, y + MARKER_R)
-    }));
-    for p in &placed {
-        if p.point.label.is_empty() {
-            continue;
-        }
-        let (x, y) = p.at;
-        let tw = p.point.label.chars().count() as f64 * LABEL_CHAR_W;
-        let spot = |dx: f64, dy: f64, anchor: &'static str| {
-            let left = match anchor {
-                "start" => x + dx,
-                "end" => x + dx - tw,
-                _ => x + dx - tw / 2.0,
-            };
-            let base = y + dy;
-            (
-                (left, base - 9.0, left + tw, base + 2.0),
-                x + dx,
-                base,
-                anchor,
-            )
-        };
-        let spots = [
-            spot(8.0, -6.0, "start"),
-            spot(8.0, 14.0, "start"),
-            spot(-8.0, -6.0, "end"),
-            spot(-8.0, 14.0, "end"),
-            spot(0.0, -10.0, "middle"),
-            spot(0.0, 19.0, "middle"),
-        ];
-        let cost = |r: Rect| {
-            let outside = !(contains(area, (r.0, r.1)) && contains(area, (r.2, r.3)));
-            let hits = taken.iter().filter(|t| overlaps(**t, r)).count();
-            usize::from(outside) * 1000 + hits
-        };
-        let mut best = spots[0];
-        for s in spots {
-            if cost(s.0) < cost(best.0) {
-                best = s;
-            }
-        }
-        let (r, tx, ty, anchor) = best;
-        taken.push(r);
-        let _ = writeln!(
-            o,
-            r##"<text x="{tx:.1}" y="{ty:.1}" text-anchor="{anchor}" font-size="{LABEL_FONT}" fill="#333">{}</text>"##,
-            esc(&p.point.label)
-        );
-    }
+/// Where the legend goes and its size.
+struct LegendBox {
+    at: Rect,
+    w: f64,
+    h: f64,
+}
 
+/// The legend box with its rows.
+fn draw_legend(o: &mut String, legend: LegendBox, entries: Vec<LegendEntry>) {
+    let LegendBox {
+        at: legend,
+        w: box_w,
+        h: box_h,
+    } = legend;
     let _ = writeln!(
         o,
         r##"<rect x="{:.1}" y="{:.1}" width="{box_w:.1}" height="{box_h:.1}" fill="#ffffff" fill-opacity="0.9" stroke="#cccccc"/>"##,
@@ -480,7 +589,7 @@ pub(crate) fn pareto_svg_toward(
             );
         }
         match shape {
-            Some(s) => marker(&mut o, s, (lx + 13.0, ly), c, line, "key"),
+            Some(s) => marker(o, s, (lx + 13.0, ly), c, line, "key"),
             None => {
                 let _ = writeln!(
                     o,
@@ -505,8 +614,6 @@ pub(crate) fn pareto_svg_toward(
         );
         ly += 18.0;
     }
-    o.push_str("</svg>\n");
-    o
 }
 
 /// The sweep page: `title`, the `notes` as a list, the table (`<table id="sweep">`, the rows
