@@ -88,6 +88,18 @@ struct Scratch {
 struct Words {
     symbols: Vec<u32>,
     ranks: Vec<(u32, u32)>,
+    /// Pieces already merged by this thread: piece bytes ─► `ids[start..end]`. A text encoded
+    /// again (the random datasets' decode/re-encode rounds) or sharing words with another is
+    /// mostly hits; BPE of a piece depends on nothing else, so a hit is exact.
+    seen: ahash::AHashMap<Box<[u8]>, (u32, u32)>,
+    ids: Vec<u32>,
+}
+
+impl Words {
+    /// Pieces longer than this are merged every time (rare, and they would crowd the cache).
+    const LONGEST: usize = 64;
+    /// Past this many ids held the cache starts over, bounding a thread's memory (~1.5 MB).
+    const HELD: usize = 1 << 18;
 }
 
 impl Scratch {
@@ -282,7 +294,19 @@ impl ByteLevelBpe {
             out.push(*id);
             return;
         }
-        let Words { symbols, ranks } = words;
+        let cacheable = bytes.len() <= Words::LONGEST;
+        if cacheable {
+            if let Some(&(start, end)) = words.seen.get(bytes) {
+                out.extend_from_slice(&words.ids[start as usize..end as usize]);
+                return;
+            }
+        }
+        let Words {
+            symbols,
+            ranks,
+            seen,
+            ids,
+        } = words;
         symbols.clear();
         symbols.extend(bytes.iter().map(|b| self.byte_ids[*b as usize]));
         // ranks[i]: the rank of merging symbols i and i + 1 and the id it makes (rank
@@ -319,6 +343,15 @@ impl ByteLevelBpe {
             }
         }
         out.extend_from_slice(symbols);
+        if cacheable {
+            if ids.len() + symbols.len() > Words::HELD {
+                seen.clear();
+                ids.clear();
+            }
+            let start = ids.len() as u32;
+            ids.extend_from_slice(symbols);
+            seen.insert(bytes.into(), (start, ids.len() as u32));
+        }
     }
 
     /// The text of `ids`, special tokens included; ids outside the vocabulary are skipped.
