@@ -31,6 +31,7 @@ mod chains;
 mod parse;
 pub mod prompt;
 pub mod snapshot;
+mod text;
 
 pub use chains::SplitOptions;
 pub use prompt::ConvRef;

@@ -38,11 +38,14 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use ring::digest::{digest, SHA256};
 use tokenizer_encoders::Tokenizer;
+
+pub use super::text::Text;
 
 use super::{hash64, Conversation, Trace};
 
@@ -73,8 +76,8 @@ impl Role {
 pub struct Message {
     /// Its role.
     pub role: Role,
-    /// Its text.
-    pub content: String,
+    /// Its text, escaped for the wire and held as slices of the corpus pool.
+    pub content: Text,
 }
 
 /// Which conversation of a trace: the root, or `Trace::children[i]`.
@@ -173,8 +176,9 @@ const MIN_POOL_TOKENS: usize = 4096;
 
 /// Tokens whose text round-trips alone and in any concatenation, in corpus order.
 struct Pool {
-    /// Every token's text, concatenated.
-    text: String,
+    /// Every token's text, concatenated: `" "` and ASCII letters only, so it is its own JSON
+    /// escaping, and prompts are slices of it.
+    text: Bytes,
     /// Token `i` is `text[bounds[i]..bounds[i + 1]]`.
     bounds: Vec<u32>,
 }
@@ -227,27 +231,28 @@ impl Pool {
                 tokens,
             });
         }
-        Ok(Pool { text, bounds })
+        Ok(Pool {
+            text: Bytes::from(text),
+            bounds,
+        })
     }
 
     fn len(&self) -> usize {
         self.bounds.len() - 1
     }
 
-    /// Appends `n` tokens from `start`, wrapping around the pool.
-    fn push(&self, out: &mut String, start: usize, mut n: usize) {
+    /// Appends the slices of `n` tokens from `start`, wrapping around the pool.
+    fn push(&self, out: &mut Vec<Bytes>, start: usize, mut n: usize) {
         let mut at = start % self.len();
         while n > 0 {
             let take = n.min(self.len() - at);
-            out.push_str(&self.text[self.bounds[at] as usize..self.bounds[at + take] as usize]);
+            out.push(
+                self.text
+                    .slice(self.bounds[at] as usize..self.bounds[at + take] as usize),
+            );
             n -= take;
             at = 0;
         }
-    }
-
-    /// Average bytes per token (to size strings before filling them).
-    fn bytes_per_token(&self) -> usize {
-        self.text.len().div_ceil(self.len())
     }
 }
 
@@ -461,7 +466,8 @@ impl StreamPrompts {
     /// gives the same prompt.
     ///
     /// Cost: integer work per skipped turn (linear in its hash ids); for turn `k`, one SHA-256
-    /// per block not seen by this stream before and a copy of the prompt's text.
+    /// per block not seen by this stream before and a reference to the pool per block (no text
+    /// is copied).
     pub fn turn(&mut self, k: usize) -> Result<TurnPrompt, PromptError> {
         let conv = self.trace.conversation(self.conv);
         if k >= conv.turns.len() {
@@ -607,7 +613,6 @@ impl StreamPrompts {
         for &h in &hash_ids[self.offsets.len()..blocks] {
             self.offsets.push(synth.block_offset(&trace.id, h) as u32);
         }
-        let per_token = synth.pool.bytes_per_token();
         let mut tokens = 0;
         let messages = self
             .segs
@@ -616,17 +621,17 @@ impl StreamPrompts {
                 let tail = s.tail.map_or(0, |t| t.tokens);
                 let n = s.block_count * bs + tail;
                 tokens += n;
-                let mut content = String::with_capacity(n * per_token);
+                let mut parts = Vec::with_capacity(s.block_count + 2);
                 for &off in &self.offsets[s.block_start..s.block_start + s.block_count] {
-                    synth.pool.push(&mut content, off as usize, bs);
+                    synth.pool.push(&mut parts, off as usize, bs);
                 }
                 if let Some(t) = s.tail {
                     let off = synth.tail_offset(&conv.session_id, t.turn);
-                    synth.pool.push(&mut content, off, t.tokens);
+                    synth.pool.push(&mut parts, off, t.tokens);
                 }
                 Message {
                     role: s.role,
-                    content,
+                    content: Text::verbatim(parts),
                 }
             })
             .collect();
@@ -726,7 +731,7 @@ pub fn cache_bust_marker(
 pub fn apply_marker(messages: &mut [Message], marker: &str) {
     if let Some(m) = messages.iter_mut().find(|m| m.role == Role::User) {
         if !m.content.starts_with(marker) {
-            m.content.insert_str(0, marker);
+            m.content.prepend(Text::from(marker));
         }
     }
 }

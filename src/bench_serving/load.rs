@@ -72,7 +72,7 @@ impl Load {
     fn prepared(&self, body: Bytes) -> Prepared {
         Prepared {
             uri: self.url.clone(),
-            body,
+            body: body.into(),
             streaming: true,
             capture_text: self.capture_text,
             headers: HeaderMap::new(),
@@ -162,7 +162,7 @@ impl Load {
             );
             tasks.spawn(async move {
                 let _slot = slot;
-                req.body = body_of(i);
+                req.body = body_of(i).into();
                 let start_ns = clock.now_ns();
                 let rec = RequestRecord::started(i as u64, i, start_ns, start_ns);
                 let record = client.execute(&req, rec, &clock, &token).await;

@@ -30,7 +30,7 @@ async fn side_post(
 ) -> RequestRecord {
     let req = Prepared {
         uri: url,
-        body,
+        body: body.into(),
         streaming,
         capture_text: false,
         headers: extra,

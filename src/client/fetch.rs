@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{HeaderValue, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE};
 use http::{Method, Request, Uri};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 
 use super::credentials::redact;
 use super::{closed_after_reuse, describe, Client};
@@ -151,7 +151,7 @@ impl Client {
             if json.is_some() {
                 req = req.header(CONTENT_TYPE, "application/json");
             }
-            req.body(Full::new(json.clone().unwrap_or_default()))
+            req.body(super::Body::from(json.clone().unwrap_or_default()).sending())
                 .map_err(|e| FetchError::Request(e.to_string()))
         };
         let fut = async {

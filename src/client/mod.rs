@@ -4,10 +4,12 @@
 //! The client never returns an error for a request: whatever happens (refused connection, timeout,
 //! HTTP 500, cut stream, cancellation) becomes the record's [`Outcome`](crate::record::Outcome).
 //!
-//! This file holds the client and one request's life (`follow`); `connect` the TLS setup and the
-//! connect time limit, `credentials` the header map and its scrubbing, `stream` the response body
-//! through the SSE parser (`sse`) into the record, `fetch` the bounded `GET`s beside the load.
+//! This file holds the client and one request's life (`follow`); `body` the request body as
+//! shared slices, `connect` the TLS setup and the connect time limit, `credentials` the header
+//! map and its scrubbing, `stream` the response body through the SSE parser (`sse`) into the
+//! record, `fetch` the bounded `GET`s beside the load.
 
+mod body;
 mod connect;
 mod credentials;
 mod fetch;
@@ -18,10 +20,9 @@ mod stream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Method, Request, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper_util::client::legacy::connect::{capture_connection, HttpConnector};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
@@ -32,6 +33,8 @@ use connect::{tls_config, ConnectTimedOut, Served, TimeoutConnector};
 use credentials::{redact, same_origin, secrets};
 use stream::{cancelled, fail, StreamState};
 
+pub(crate) use body::Body;
+use body::Sending;
 pub(crate) use credentials::{build_headers, origin_of};
 pub(crate) use fetch::{BodyCap, Fetched};
 
@@ -114,10 +117,10 @@ type Connector = TimeoutConnector<hyper_rustls::HttpsConnector<HttpConnector>>;
 /// A pooled HTTP client shared by all workers of a run.
 #[derive(Clone)]
 pub(crate) struct Client {
-    inner: HyperClient<Connector, Full<Bytes>>,
+    inner: HyperClient<Connector, Sending>,
     /// Same connector, no pool: the one retry after a reused connection closed goes out on a
     /// connection of its own (any other idle one may be just as stale).
-    fresh: HyperClient<Connector, Full<Bytes>>,
+    fresh: HyperClient<Connector, Sending>,
     opts: Arc<ClientOptions>,
     /// Values of the sensitive headers, scrubbed from every error text the client hands out (a
     /// server that echoes the request's headers in its error body must not put the key in
@@ -149,7 +152,7 @@ impl Clock {
 #[derive(Clone, Debug)]
 pub(crate) struct Prepared {
     pub(crate) uri: Uri,
-    pub(crate) body: Bytes,
+    pub(crate) body: Body,
     pub(crate) streaming: bool,
     /// Keep the response text (multi-turn sessions thread it into the next turn).
     pub(crate) capture_text: bool,
@@ -395,7 +398,7 @@ impl Client {
     /// a response once its head arrives.
     async fn send(
         &self,
-        req: Request<Full<Bytes>>,
+        req: Request<Sending>,
         fresh: bool,
     ) -> Result<http::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
         self.send_traced(req, fresh).await.map(|(r, _)| r)
@@ -405,7 +408,7 @@ impl Client {
     /// request reused a kept-alive connection).
     async fn send_traced(
         &self,
-        mut req: Request<Full<Bytes>>,
+        mut req: Request<Sending>,
         fresh: bool,
     ) -> Result<(http::Response<hyper::body::Incoming>, bool), hyper_util::client::legacy::Error>
     {
@@ -421,7 +424,7 @@ impl Client {
     }
 
     /// The HTTP request for one send of `req`.
-    fn request(&self, req: &Prepared) -> Result<Request<Full<Bytes>>, http::Error> {
+    fn request(&self, req: &Prepared) -> Result<Request<Sending>, http::Error> {
         let mut builder = Request::builder().method(Method::POST).uri(req.uri.clone());
         for (k, v) in self.headers_for(&req.uri).into_iter().flatten() {
             builder = builder.header(k, v);
@@ -433,7 +436,7 @@ impl Client {
         if req.streaming {
             builder = builder.header(ACCEPT, "text/event-stream");
         }
-        builder.body(Full::new(req.body.clone()))
+        builder.body(req.body.sending())
     }
 }
 

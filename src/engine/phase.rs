@@ -409,7 +409,7 @@ async fn run_session(
         }
         let req = Prepared {
             uri: ctx.uri.clone(),
-            body: body.clone(),
+            body: body.clone().into(),
             streaming: ctx.streaming,
             capture_text: turn < sample.turns.len(),
             headers: http::HeaderMap::new(),

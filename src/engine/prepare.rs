@@ -227,7 +227,7 @@ pub(super) async fn prepare(
             }];
             let body = wire.body(&check, 1, Some("specperf-session-control-check"));
             let limit = cfg.client.timeouts.total.min(SESSION_CONTROL_CHECK_LIMIT);
-            check_session_control(&client, &uri, body, limit).await?;
+            check_session_control(&client, &uri, body.to_bytes(), limit).await?;
         }
     }
     let dir = cfg

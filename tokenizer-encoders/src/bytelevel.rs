@@ -98,8 +98,8 @@ struct Words {
 impl Words {
     /// Pieces longer than this are merged every time (rare, and they would crowd the cache).
     const LONGEST: usize = 64;
-    /// Past this many ids held the cache starts over, bounding a thread's memory (~1.5 MB).
-    const HELD: usize = 1 << 18;
+    /// Past this many ids held the cache starts over: a thread keeps ~1 MB for it at most.
+    const HELD: usize = 1 << 16;
 }
 
 impl Scratch {

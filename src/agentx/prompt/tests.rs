@@ -45,16 +45,16 @@ fn child_ref(t: &Trace, agent: &str) -> ConvRef {
 
 /// The text of hash id `h` of trace `t`.
 fn block(s: &PromptSynth, t: &Trace, h: u32) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     s.pool
         .push(&mut out, s.block_offset(&t.id, h), t.block_size as usize);
-    out
+    Text::verbatim(out).to_plain()
 }
 
 fn tail(s: &PromptSynth, session: &str, k: usize, n: usize) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     s.pool.push(&mut out, s.tail_offset(session, k), n);
-    out
+    Text::verbatim(out).to_plain()
 }
 
 /// A segment expected on the wire: role, hash ids, tail (tokens, turn).
@@ -98,7 +98,10 @@ fn simple_trace_segments_follow_the_fixture_readme() {
     ];
     assert_turn(&s, &t, ConvRef::Root, &t1, t1_want);
     assert!(t1.reset_context);
-    assert_eq!(t1.messages[0].content.split(' ').count() - 1, 192);
+    assert_eq!(
+        t1.messages[0].content.to_plain().split(' ').count() - 1,
+        192
+    );
 
     // Turn 2: previous out is 0, so no assistant: a second consecutive user message.
     let t2 = p.turn(2).unwrap();
@@ -189,7 +192,7 @@ fn token_counts_equal_in_for_every_fixture_turn_with_the_deepseek_v4_tokenizer()
                 for (m, seg) in got.messages.iter().zip(&p.segs) {
                     let want =
                         seg.block_count * t.block_size as usize + seg.tail.map_or(0, |x| x.tokens);
-                    let n = tok.count(&m.content).unwrap();
+                    let n = tok.count(&m.content.to_plain()).unwrap();
                     assert_eq!(
                         n, want,
                         "{} turn {k}: a {:?} message",
@@ -203,7 +206,7 @@ fn token_counts_equal_in_for_every_fixture_turn_with_the_deepseek_v4_tokenizer()
                     conv.session_id
                 );
                 assert_eq!(got.content_tokens, turn.input_tokens);
-                let all: String = got.messages.iter().map(|m| m.content.as_str()).collect();
+                let all: String = got.messages.iter().map(|m| m.content.to_plain()).collect();
                 assert_eq!(tok.count(&all).unwrap() as u64, turn.input_tokens);
                 turns += 1;
             }
@@ -340,7 +343,7 @@ fn a_hashed_partial_last_block_still_adds_up_to_in() {
     let mut p = s.stream(t.clone(), ConvRef::Root);
     for (k, turn) in t.root.turns.iter().enumerate() {
         let got = p.turn(k).unwrap();
-        let all: String = got.messages.iter().map(|m| m.content.as_str()).collect();
+        let all: String = got.messages.iter().map(|m| m.content.to_plain()).collect();
         assert_eq!(
             tok.count(&all).unwrap() as u64,
             turn.input_tokens,
@@ -380,7 +383,12 @@ fn a_system_prefix_longer_than_the_recorded_blocks_is_an_error_naming_the_trace(
     let roles: Vec<_> = got.messages.iter().map(|m| m.role).collect();
     assert_eq!(roles, [Role::System, Role::User]);
     assert_eq!(got.content_tokens, 150);
-    assert_eq!(tokenizer().count(&got.messages[1].content).unwrap(), 22);
+    assert_eq!(
+        tokenizer()
+            .count(&got.messages[1].content.to_plain())
+            .unwrap(),
+        22
+    );
 }
 
 /// The literal was computed with Python: `hashlib.sha256(b"<id>:0:0:fx-simple-001").hexdigest()[:12]`.
@@ -490,7 +498,10 @@ fn a_100k_token_turn_is_made_without_the_tokenizer_in_bounded_time() {
     eprintln!(
         "stream: {planned:?}; turn 0 (99k tokens): {first:?}; turn 1 (100k): {next:?}; \
          turn 1 directly: {jump:?}; {} bytes",
-        t1.messages.iter().map(|m| m.content.len()).sum::<usize>()
+        t1.messages
+            .iter()
+            .map(|m| m.content.escaped_len())
+            .sum::<usize>()
     );
     assert_eq!(t0.content_tokens, 99_000);
     assert_eq!(t1.content_tokens, 100_000);

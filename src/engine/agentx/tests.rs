@@ -25,7 +25,7 @@ impl ConvMessages for PlainConv {
     fn turn(&mut self, k: usize) -> Result<Vec<Message>, String> {
         Ok(vec![Message {
             role: Role::User,
-            content: format!("{} turn {k}", self.0),
+            content: format!("{} turn {k}", self.0).into(),
         }])
     }
 }
@@ -40,7 +40,7 @@ impl TurnMessages for Plain {
     fn apply_marker(&self, messages: &mut [Message], marker: &str) {
         if let Some(m) = messages.iter_mut().find(|m| m.role == Role::User) {
             if !m.content.starts_with(marker) {
-                m.content.insert_str(0, marker);
+                m.content.prepend(marker.into());
             }
         }
     }

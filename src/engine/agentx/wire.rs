@@ -5,6 +5,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{json, Map, Value};
 
 use crate::agentx::prompt::Message;
+use crate::client::Body;
 use crate::config::{RunConfig, SessionRouting};
 
 /// What every request body and header set of a run shares.
@@ -44,13 +45,10 @@ impl Wire {
         messages: &[Message],
         max_tokens: u64,
         bind_session: Option<&str>,
-    ) -> Bytes {
+    ) -> Body {
         let mut b = Map::new();
-        let msgs: Vec<Value> = messages
-            .iter()
-            .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
-            .collect();
-        b.insert("messages".into(), Value::Array(msgs));
+        // Its place in the key order; the messages themselves are written as slices below.
+        b.insert("messages".into(), Value::Null);
         b.insert("model".into(), Value::String(self.model.clone()));
         b.insert("stream".into(), Value::Bool(self.streaming));
         let key = if self.legacy_max_tokens {
@@ -73,7 +71,24 @@ impl Wire {
                 json!({"session_control": {"session_id": session, "timeout": timeout, "action": "bind"}}),
             );
         }
-        Bytes::from(serde_json::to_vec(&Value::Object(b)).unwrap_or_default())
+        // `--extra-inputs messages:…` replaced the prompt: the body is that map as it is.
+        let ours = !self.extra_inputs.contains_key("messages");
+        let mut out = Parts::default();
+        out.glue.push(b'{');
+        for (i, (k, v)) in b.iter().enumerate() {
+            if i > 0 {
+                out.glue.push(b',');
+            }
+            write_json(&mut out.glue, k.as_str());
+            out.glue.push(b':');
+            if k == "messages" && ours {
+                out.messages(messages);
+            } else {
+                write_json(&mut out.glue, v);
+            }
+        }
+        out.glue.push(b'}');
+        out.finish()
     }
 
     /// `X-Request-ID`, `X-Correlation-ID` and the routing headers asked for.
@@ -111,6 +126,77 @@ impl Wire {
     }
 }
 
+/// A body being written: its own bytes (`glue`) between the messages' shared slices. `cuts`
+/// marks, in order, where each shared slice goes in the glue.
+#[derive(Default)]
+struct Parts {
+    glue: Vec<u8>,
+    cuts: Vec<(usize, Bytes)>,
+}
+
+impl Parts {
+    /// `[{"role":…,"content":"…"},…]`, keys in `serde_json::Map`'s order as `json!` makes them.
+    fn messages(&mut self, messages: &[Message]) {
+        self.glue.push(b'[');
+        for (i, m) in messages.iter().enumerate() {
+            if i > 0 {
+                self.glue.push(b',');
+            }
+            let role = |g: &mut Vec<u8>| {
+                g.extend_from_slice(b"\"role\":");
+                write_json(g, m.role.as_str());
+            };
+            self.glue.push(b'{');
+            if role_first() {
+                role(&mut self.glue);
+                self.glue.push(b',');
+            }
+            self.glue.extend_from_slice(b"\"content\":\"");
+            for p in m.content.parts() {
+                self.cuts.push((self.glue.len(), p.clone()));
+            }
+            self.glue.push(b'"');
+            if !role_first() {
+                self.glue.push(b',');
+                role(&mut self.glue);
+            }
+            self.glue.push(b'}');
+        }
+        self.glue.push(b']');
+    }
+
+    /// The glue frozen once and cut around the shared slices: no byte is copied twice.
+    fn finish(self) -> Body {
+        let glue = Bytes::from(self.glue);
+        let mut parts = Vec::with_capacity(2 * self.cuts.len() + 1);
+        let mut at = 0;
+        for (cut, shared) in self.cuts {
+            parts.push(glue.slice(at..cut));
+            parts.push(shared);
+            at = cut;
+        }
+        parts.push(glue.slice(at..));
+        Body::from_parts(parts)
+    }
+}
+
+/// `v` as `serde_json` writes it compactly.
+fn write_json(out: &mut Vec<u8>, v: &(impl serde::Serialize + ?Sized)) {
+    serde_json::to_writer(out, v).expect("JSON values and strings always serialize");
+}
+
+/// Whether `json!({"role": …, "content": …})` keeps `role` first (serde_json's
+/// `preserve_order`) or sorts the keys (`content` first).
+fn role_first() -> bool {
+    static FIRST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FIRST.get_or_init(|| {
+        json!({"role": 0, "content": 0})
+            .as_object()
+            .and_then(|o| o.keys().next())
+            .is_some_and(|k| k == "role")
+    })
+}
+
 /// `nvext.session_control.session_id`: `<conversation_id>:<marker trimmed>` (AIPerf's fork).
 pub(crate) fn session_id(conversation_id: &str, marker: &str) -> String {
     format!("{conversation_id}:{}", marker.trim())
@@ -140,7 +226,8 @@ mod tests {
             content: "[rid:abc]\n\nhi".into(),
         }];
         let mut w = wire();
-        let v: Value = serde_json::from_slice(&w.body(&m, 7, Some("c:[rid:abc]"))).unwrap();
+        let v: Value =
+            serde_json::from_slice(&w.body(&m, 7, Some("c:[rid:abc]")).to_bytes()).unwrap();
         assert_eq!(v["messages"][0]["role"], "user");
         assert_eq!(v["model"], "m");
         assert_eq!(v["stream"], true);
@@ -153,13 +240,14 @@ mod tests {
 
         w.routing.nvext_session_timeout_s = Some(3600);
         w.legacy_max_tokens = true;
-        let v: Value = serde_json::from_slice(&w.body(&m, 1, Some("c:[rid:abc]"))).unwrap();
+        let v: Value =
+            serde_json::from_slice(&w.body(&m, 1, Some("c:[rid:abc]")).to_bytes()).unwrap();
         assert_eq!(v["max_tokens"], 1);
         assert_eq!(
             v["nvext"]["session_control"],
             json!({"session_id": "c:[rid:abc]", "timeout": 3600, "action": "bind"})
         );
-        let v: Value = serde_json::from_slice(&w.body(&m, 1, None)).unwrap();
+        let v: Value = serde_json::from_slice(&w.body(&m, 1, None).to_bytes()).unwrap();
         assert!(v.get("nvext").is_none(), "later requests do not bind again");
         assert_eq!(
             session_id("conv-a", "[rid:stable]\n\n"),
@@ -189,5 +277,150 @@ mod tests {
         assert_eq!(h["x-session-affinity"], "c1");
         let h = w.headers("r2", "c0", None);
         assert!(h.get("x-dynamo-parent-session-id").is_none(), "root");
+    }
+
+    /// The body as it was built before it became slices: one `serde_json` value, serialized.
+    fn body_via_value(
+        w: &Wire,
+        messages: &[Message],
+        max_tokens: u64,
+        bind: Option<&str>,
+    ) -> Vec<u8> {
+        let mut b = Map::new();
+        let msgs: Vec<Value> = messages
+            .iter()
+            .map(|m| json!({"role": m.role.as_str(), "content": m.content.to_plain()}))
+            .collect();
+        b.insert("messages".into(), Value::Array(msgs));
+        b.insert("model".into(), Value::String(w.model.clone()));
+        b.insert("stream".into(), Value::Bool(w.streaming));
+        let key = if w.legacy_max_tokens {
+            "max_tokens"
+        } else {
+            "max_completion_tokens"
+        };
+        b.insert(key.into(), Value::from(max_tokens));
+        b.insert("ignore_eos".into(), Value::Bool(true));
+        for (k, v) in &w.extra_inputs {
+            b.insert(k.clone(), v.clone());
+        }
+        if w.streaming {
+            b.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        if let (Some(session), Some(timeout)) = (bind, w.routing.nvext_session_timeout_s) {
+            b.insert(
+                "nvext".into(),
+                json!({"session_control": {"session_id": session, "timeout": timeout, "action": "bind"}}),
+            );
+        }
+        serde_json::to_vec(&Value::Object(b)).unwrap()
+    }
+
+    #[test]
+    fn bodies_of_odd_text_and_overriding_extras_are_the_serialized_value() {
+        let m = [
+            Message {
+                role: Role::System,
+                content: "tools: {\"a\": \"\\d+\"}\t\u{1} ü 🍕".into(),
+            },
+            Message {
+                role: Role::User,
+                content: "".into(),
+            },
+            Message {
+                role: Role::Assistant,
+                content: "</think>\r\n".into(),
+            },
+        ];
+        let mut w = wire();
+        for extra in [
+            json!({}),
+            json!({"max_completion_tokens": 5, "ignore_eos": false, "stream": "x"}),
+            json!({"messages": [{"role": "user", "content": "theirs"}], "zzz": [1, 2.5, null]}),
+            json!({"aaa": {"nested": "\"q\""}, "stream_options": {"continuous_usage_stats": true}}),
+        ] {
+            w.extra_inputs = extra.as_object().unwrap().clone();
+            for (streaming, bind) in [(true, Some("s:[rid:1]")), (false, None)] {
+                w.streaming = streaming;
+                w.routing.nvext_session_timeout_s = Some(30);
+                let got = w.body(&m, 9, bind).to_bytes();
+                assert_eq!(
+                    String::from_utf8_lossy(&got),
+                    String::from_utf8_lossy(&body_via_value(&w, &m, 9, bind)),
+                    "extra inputs {extra}"
+                );
+            }
+        }
+        assert_eq!(
+            w.body(&[], 1, None).to_bytes(),
+            body_via_value(&w, &[], 1, None)
+        );
+    }
+
+    /// Every body of the fixture traces' turns (every conversation, the cache-bust marker on,
+    /// the wire settings varied turn by turn): each equals the serialized value, and together
+    /// they hash to what the implementation before the slices sent (recorded at `2e2bd89`).
+    #[test]
+    fn every_fixture_body_is_byte_identical_to_the_recorded_one() {
+        use std::sync::Arc;
+
+        use crate::agentx::prompt::{apply_marker, cache_bust_marker, ConvRef, PromptSynth};
+        use crate::agentx::{load, LoadOptions};
+
+        let path = crate::test_tools::Tool::Dsv4Tokenizer.path();
+        let tok = Arc::new(tokenizer_encoders::Tokenizer::from_path(&path).unwrap());
+        let synth = Arc::new(PromptSynth::new(tok, 7).unwrap());
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let corpus = load(
+            &dir.join("tests/fixtures/agentx/traces.jsonl"),
+            &LoadOptions::default(),
+        )
+        .unwrap();
+        let mut w = wire();
+        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut n = 0;
+        for (lane, t) in corpus.traces.into_iter().enumerate() {
+            let t = Arc::new(t);
+            let marker = cache_bust_marker("bench", 0, lane, &t.id);
+            let convs =
+                std::iter::once(ConvRef::Root).chain((0..t.children.len()).map(ConvRef::Child));
+            for conv in convs {
+                let mut p = synth.stream(t.clone(), conv);
+                let c = t.conversation(conv);
+                for k in 0..c.turns.len() {
+                    let mut m = p.turn(k).unwrap().messages;
+                    apply_marker(&mut m, &marker);
+                    w.legacy_max_tokens = k % 2 == 1;
+                    w.streaming = k % 4 != 3;
+                    w.routing.nvext_session_timeout_s = (k % 3 == 0).then_some(600);
+                    let bind = (k == 0).then(|| session_id(&c.session_id, &marker));
+                    let body = w.body(&m, 100 + k as u64, bind.as_deref());
+                    assert!(
+                        body.parts_count() > 2 * m.len(),
+                        "the prompt is sent as slices"
+                    );
+                    let body = body.to_bytes();
+                    assert!(
+                        body[..] == body_via_value(&w, &m, 100 + k as u64, bind.as_deref())[..],
+                        "{} turn {k}",
+                        c.session_id
+                    );
+                    digest.update(&(body.len() as u64).to_le_bytes());
+                    digest.update(&body);
+                    n += 1;
+                }
+            }
+        }
+        let hex: String = digest
+            .finish()
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(n, 20);
+        assert_eq!(
+            hex,
+            "cd6e87880efcffb616f044e42f3d19b8ab6c3703a054df8ac41737578e0b0f53"
+        );
     }
 }
