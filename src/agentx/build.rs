@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use super::chains::{self, Item, Split};
 use super::parse::{RawEntry, RawRequest, RawSubagent, RawTrace};
 use super::{
-    AgentxError, Branch, ConvKind, Conversation, DropReason, Dropped, InputKind, LoadOptions,
-    Origin, Subagent, Trace, Turn,
+    AgentxError, BlockIds, Branch, ConvKind, Conversation, DropReason, Dropped, InputKind,
+    LoadOptions, Origin, Subagent, Trace, Turn,
 };
 
 /// Slack when comparing recorded times, s (AIPerf's tolerance).
@@ -51,6 +51,7 @@ fn capped_out(out: u64, cap: Option<u64>) -> u64 {
 /// Turns of one conversation from its placed requests.
 fn turns(reqs: &[Placed<'_>], max_osl: Option<u64>) -> Vec<Turn> {
     let mut out: Vec<Turn> = Vec::with_capacity(reqs.len());
+    let mut ids = BlockIds::conversation(reqs.iter().map(|p| p.1.hash_ids.as_slice())).into_iter();
     for (k, &(t, r, outer, inner)) in reqs.iter().enumerate() {
         let prev = k.checked_sub(1).map(|p| reqs[p]);
         let delay_ms = prev
@@ -73,7 +74,7 @@ fn turns(reqs: &[Placed<'_>], max_osl: Option<u64>) -> Vec<Turn> {
             input_tokens: r.input,
             output_tokens: r.output,
             max_tokens: capped_out(r.output, max_osl),
-            hash_ids: r.hash_ids.clone(),
+            hash_ids: ids.next().expect("one per request"),
             model: r.model.clone(),
             transport: r.transport,
             input_kind,
@@ -474,6 +475,6 @@ fn count_cache_hits(
             .iter()
             .take_while(|h| seen.contains(h))
             .count() as u64;
-        seen.extend(turn.hash_ids.iter().copied());
+        seen.extend(turn.hash_ids.iter());
     }
 }

@@ -26,6 +26,7 @@
 //! Later slices add prompt synthesis, the lane scheduler and the `specperf profile` entry point.
 
 mod after;
+mod blocks;
 mod build;
 mod chains;
 mod parse;
@@ -33,6 +34,7 @@ pub mod prompt;
 pub mod snapshot;
 mod text;
 
+pub use blocks::BlockIds;
 pub use chains::SplitOptions;
 pub use prompt::ConvRef;
 
@@ -218,8 +220,8 @@ pub struct Turn {
     /// Sent as `max_completion_tokens`: `max(1, out)`, root turns also capped by
     /// `--synthesis-max-osl`.
     pub max_tokens: u64,
-    /// KV block ids (local to the trace).
-    pub hash_ids: Vec<u32>,
+    /// KV block ids (local to the trace), stored against the conversation's other turns.
+    pub hash_ids: BlockIds,
     /// Recorded model (mapped to `--model` later).
     pub model: String,
     /// Recorded transport.

@@ -383,12 +383,8 @@ fn coverage(t: &super::Turn, bs: usize) -> (usize, usize) {
     (covered, tail)
 }
 
-fn step(prev: &[u32], cur: &super::Turn, buffer_blocks: usize, bs: usize) -> Step {
-    let lcp = prev
-        .iter()
-        .zip(&cur.hash_ids)
-        .take_while(|(a, b)| a == b)
-        .count();
+fn step(prev: &super::BlockIds, cur: &super::Turn, buffer_blocks: usize, bs: usize) -> Step {
+    let lcp = prev.common_prefix(&cur.hash_ids);
     let (covered, tail) = coverage(cur, bs);
     let keep = lcp.min(buffer_blocks).min(covered);
     Step {
@@ -610,7 +606,7 @@ impl StreamPrompts {
         let hash_ids = &conv.turns[k].hash_ids;
         let bs = trace.block_size as usize;
         let blocks: usize = self.segs.iter().map(|s| s.block_count).sum();
-        for &h in &hash_ids[self.offsets.len()..blocks] {
+        for h in hash_ids.range(self.offsets.len(), blocks) {
             self.offsets.push(synth.block_offset(&trace.id, h) as u32);
         }
         let mut tokens = 0;
