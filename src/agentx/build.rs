@@ -470,11 +470,18 @@ fn count_cache_hits(
         } else {
             &mut children[c - 1].turns[k]
         };
-        turn.cache_hit_blocks = turn
-            .hash_ids
-            .iter()
-            .take_while(|h| seen.contains(h))
-            .count() as u64;
-        seen.extend(turn.hash_ids.iter());
+        let ids = &turn.hash_ids;
+        let mut hits = 0;
+        for chunk in ids.chunks(0, ids.len()) {
+            let run = chunk.iter().take_while(|h| seen.contains(h)).count();
+            hits += run;
+            if run < chunk.len() {
+                break;
+            }
+        }
+        turn.cache_hit_blocks = hits as u64;
+        for chunk in ids.chunks(0, ids.len()) {
+            seen.extend(chunk.iter().copied());
+        }
     }
 }
