@@ -463,7 +463,14 @@ fn count_cache_hits(
             .then(a.2.cmp(&b.2))
             .then(a.3.cmp(&b.3))
     });
-    let mut seen: HashSet<u32> = HashSet::new();
+    let top = std::iter::once(&*root)
+        .chain(children.iter())
+        .flat_map(|c| &c.turns)
+        .flat_map(|t| t.hash_ids.chunks(0, t.hash_ids.len()))
+        .flat_map(|c| c.iter().max())
+        .max()
+        .copied();
+    let mut seen = Seen::new(top);
     for (.., c, k) in order {
         let turn = if c == 0 {
             &mut root.turns[k]
@@ -473,7 +480,7 @@ fn count_cache_hits(
         let ids = &turn.hash_ids;
         let mut hits = 0;
         for chunk in ids.chunks(0, ids.len()) {
-            let run = chunk.iter().take_while(|h| seen.contains(h)).count();
+            let run = chunk.iter().take_while(|&&h| seen.contains(h)).count();
             hits += run;
             if run < chunk.len() {
                 break;
@@ -481,7 +488,41 @@ fn count_cache_hits(
         }
         turn.cache_hit_blocks = hits as u64;
         for chunk in ids.chunks(0, ids.len()) {
-            seen.extend(chunk.iter().copied());
+            chunk.iter().for_each(|&h| seen.insert(h));
+        }
+    }
+}
+
+/// The block ids seen so far in a trace: a bitmap when the ids are small (recorded ids are
+/// numbered from 0 per trace), else a hash set.
+enum Seen {
+    Bits(Vec<u64>),
+    Set(HashSet<u32>),
+}
+
+impl Seen {
+    /// Ids up to `top` (a bitmap of at most 8 MiB; beyond that a set).
+    fn new(top: Option<u32>) -> Seen {
+        match top {
+            Some(t) if t < 1 << 26 => Seen::Bits(vec![0; t as usize / 64 + 1]),
+            None => Seen::Bits(Vec::new()),
+            Some(_) => Seen::Set(HashSet::new()),
+        }
+    }
+
+    fn contains(&self, h: u32) -> bool {
+        match self {
+            Seen::Bits(b) => b[h as usize / 64] & (1 << (h % 64)) != 0,
+            Seen::Set(s) => s.contains(&h),
+        }
+    }
+
+    fn insert(&mut self, h: u32) {
+        match self {
+            Seen::Bits(b) => b[h as usize / 64] |= 1 << (h % 64),
+            Seen::Set(s) => {
+                s.insert(h);
+            }
         }
     }
 }

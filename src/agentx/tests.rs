@@ -1108,3 +1108,20 @@ fn peak_context_counts_every_recorded_request_as_aiperfs_filter_does() {
     assert_eq!(t.dropped.len(), 1);
     assert_eq!(t.peak_context_tokens, 5010);
 }
+
+#[test]
+fn cache_hits_are_the_same_for_ids_too_large_for_the_bitmap() {
+    let mut vals = values();
+    let shift = |v: &mut Value| {
+        for r in v["requests"].as_array_mut().unwrap() {
+            for h in r["hash_ids"].as_array_mut().into_iter().flatten() {
+                *h = json!(h.as_u64().unwrap() + (1 << 31));
+            }
+        }
+    };
+    vals.iter_mut().for_each(shift);
+    let shifted = load_values(&vals).unwrap();
+    let t = by_id(&shifted, "fx-simple-001");
+    assert_eq!(hits(&t.root), [(0, 3), (3, 5), (5, 7), (2, 4), (4, 6)]);
+    assert_eq!(t.cache_blocks(), (14, 25));
+}
