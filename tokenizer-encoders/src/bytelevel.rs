@@ -99,8 +99,7 @@ impl Words {
     /// Pieces longer than this are merged every time (rare, and they would crowd the cache).
     const LONGEST: usize = 64;
     /// Past this many ids held the cache starts over, which bounds a thread's cache to ~10 MB.
-    /// (With 1 << 16 it started over every ~250 prompts of bench-serving's C 512 point, and the
-    /// run took 0.4 CPU-s more.)
+    /// (With 1 << 16 it started over every ~250 prompts of bench-serving's C 512 point.)
     const HELD: usize = 1 << 18;
 }
 
