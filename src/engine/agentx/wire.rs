@@ -36,19 +36,16 @@ impl Wire {
         }
     }
 
-    /// The body: `messages`, `model`, `stream`, `max_completion_tokens` (or `max_tokens`),
-    /// `ignore_eos: true`, the extra inputs, `stream_options.include_usage` when streaming (the
-    /// server's usage gives ISL/OSL, AIPerf's `--use-server-token-count`), and
-    /// `nvext.session_control` (bind) when `bind_session` names the session to bind.
-    pub(crate) fn body(
+    /// Every key of a body in order, `messages` holding `messages` (the body writes the prompt
+    /// itself at that key, as slices).
+    fn fields(
         &self,
-        messages: &[Message],
+        messages: Value,
         max_tokens: u64,
         bind_session: Option<&str>,
-    ) -> Body {
+    ) -> Map<String, Value> {
         let mut b = Map::new();
-        // Its place in the key order; the messages themselves are written as slices below.
-        b.insert("messages".into(), Value::Null);
+        b.insert("messages".into(), messages);
         b.insert("model".into(), Value::String(self.model.clone()));
         b.insert("stream".into(), Value::Bool(self.streaming));
         let key = if self.legacy_max_tokens {
@@ -71,6 +68,20 @@ impl Wire {
                 json!({"session_control": {"session_id": session, "timeout": timeout, "action": "bind"}}),
             );
         }
+        b
+    }
+
+    /// The body: `messages`, `model`, `stream`, `max_completion_tokens` (or `max_tokens`),
+    /// `ignore_eos: true`, the extra inputs, `stream_options.include_usage` when streaming (the
+    /// server's usage gives ISL/OSL, AIPerf's `--use-server-token-count`), and
+    /// `nvext.session_control` (bind) when `bind_session` names the session to bind.
+    pub(crate) fn body(
+        &self,
+        messages: &[Message],
+        max_tokens: u64,
+        bind_session: Option<&str>,
+    ) -> Body {
+        let b = self.fields(Value::Null, max_tokens, bind_session);
         // `--extra-inputs messages:…` replaced the prompt: the body is that map as it is.
         let ours = !self.extra_inputs.contains_key("messages");
         let mut out = Parts::default();
@@ -279,40 +290,19 @@ mod tests {
         assert!(h.get("x-dynamo-parent-session-id").is_none(), "root");
     }
 
-    /// The body as it was built before it became slices: one `serde_json` value, serialized.
+    /// The body as it was built before it became slices: the messages as values in the same
+    /// keys, serialized by `serde_json` whole.
     fn body_via_value(
         w: &Wire,
         messages: &[Message],
         max_tokens: u64,
         bind: Option<&str>,
     ) -> Vec<u8> {
-        let mut b = Map::new();
         let msgs: Vec<Value> = messages
             .iter()
             .map(|m| json!({"role": m.role.as_str(), "content": m.content.to_plain()}))
             .collect();
-        b.insert("messages".into(), Value::Array(msgs));
-        b.insert("model".into(), Value::String(w.model.clone()));
-        b.insert("stream".into(), Value::Bool(w.streaming));
-        let key = if w.legacy_max_tokens {
-            "max_tokens"
-        } else {
-            "max_completion_tokens"
-        };
-        b.insert(key.into(), Value::from(max_tokens));
-        b.insert("ignore_eos".into(), Value::Bool(true));
-        for (k, v) in &w.extra_inputs {
-            b.insert(k.clone(), v.clone());
-        }
-        if w.streaming {
-            b.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-        if let (Some(session), Some(timeout)) = (bind, w.routing.nvext_session_timeout_s) {
-            b.insert(
-                "nvext".into(),
-                json!({"session_control": {"session_id": session, "timeout": timeout, "action": "bind"}}),
-            );
-        }
+        let b = w.fields(Value::Array(msgs), max_tokens, bind);
         serde_json::to_vec(&Value::Object(b)).unwrap()
     }
 
