@@ -542,12 +542,14 @@ fn splits(p: &Value) -> Option<Vec<Splitter>> {
 
 /// One Split regex, matched as fancy-regex matches it for `tokenizers`.
 ///
-/// Most byte-level patterns end their whitespace handling in `…|\s+(?!\S)|\s+`, and that one
-/// lookahead sends every search through fancy-regex's backtracking VM. Such a pattern also gets a
-/// form without the lookahead branch, which runs in the regex crate's automata, and the lookahead's
-/// effect is applied to its matches: a run of whitespace that none of the branches before the
-/// lookahead matches at its start, and that a non-space follows, gives up its last character
-/// when it has more than one (`\s+(?!\S)` backtracks by one; a single space is `\s+`'s).
+/// A pattern without look-around runs in the regex crate's own automata ([`Automaton`]), which
+/// is what fancy-regex delegates it to, minus the wrapper. Most byte-level patterns end their
+/// whitespace handling in `…|\s+(?!\S)|\s+`, and that one lookahead sends every search through
+/// fancy-regex's backtracking VM. Such a pattern also gets a form without the lookahead branch,
+/// and the lookahead's effect is applied to its matches: a run of whitespace that none of the
+/// branches before the lookahead matches at its start, and that a non-space follows, gives up its
+/// last character when it has more than one (`\s+(?!\S)` backtracks by one; a single space is
+/// `\s+`'s).
 #[derive(Clone, Debug)]
 struct Splitter {
     exact: fancy_regex::Regex,
@@ -557,10 +559,50 @@ struct Splitter {
 /// The lookahead-free form of a [`Splitter`].
 #[derive(Clone, Debug)]
 struct Plain {
-    /// The pattern without its `\s+(?!\S)` branch.
-    re: fancy_regex::Regex,
-    /// The branches before that one, if any.
-    before: Option<fancy_regex::Regex>,
+    /// The pattern, without its `\s+(?!\S)` branch when `before` is set.
+    re: Automaton,
+    /// `None`: the pattern is used whole. `Some(b)`: the `\s+(?!\S)` branch was taken out, and
+    /// `b` holds the branches before it (`None` inside: it was the first).
+    before: Option<Option<Automaton>>,
+}
+
+/// A pattern in the regex crate's meta engine, searched anchored first: nearly every piece
+/// starts where the previous one ended, and an anchored hit costs one forward scan, where an
+/// unanchored search also scans back for the start.
+#[derive(Clone, Debug)]
+struct Automaton(regex_automata::meta::Regex);
+
+impl Automaton {
+    /// The lazy DFA's transition cache per thread. The default 2 MiB starts over often on
+    /// random multilingual text (every script adds states); this is a few MiB per thread.
+    const CACHE: usize = 8 << 20;
+
+    fn new(pattern: &str) -> Option<Automaton> {
+        regex_automata::meta::Regex::builder()
+            .configure(regex_automata::meta::Config::new().hybrid_cache_capacity(Self::CACHE))
+            .build(pattern)
+            .ok()
+            .map(Automaton)
+    }
+
+    /// The leftmost-first match at or after `pos` (fancy-regex's `find_from_pos`).
+    fn find_from(&self, text: &str, pos: usize) -> Option<(usize, usize)> {
+        use regex_automata::{Anchored, Input};
+        let input = Input::new(text).range(pos..);
+        // A match that starts at `pos` is the leftmost one, so the anchored answer is the
+        // unanchored one whenever it exists.
+        self.0
+            .search(&input.clone().anchored(Anchored::Yes))
+            .or_else(|| self.0.search(&input))
+            .map(|m| (m.start(), m.end()))
+    }
+
+    /// Whether a match starts exactly at `pos`.
+    fn starts_at(&self, text: &str, pos: usize) -> bool {
+        use regex_automata::{Anchored, Input};
+        let input = Input::new(text).range(pos..).anchored(Anchored::Yes);
+        self.0.search_half(&input).is_some()
+    }
 }
 
 /// Texts on which a lookahead-free form must split as the pattern does before it is used.
@@ -609,48 +651,55 @@ impl Splitter {
 }
 
 impl Plain {
-    /// The lookahead-free form of `pattern` when its top-level branches hold `\s+(?!\S)`
-    /// followed by `\s+`.
+    /// The pattern whole when it has no look-around; else, when its top-level branches hold
+    /// `\s+(?!\S)` followed by `\s+`, the pattern without the first of those.
     fn new(pattern: &str) -> Option<Plain> {
+        if let Some(re) = Automaton::new(pattern) {
+            return Some(Plain { re, before: None });
+        }
         let branches = top_level_branches(pattern)?;
         let at = branches
             .windows(2)
             .position(|w| w[0] == r"\s+(?!\S)" && w[1] == r"\s+")?;
         let mut rest = branches.clone();
         rest.remove(at);
-        let re = fancy_regex::Regex::new(&rest.join("|")).ok()?;
+        let re = Automaton::new(&rest.join("|"))?;
         let before = match at {
             0 => None,
-            _ => Some(fancy_regex::Regex::new(&format!("(?:{})", branches[..at].join("|"))).ok()?),
+            _ => Some(Automaton::new(&format!(
+                "(?:{})",
+                branches[..at].join("|")
+            ))?),
         };
-        Some(Plain { re, before })
+        Some(Plain {
+            re,
+            before: Some(before),
+        })
     }
 
-    /// The matches, or `None` where this form cannot answer (an empty match, a regex error):
-    /// the caller then asks the exact pattern.
+    /// The matches, or `None` where this form cannot answer (an empty match): the caller then
+    /// asks the exact pattern.
     fn matches(&self, text: &str) -> Option<Vec<(usize, usize)>> {
         let mut out = Vec::new();
         let mut pos = 0;
         while pos < text.len() {
-            let Some(m) = self.re.find_from_pos(text, pos).ok()? else {
+            let Some((start, mut end)) = self.re.find_from(text, pos) else {
                 break;
             };
-            if m.start() == m.end() {
+            if start == end {
                 return None;
             }
-            let mut end = m.end();
-            let s = m.as_str();
-            if end < text.len() && s.chars().all(char::is_whitespace) && s.chars().nth(1).is_some()
-            {
-                let earlier = match &self.before {
-                    Some(b) => b.find_from_pos(text, m.start()).ok()?.map(|b| b.start()),
-                    None => None,
-                };
-                if earlier != Some(m.start()) {
+            if let Some(before) = &self.before {
+                let s = &text[start..end];
+                if end < text.len()
+                    && s.chars().all(char::is_whitespace)
+                    && s.chars().nth(1).is_some()
+                    && !before.as_ref().is_some_and(|b| b.starts_at(text, start))
+                {
                     end -= s.chars().next_back().map_or(0, char::len_utf8);
                 }
             }
-            out.push((m.start(), end));
+            out.push((start, end));
             pos = end;
         }
         Some(out)
@@ -695,8 +744,10 @@ fn top_level_branches(pattern: &str) -> Option<Vec<&str>> {
 mod tests {
     use super::*;
 
-    /// DeepSeek-V4's third split, Llama 3's and Qwen 2's patterns, and GPT-2's.
-    const PATTERNS: [&str; 4] = [
+    /// DeepSeek-V4's three splits, Llama 3's and Qwen 2's patterns, and GPT-2's.
+    const PATTERNS: [&str; 6] = [
+        r"\p{N}{1,3}",
+        "[\u{4e00}-\u{9fa5}\u{3040}-\u{309f}\u{30a0}-\u{30ff}]+",
         r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"##,
         r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
         r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
@@ -706,7 +757,7 @@ mod tests {
     #[test]
     fn branches_split_at_top_level_bars_only() {
         assert_eq!(
-            top_level_branches(PATTERNS[0]).unwrap().len(),
+            top_level_branches(PATTERNS[2]).unwrap().len(),
             6,
             "the | inside the class and the groups are not branch bars"
         );
@@ -751,8 +802,13 @@ mod tests {
     }
 
     #[test]
-    fn a_pattern_without_the_idiom_has_no_plain_form() {
-        assert!(Splitter::new(r"\p{N}{1,3}").unwrap().plain.is_none());
+    fn only_look_around_outside_the_idiom_keeps_a_pattern_in_fancy_regex() {
+        let whole = Splitter::new(r"\p{N}{1,3}").unwrap().plain.unwrap();
+        assert!(
+            whole.before.is_none(),
+            "no look-around: the pattern is used whole"
+        );
         assert!(Splitter::new(r"\s+(?!\S)").unwrap().plain.is_none());
+        assert!(Splitter::new(r"(?<=a)b|\s+").unwrap().plain.is_none());
     }
 }
