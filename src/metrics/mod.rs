@@ -133,6 +133,11 @@ pub(crate) struct FirstFailure {
     pub(crate) http_status: Option<u16>,
     /// The error text of the record (already redacted by the client).
     pub(crate) message: String,
+    /// When the first failure of this kind ended, ns on the run's clock.
+    pub(crate) first_ns: u64,
+    /// When the latest one ended: with `first_ns`, the window in which this kind happened (a
+    /// worker that died, a frontend that restarted).
+    pub(crate) last_ns: u64,
 }
 
 // Per-chunk histograms: 1 ns to 1 hour at 3 significant digits; longer gaps saturate at the top
@@ -345,12 +350,17 @@ impl Aggregate {
                 return;
             }
             Outcome::Failed(kind) => {
-                self.first_failures
+                let f = self
+                    .first_failures
                     .entry(kind)
                     .or_insert_with(|| FirstFailure {
                         http_status: r.http_status,
                         message: r.error.clone().unwrap_or_default(),
+                        first_ns: r.end_ns,
+                        last_ns: r.end_ns,
                     });
+                f.first_ns = f.first_ns.min(r.end_ns);
+                f.last_ns = f.last_ns.max(r.end_ns);
                 c.failed += 1;
                 *c.failed_by_kind.entry(kind.as_str()).or_default() += 1;
                 if kind == FailureKind::HttpStatus {

@@ -40,6 +40,9 @@ pub fn failure_report(s: &Summary) -> Option<String> {
         let first = s.first_failures.get(kind);
         let said = first.map(describe).unwrap_or_default();
         let _ = writeln!(o, "  {:<20} {n:>8}  {said}", kind.as_str());
+        if let Some(f) = first {
+            let _ = writeln!(o, "  {:<29}  {}", "", when(f, s.meta.start_unix_s));
+        }
         if *kind == FailureKind::HttpStatus && not_openai.is_some() {
             continue;
         }
@@ -60,6 +63,24 @@ pub fn failure_report(s: &Summary) -> Option<String> {
         let _ = writeln!(o, "hint: {h}");
     }
     Some(o)
+}
+
+/// When the failures of one kind ended, on the wall clock and into the run: a worker that died or
+/// a frontend that restarted shows as a window, to set beside the deployment's own logs.
+fn when(f: &FirstFailure, start_unix_s: f64) -> String {
+    let at = |ns: u64| {
+        let t = start_unix_s + ns as f64 / 1e9;
+        let clock = crate::timefmt::iso8601(t);
+        // `2026-12-04T13:02:21.512345+00:00` ─► `13:02:21.51`
+        let hms = clock.get(11..22).unwrap_or(&clock).to_owned();
+        (hms, ns as f64 / 1e9)
+    };
+    let (a, ra) = at(f.first_ns);
+    if f.last_ns == f.first_ns {
+        return format!("at {a} UTC (+{ra:.2} s into the run)");
+    }
+    let (b, rb) = at(f.last_ns);
+    format!("from {a} to {b} UTC (+{ra:.2} s to +{rb:.2} s into the run)")
 }
 
 /// `HTTP 404: message`, on one line and cut short.
@@ -258,6 +279,43 @@ mod tests {
     }
 
     #[test]
+    fn each_kind_says_when_its_failures_ended() {
+        let mut s = summary("http://h:8000", &[], 1);
+        s.meta.start_unix_s = 1_796_389_320.0; // 2026-12-04T13:02:00Z
+        s.counts.failed = 3;
+        s.counts.failed_by_kind.insert("stream_error", 2);
+        s.counts.failed_by_kind.insert("http_status", 1);
+        let f = |status, message: &str, first_ns, last_ns| FirstFailure {
+            http_status: Some(status),
+            message: message.into(),
+            first_ns,
+            last_ns,
+        };
+        s.first_failures.insert(
+            FailureKind::StreamError,
+            f(
+                200,
+                "Service temporarily unavailable",
+                21_870_000_000,
+                21_910_000_000,
+            ),
+        );
+        s.first_failures.insert(
+            FailureKind::HttpStatus,
+            f(503, "HTTP 503: unavailable", 27_590_000_000, 27_590_000_000),
+        );
+        let r = failure_report(&s).unwrap();
+        assert!(
+            r.contains("from 13:02:21.87 to 13:02:21.91 UTC (+21.87 s to +21.91 s into the run)"),
+            "{r}"
+        );
+        assert!(
+            r.contains("at 13:02:27.59 UTC (+27.59 s into the run)"),
+            "{r}"
+        );
+    }
+
+    #[test]
     fn nothing_failed_nothing_said() {
         assert!(failure_report(&summary("http://h:8000", &[], 3)).is_none());
     }
@@ -272,6 +330,10 @@ mod tests {
         );
         let r = failure_report(&s).unwrap();
         assert!(r.starts_with("3 of 3 requests failed:"), "{r}");
+        assert!(
+            r.contains("at 00:00:00.00 UTC (+0.00 s into the run)"),
+            "{r}"
+        );
         assert!(
             r.contains("http_status") && r.contains("HTTP 404: The model `other`"),
             "{r}"
