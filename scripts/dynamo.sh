@@ -10,6 +10,13 @@
 #                                  print the frontend's URL
 #   scripts/dynamo.sh down STATE_DIR
 #                                  stop it (SIGTERM to each process group, SIGKILL after 10 s)
+#   scripts/dynamo.sh stop STATE_DIR NAME [--signal SIG]
+#   scripts/dynamo.sh start STATE_DIR NAME
+#                                  stop one process of it (NAME: frontend, broker, worker0-agg,
+#                                  worker1-decode, ... as its log is named; SIGTERM, SIGKILL after
+#                                  10 s, or SIG at once), and start it again with the same command
+#                                  and environment (what the fault tests do to a running
+#                                  deployment); `start` waits until the frontend serves again
 #
 # The venv: ai-dynamo-runtime==1.6.1 (the Rust core, the frontend and the mocker engine) and
 # ai-dynamo==1.6.1 with --no-deps (its `aisimulate` dependency is on a vendor index only; the
@@ -238,9 +245,21 @@ logs_tail() { # state_dir
 spawn() { # state_dir name cmd...
   local state=$1 name=$2
   shift 2
-  setsid "$@" </dev/null >"$state/$name.log" 2>&1 &
+  # What `start` runs again (no cmd: the saved one): this environment's Dynamo settings and the
+  # same command.
+  if [ $# -gt 0 ]; then
+    {
+      export -p | grep -E '^declare -x (DYN_|HF_HUB_OFFLINE=|TRANSFORMERS_OFFLINE=|PYTHONUNBUFFERED=)' || true
+      printf 'exec'
+      printf ' %q' "$@"
+      echo
+    } >"$state/$name.sh"
+  fi
+  [ -f "$state/$name.log" ] && mv "$state/$name.log" "$state/$name.log.$(date +%s%N)"
+  setsid bash "$state/$name.sh" </dev/null >"$state/$name.log" 2>&1 &
   local pid=$! i
   echo "$pid" >>"$state/pids"
+  echo "$pid" >"$state/$name.pid"
   # setsid does not fork here (a background job of this shell is no group leader): the process
   # keeps its pid and becomes the leader of group $pid once it has run. Wait for that, so the
   # group can be signalled from now on.
@@ -418,6 +437,47 @@ down() {
   stop_all "$1"
 }
 
+stop_one() { # state_dir name [--signal SIG]
+  [ $# -eq 2 ] || [ $# -eq 4 ] && [ "${3:---signal}" = --signal ] ||
+    die "usage: $0 stop STATE_DIR NAME [--signal SIG]"
+  local state=$1 name=$2 sig=${4:-} pg i
+  [ -f "$state/$name.pid" ] || die "no process named $name in $state (see its *.log files)"
+  pg=$(cat "$state/$name.pid")
+  if [ -n "$sig" ]; then
+    kill -"$sig" -- "-$pg"
+  else
+    kill -TERM -- "-$pg" 2>/dev/null || true
+    for ((i = 0; i < GRACE_S * 10; i++)); do
+      kill -0 -- "-$pg" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL -- "-$pg" 2>/dev/null || true
+  fi
+  case "$sig" in STOP | TSTP | CONT | 0) return 0 ;; esac
+  sed -i "/^$pg\$/d" "$state/pids"
+  rm -f "$state/$name.pid"
+}
+
+start_one() { # state_dir name
+  [ $# -eq 2 ] || die "usage: $0 start STATE_DIR NAME"
+  local state=$1 name=$2 i
+  [ -f "$state/$name.sh" ] || die "no process named $name was ever started in $state"
+  [ -f "$state/$name.pid" ] && kill -0 "$(cat "$state/$name.pid")" 2>/dev/null &&
+    die "$name is still running (stop it first)"
+  spawn "$state" "$name"
+  [ "$name" = frontend ] || return 0
+  # shellcheck disable=SC1091 # written by `up`
+  . "$state/env"
+  for ((i = 0; i < READY_TIMEOUT_S * 10; i++)); do
+    # Serving means the model is listed again (the first seconds answer 404 for it).
+    "$VENV/bin/python" -c 'import json, sys, urllib.request
+models = json.load(urllib.request.urlopen(sys.argv[1] + "/v1/models", timeout=2))["data"]
+assert any(m["id"] == sys.argv[2] for m in models)' "$DYNAMO_URL" "$DYNAMO_MODEL" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  die "the frontend did not serve again within $READY_TIMEOUT_S s (see $state/frontend.log)"
+}
+
 case "${1:-}" in
   --setup)
     setup
@@ -432,9 +492,18 @@ case "${1:-}" in
     shift
     down "$@"
     ;;
+  stop)
+    shift
+    stop_one "$@"
+    ;;
+  start)
+    shift
+    start_one "$@"
+    ;;
   *)
     echo "usage: $0 --setup | up STATE_DIR [--workers N] [--disagg P:D] [--router round-robin|kv]" \
-      "[--model-name NAME] [--mtp] [--session-affinity-ttl SECS] [--owner-pid PID] | down STATE_DIR" >&2
+      "[--model-name NAME] [--mtp] [--session-affinity-ttl SECS] [--owner-pid PID] | down STATE_DIR" \
+      "| stop STATE_DIR NAME [--signal SIG] | start STATE_DIR NAME" >&2
     exit 2
     ;;
 esac

@@ -1207,10 +1207,10 @@ fn srt_slurms_bench_sh_runs_the_drop_in_against_dynamo() {
 
 // ---- Faults ----
 
-/// Runs `specperf` with `args` and SIGKILLs the process group `victim` once `ready` holds for a
-/// line the run printed (progress goes to stderr); returns the output and when the kill was sent
-/// (Unix seconds). Bounded like [`profile`].
-fn run_and_kill(args: &[String], victim: u32, ready: impl Fn(&str) -> bool) -> (Output, f64) {
+/// Runs `specperf` with `args` and does `act` once `ready` holds for a line the run printed
+/// (progress goes to stderr); returns the output and when `act` began (Unix seconds). Bounded
+/// like [`profile`].
+fn run_and_act(args: &[String], ready: impl Fn(&str) -> bool, act: impl FnOnce()) -> (Output, f64) {
     use std::io::BufRead;
     let mut child = Command::new(BIN)
         .args(args)
@@ -1241,21 +1241,13 @@ fn run_and_kill(args: &[String], victim: u32, ready: impl Fn(&str) -> bool) -> (
         all
     });
     let until = Instant::now() + scaled(Duration::from_secs(120));
-    let mut killed_at = None;
-    while killed_at.is_none() && Instant::now() < until {
+    let mut act = Some(act);
+    let mut acted_at = None;
+    while acted_at.is_none() && Instant::now() < until {
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(line) if ready(&line) => {
-                let st = Command::new("kill")
-                    .args(["-KILL", "--", &format!("-{victim}")])
-                    .status()
-                    .unwrap();
-                assert!(st.success(), "kill -KILL -{victim}");
-                killed_at = Some(
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap()
-                        .as_secs_f64(),
-                );
+                acted_at = Some(unix_now());
+                (act.take().unwrap())();
             }
             Ok(_) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
@@ -1267,14 +1259,38 @@ fn run_and_kill(args: &[String], victim: u32, ready: impl Fn(&str) -> bool) -> (
         stdout: out_t.join().unwrap(),
         stderr: err_t.join().unwrap(),
     };
-    let Some(at) = killed_at else {
+    let Some(at) = acted_at else {
         panic!(
-            "the run never got to the point of the kill:\n{}\n{}",
+            "the run never got to the point of the fault:\n{}\n{}",
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         );
     };
     (o, at)
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// `scripts/dynamo.sh stop|start STATE NAME [args]` on `d`, which must succeed.
+fn dynamo_sh(d: &Dynamo, verb: &str, name: &str, args: &[&str]) {
+    let out = Command::new(root().join("scripts/dynamo.sh"))
+        .arg(verb)
+        .arg(d.state.path())
+        .arg(name)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "dynamo.sh {verb} {name} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Profiling progress with at least `n` requests done (`[   4.0s] done 12 (ok …`).
@@ -1290,24 +1306,14 @@ fn profiled(line: &str, n: u64) -> bool {
             .is_some_and(|d| d >= n)
 }
 
-/// The second worker's process group: `up` starts the relay, then the workers, then the
-/// frontend.
-fn second_worker(d: &Dynamo) -> u32 {
-    let pg = d.groups[2];
-    let cmd = std::fs::read(format!("/proc/{pg}/cmdline")).unwrap_or_default();
-    assert!(
-        String::from_utf8_lossy(&cmd).contains("dynamo.mocker"),
-        "process group {pg} is not a mocker worker: {:?}",
-        String::from_utf8_lossy(&cmd)
-    );
-    pg
-}
+/// The second of two aggregated workers, by the name `scripts/dynamo.sh` gives it.
+const SECOND_WORKER: &str = "worker1-agg";
 
 /// What every fault run must show: one record per request (unique, dense ids; the profiling
 /// ones are the summary's count and profile_export's rows), failures only around and after the
 /// kill and each with a kind and the server's or the transport's words, requests answered
 /// after it (the survivor took them), and the console naming the kinds and when they happened.
-fn assert_survived(o: &Output, dir: &Path, killed_at: f64) -> Vec<Value> {
+fn assert_survived(o: &Output, dir: &Path, killed_at: f64, resumed_at: f64) -> Vec<Value> {
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     let recs: Vec<Value> = std::fs::read_to_string(dir.join("records.jsonl"))
@@ -1350,11 +1356,12 @@ fn assert_survived(o: &Output, dir: &Path, killed_at: f64) -> Vec<Value> {
     }
     let after = profiling
         .iter()
-        .filter(|r| r["outcome"]["status"] == "success" && at(r, "sent_ns") > killed_at + 3.0)
+        .filter(|r| r["outcome"]["status"] == "success" && at(r, "sent_ns") > resumed_at)
         .count();
     assert!(
         after >= 3,
-        "requests sent 3 s after the kill reached the survivor ({after})\n{stdout}\n{stderr}"
+        "requests sent once the deployment could serve again were answered ({after})\n\
+         {stdout}\n{stderr}"
     );
     // The console: each kind with its count and its window on the wall clock.
     let console = format!("{stdout}{stderr}");
@@ -1410,7 +1417,6 @@ fn inferencex_verdict(dir: &Path) -> Option<(bool, String)> {
 #[test]
 fn a_worker_killed_during_agentx_fails_its_requests_by_name_and_the_run_goes_on() {
     let d = Dynamo::up(&["--workers", "2", "--router", "kv"]);
-    let victim = second_worker(&d);
     let dir = tempfile::tempdir().unwrap();
     let mut args = agentx_argv(&d, dir.path(), &[]);
     for (flag, value) in [("--concurrency", "8"), ("--benchmark-duration", "20")] {
@@ -1423,7 +1429,11 @@ fn a_worker_killed_during_agentx_fails_its_requests_by_name_and_the_run_goes_on(
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64;
-    let (o, killed_at) = run_and_kill(&args, victim, |l| profiled(l, 8));
+    let (o, killed_at) = run_and_act(
+        &args,
+        |l| profiled(l, 8),
+        || dynamo_sh(&d, "stop", SECOND_WORKER, &["--signal", "KILL"]),
+    );
     let console = format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
@@ -1434,7 +1444,7 @@ fn a_worker_killed_during_agentx_fails_its_requests_by_name_and_the_run_goes_on(
         Some(0),
         "under --failed-request-threshold 0.25 the run passes\n{console}"
     );
-    let recs = assert_survived(&o, dir.path(), killed_at);
+    let recs = assert_survived(&o, dir.path(), killed_at, killed_at + 3.0);
     for f in [
         "profile_export_aiperf.json",
         "profile_export_aiperf.csv",
@@ -1463,6 +1473,131 @@ fn a_worker_killed_during_agentx_fails_its_requests_by_name_and_the_run_goes_on(
             .filter(|r| r["phase"] == "profiling" && r["outcome"]["status"] == "failed")
             .count() as f64
             / recs.iter().filter(|r| r["phase"] == "profiling").count() as f64;
+        assert_eq!(ok, rate <= 0.10, "InferenceX's validator at 10 %: {said}");
+        eprintln!("InferenceX validate_agentic_result: {}", said.trim());
+    }
+}
+
+/// Issue 38: a worker that stops answering (SIGSTOP: its sockets stay open, nothing comes back).
+/// Each request it holds ends at the request timeout as a `total_timeout` failure that says so,
+/// the others keep going on the second worker, every request has one record, and the run ends
+/// on time: its duration plus one request timeout (the grace period is longer and stays unused).
+#[test]
+fn a_worker_that_stops_answering_during_agentx_costs_one_request_timeout_per_request() {
+    let d = Dynamo::up(&["--workers", "2", "--router", "kv"]);
+    let dir = tempfile::tempdir().unwrap();
+    // Under Dynamo's own 5 s deadline for a request no worker started (it answers 504), so every
+    // stalled request ends at this client's timeout.
+    let timeout = 4.0;
+    let mut args = agentx_argv(&d, dir.path(), &[]);
+    for (flag, value) in [
+        ("--concurrency", "8"),
+        ("--benchmark-duration", "15"),
+        // A live abort is not what this test is about: every request must run to its end.
+        ("--failed-request-threshold", "0.95"),
+    ] {
+        let i = args.iter().position(|a| a == flag).unwrap();
+        args[i + 1] = value.into();
+    }
+    args.extend(["--request-timeout-seconds".into(), format!("{timeout}")]);
+    let started = Instant::now();
+    let (o, stopped_at) = run_and_act(
+        &args,
+        |l| profiled(l, 8),
+        || dynamo_sh(&d, "stop", SECOND_WORKER, &["--signal", "STOP"]),
+    );
+    let took = started.elapsed();
+    dynamo_sh(&d, "stop", SECOND_WORKER, &["--signal", "CONT"]);
+    let console = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{console}");
+    let recs = assert_survived(&o, dir.path(), stopped_at, stopped_at + 3.0);
+    for r in recs.iter().filter(|r| r["outcome"]["status"] == "failed") {
+        assert_eq!(r["outcome"]["kind"], "total_timeout", "{r}\n{console}");
+        let held = (r["end_ns"].as_u64().unwrap() - r["sent_ns"].as_u64().unwrap()) as f64 / 1e9;
+        assert!(
+            (timeout..timeout + 1.0).contains(&held),
+            "ended at the request timeout ({held:.2} s): {r}"
+        );
+    }
+    // Warmup (~15 s here) + 15 s + one timeout, with room for a loaded machine.
+    assert!(
+        took < scaled(Duration::from_secs(75)),
+        "the run ended on time: {took:?}\n{console}"
+    );
+}
+
+/// Issue 38: the frontend is killed during AgentX profiling and started again 3 s later. While it
+/// is down every request fails at once (connection refused: a `connect` failure, no wait for a
+/// timeout), the streams it was carrying end as cut connections, and once it serves again the
+/// lanes' requests are answered; every request has one record and the run ends on time.
+#[test]
+fn a_frontend_restarted_during_agentx_fails_requests_fast_and_the_run_resumes() {
+    let d = Dynamo::up(&["--workers", "2", "--router", "kv"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = agentx_argv(&d, dir.path(), &[]);
+    for (flag, value) in [
+        ("--concurrency", "8"),
+        ("--benchmark-duration", "25"),
+        // Lanes whose turns fail at once move on at once: the share of failures is not the point.
+        ("--failed-request-threshold", "0.95"),
+    ] {
+        let i = args.iter().position(|a| a == flag).unwrap();
+        args[i + 1] = value.into();
+    }
+    args.extend(["--request-timeout-seconds".into(), "30".into()]);
+    let back = Mutex::new(0.0);
+    let (o, down_at) = run_and_act(
+        &args,
+        |l| profiled(l, 8),
+        || {
+            dynamo_sh(&d, "stop", "frontend", &["--signal", "KILL"]);
+            std::thread::sleep(Duration::from_secs(3));
+            dynamo_sh(&d, "start", "frontend", &[]);
+            *back.lock().unwrap() = unix_now();
+        },
+    );
+    let back = *back.lock().unwrap();
+    let console = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{console}");
+    let recs = assert_survived(&o, dir.path(), down_at, back);
+    let start = read_json(&dir.path().join("summary.json"))["meta"]["start_unix_s"]
+        .as_f64()
+        .unwrap();
+    let at = |r: &Value, k: &str| start + r[k].as_u64().unwrap_or(0) as f64 / 1e9;
+    let refused: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["outcome"]["kind"] == "connect")
+        .collect();
+    assert!(
+        !refused.is_empty(),
+        "requests sent while the frontend was down were refused\n{console}"
+    );
+    for r in &refused {
+        let held = at(r, "end_ns") - at(r, "sent_ns");
+        assert!(
+            held < 1.0,
+            "a refused connect fails at once ({held:.2} s): {r}"
+        );
+        assert!(
+            at(r, "sent_ns") >= down_at - 0.5 && at(r, "end_ns") <= back + 1.0,
+            "refused only while the frontend was down: {r}"
+        );
+    }
+    if let Some((ok, said)) = inferencex_verdict(dir.path()) {
+        let profiling = recs.iter().filter(|r| r["phase"] == "profiling");
+        let failed = profiling
+            .clone()
+            .filter(|r| r["outcome"]["status"] == "failed")
+            .count();
+        let rate = failed as f64 / profiling.count() as f64;
         assert_eq!(ok, rate <= 0.10, "InferenceX's validator at 10 %: {said}");
         eprintln!("InferenceX validate_agentic_result: {}", said.trim());
     }
