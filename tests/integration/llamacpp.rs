@@ -4,7 +4,7 @@
 //! the server's own counters say over the same window.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,8 @@ pub(crate) struct Llama {
     child: Child,
     pub(crate) url: String,
     log: PathBuf,
+    /// The server's argv, to start it again on the same port ([`Llama::restart`]).
+    args: Vec<String>,
 }
 
 impl Drop for Llama {
@@ -122,29 +124,47 @@ impl Llama {
             ],
         };
         args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(dir.join("bin/llama-server"))
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
-            .spawn()
-            .unwrap();
+        let child = Llama::spawn(&args, &log);
         let s = Llama {
             _one: one,
             child,
             url: format!("http://127.0.0.1:{port}"),
             log,
+            args,
         };
+        s.wait_ready();
+        s
+    }
+
+    fn spawn(args: &[String], log: &Path) -> Child {
+        Command::new(llamacpp_dir().join("bin/llama-server"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(log).unwrap())
+            .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
+            .spawn()
+            .unwrap()
+    }
+
+    fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
-        while get(&s.url, "/health").map(|(st, _)| st) != Some(200) {
+        while get(&self.url, "/health").map(|(st, _)| st) != Some(200) {
             assert!(
                 Instant::now() < deadline,
-                "llama-server ({mode:?}) not ready in 60 s; log: {}",
-                std::fs::read_to_string(s.log.with_extension("err")).unwrap_or_default()
+                "llama-server not ready in 60 s; log: {}",
+                std::fs::read_to_string(self.log.with_extension("err")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        s
+    }
+
+    /// Kills the server (SIGKILL: a crash, nothing drained) and starts it again on its port;
+    /// returns once it answers `/health` again.
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = Llama::spawn(&self.args, &self.log);
+        self.wait_ready();
     }
 
     /// Every sample of `/metrics`, by name with labels.
@@ -693,4 +713,111 @@ fn collect_restarts_llama_server_per_cell_and_leaves_none_behind() {
     let l = Llama::start(Mode::Draft);
     let r = gate_k(&l, &tmp, 4);
     assert_eq!(r["verdict"], "pass", "{r:#}\n{yaml}");
+}
+
+/// Issue 38: llama-server killed mid-replay and started again on its port. The streams it was
+/// serving end as cut connections, the requests that arrive while it is down are refused at
+/// once (open-loop arrivals keep coming, nothing waits for a timeout), and the new server
+/// answers 503 "Loading model" until its model is in; each failure names its cause, the requests after it are answered by the new server, and every request has exactly
+/// one record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_mid_replay_costs_only_the_requests_it_held() {
+    let mut l = Llama::start(Mode::Base);
+    let dir = tempfile::tempdir().unwrap();
+    // Arrivals slow enough for one CPU thread to keep up with (no backlog to burst into the
+    // outage), over ~24 s.
+    let n = 24;
+    let args = format!(
+        "--url {} --artifact-dir {} --model smollm2-135m --endpoint-type chat --streaming true \
+         --request-count {n} --request-rate 1 --concurrency 8 --osl 16",
+        l.url,
+        dir.path().display(),
+    );
+    let argv: Vec<&str> = args.split_whitespace().collect();
+    let (tx, mut rx) = tokio::sync::watch::channel(specperf::Progress::default());
+    let run = tokio::spawn(specperf::replay(
+        config(&argv),
+        specperf::Stopper::new(),
+        tx,
+    ));
+    tokio::time::timeout(Duration::from_secs(120), async {
+        while rx.borrow().ok < 5 {
+            rx.changed().await.expect("the run reports progress");
+        }
+    })
+    .await
+    .expect("5 requests answered within 120 s");
+    let down = Instant::now();
+    let down_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let l = tokio::task::spawn_blocking(move || {
+        l.restart();
+        l
+    })
+    .await
+    .unwrap();
+    let back = Instant::now();
+    let out = tokio::time::timeout(Duration::from_secs(300), run)
+        .await
+        .expect("run finishes within 300 s")
+        .unwrap()
+        .expect("run starts");
+    let c = &out.summary.counts;
+    let start = out.summary.meta.start_unix_s;
+    let recs: Vec<Value> = std::fs::read_to_string(dir.path().join("records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|x| serde_json::from_str(x).unwrap())
+        .collect();
+    assert_eq!(recs.len() as u64, n, "one record per request");
+    let ids: std::collections::BTreeSet<u64> =
+        recs.iter().map(|r| r["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, (0..n).collect(), "each id once");
+    assert_eq!(c.total, n, "{c:?}");
+    assert!(c.failed >= 1, "the restart cost requests: {c:?}");
+    let failed: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["outcome"]["status"] == "failed")
+        .collect();
+    for r in &failed {
+        let kind = r["outcome"]["kind"].as_str().unwrap();
+        assert!(
+            ["connect", "connection_closed"].contains(&kind)
+                || (kind == "http_status" && r["http_status"] == 503),
+            "a cut stream, a refused connect, or the new server's 503 while it loads: {r}"
+        );
+        assert!(!r["error"].as_str().unwrap_or_default().is_empty(), "{r}");
+        if kind == "connect" {
+            // At once: from its send, or from the kill for one the dead server had queued (its
+            // kept-alive connection closed before any byte, so it went out again, once, and was
+            // refused: `retries` 1).
+            let at = |k: &str| start + r[k].as_u64().unwrap() as f64 / 1e9;
+            let held = at("end_ns") - at("sent_ns").max(down_unix);
+            assert!(
+                held < 1.0,
+                "a refused connect fails at once ({held:.2} s): {r}"
+            );
+        }
+    }
+    // Requests sent once the server was back (on the run's clock) were answered.
+    let window = (back - down).as_secs_f64();
+    let last_failed_end = failed
+        .iter()
+        .map(|r| r["end_ns"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    let answered_after = recs
+        .iter()
+        .filter(|r| {
+            r["outcome"]["status"] == "success" && r["sent_ns"].as_u64().unwrap() > last_failed_end
+        })
+        .count();
+    assert!(
+        answered_after >= 3,
+        "the new server answered what came after ({answered_after}; down {window:.1} s): {c:?}"
+    );
+    assert_eq!(c.success + c.failed, n, "nothing cancelled: {c:?}");
+    drop(l);
 }
