@@ -559,11 +559,12 @@ struct Splitter {
 /// The lookahead-free form of a [`Splitter`].
 #[derive(Clone, Debug)]
 struct Plain {
-    /// The pattern, without its `\s+(?!\S)` branch when `before` is set.
+    /// The pattern, without its `\s+(?!\S)` branch when `trimmed`.
     re: Automaton,
-    /// `None`: the pattern is used whole. `Some(b)`: the `\s+(?!\S)` branch was taken out, and
-    /// `b` holds the branches before it (`None` inside: it was the first).
-    before: Option<Option<Automaton>>,
+    /// The `\s+(?!\S)` branch was taken out: its effect is applied to the matches.
+    trimmed: bool,
+    /// The branches before that one, if any.
+    before: Option<Automaton>,
 }
 
 /// A pattern in the regex crate's meta engine, searched anchored first: nearly every piece
@@ -655,7 +656,11 @@ impl Plain {
     /// `\s+(?!\S)` followed by `\s+`, the pattern without the first of those.
     fn new(pattern: &str) -> Option<Plain> {
         if let Some(re) = Automaton::new(pattern) {
-            return Some(Plain { re, before: None });
+            return Some(Plain {
+                re,
+                trimmed: false,
+                before: None,
+            });
         }
         let branches = top_level_branches(pattern)?;
         let at = branches
@@ -673,7 +678,8 @@ impl Plain {
         };
         Some(Plain {
             re,
-            before: Some(before),
+            trimmed: true,
+            before,
         })
     }
 
@@ -689,15 +695,17 @@ impl Plain {
             if start == end {
                 return None;
             }
-            if let Some(before) = &self.before {
-                let s = &text[start..end];
-                if end < text.len()
-                    && s.chars().all(char::is_whitespace)
-                    && s.chars().nth(1).is_some()
-                    && !before.as_ref().is_some_and(|b| b.starts_at(text, start))
-                {
-                    end -= s.chars().next_back().map_or(0, char::len_utf8);
-                }
+            let s = &text[start..end];
+            if self.trimmed
+                && end < text.len()
+                && s.chars().all(char::is_whitespace)
+                && s.chars().nth(1).is_some()
+                && !self
+                    .before
+                    .as_ref()
+                    .is_some_and(|b| b.starts_at(text, start))
+            {
+                end -= s.chars().next_back().map_or(0, char::len_utf8);
             }
             out.push((start, end));
             pos = end;
@@ -804,10 +812,7 @@ mod tests {
     #[test]
     fn only_look_around_outside_the_idiom_keeps_a_pattern_in_fancy_regex() {
         let whole = Splitter::new(r"\p{N}{1,3}").unwrap().plain.unwrap();
-        assert!(
-            whole.before.is_none(),
-            "no look-around: the pattern is used whole"
-        );
+        assert!(!whole.trimmed, "no look-around: the pattern is used whole");
         assert!(Splitter::new(r"\s+(?!\S)").unwrap().plain.is_none());
         assert!(Splitter::new(r"(?<=a)b|\s+").unwrap().plain.is_none());
     }
