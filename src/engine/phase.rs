@@ -128,6 +128,13 @@ pub(super) async fn run(
                     .map_or(0, |s| s.warmup_grace.as_secs())
             ));
         }
+        if let Some(why) = &w.failure {
+            warnings.push(format!(
+                "AgentX warmup failed, so the run stopped (AIPerf's rule: the trees cannot reach \
+                 their t*): the root request of {why}. Its record is in the artifacts \
+                 (benchmark_phase warmup); fix the server or the argv and run again"
+            ));
+        }
         warmup = Some(DispatchStats {
             issued: w.primers + w.per_lane,
             ..DispatchStats::default()

@@ -573,3 +573,50 @@ fn conv_aware_routing_against_a_dynamo_that_refuses_session_control_stops_before
         "one check request, nothing sent at scale"
     );
 }
+
+#[test]
+fn a_failed_warmup_stops_the_run_and_the_console_names_the_request_and_its_cause() {
+    // AIPerf's rule: a root primer that fails leaves its tree short of t*, so the run stops. The
+    // console used to say only `Stopped early: warmup_failed`.
+    let s = sim(specperf::sim::SimConfig {
+        fault_rates: vec![(specperf::sim::Fault::Http503, 1.0)],
+        ..fast()
+    });
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("a");
+    let o = Command::new(BIN)
+        .arg("profile")
+        .args(argv(&s.url(), &dir, 5))
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    let (so, se) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(1), "{so}\n{se}");
+    let all = format!("{so}\n{se}");
+    assert!(all.contains("Stopped early: warmup_failed"), "{all}");
+    let line = all
+        .lines()
+        .find(|l| l.contains("AgentX warmup failed"))
+        .unwrap_or_else(|| panic!("no line names the failed warmup request:\n{all}"));
+    assert!(
+        line.contains(" turn ")
+            && line.contains("(lane ")
+            && line.contains("http_status: HTTP 503"),
+        "{line}"
+    );
+    // The request it names has its record, marked warmup and failed.
+    let rows = jsonl(&dir.join("profile_export.jsonl"));
+    assert!(
+        rows.iter().any(|r| {
+            let conv = meta(r, "conversation_id").as_str().unwrap_or("");
+            !conv.is_empty()
+                && line.contains(&format!("request of {conv} turn"))
+                && meta(r, "benchmark_phase") == "warmup"
+                && !r["error"].is_null()
+        }),
+        "{line}"
+    );
+}

@@ -135,7 +135,7 @@ pub(crate) struct ReplayInputs {
 }
 
 /// What the warmup did.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct WarmupStats {
     /// Primers sent.
     pub(crate) primers: u64,
@@ -143,6 +143,8 @@ pub(crate) struct WarmupStats {
     pub(crate) per_lane: u64,
     /// The grace period ran out and what was left was cancelled.
     pub(crate) grace_expired: bool,
+    /// The root warmup request whose failure stopped the run, and why.
+    pub(crate) failure: Option<String>,
 }
 
 /// A replay: built once, then [`Replay::warmup`] and [`Replay::profile`].
@@ -197,6 +199,8 @@ struct Shared {
     jumps: AtomicU64,
     /// Spawns and joins over profiling (`profile_export_aiperf.json`'s `branch_stats`).
     branch: Mutex<BranchStats>,
+    /// The first root warmup failure, which stopped the run ([`Sent::failure`]).
+    warmup_failure: Mutex<Option<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -254,6 +258,8 @@ struct Sent {
     ok: bool,
     overflow: bool,
     cancelled: bool,
+    /// A failed request: which one and why (`{conversation} turn {k} (lane {l}): {kind}: {error}`).
+    failure: Option<String>,
 }
 
 impl Replay {
@@ -293,6 +299,7 @@ impl Replay {
             issued: AtomicU64::new(0),
             jumps: AtomicU64::new(0),
             branch: Mutex::new(BranchStats::default()),
+            warmup_failure: Mutex::new(None),
         });
         let shared = if shared.benchmark_id.is_empty() {
             let bid = shared.uuid();
@@ -847,6 +854,16 @@ impl Shared {
             ok: rec.outcome == Outcome::Success,
             overflow,
             cancelled: rec.outcome == Outcome::Cancelled,
+            failure: match rec.outcome {
+                Outcome::Failed(kind) => Some(format!(
+                    "{} turn {k} (lane {}): {}: {}",
+                    c.session_id,
+                    tree.lane,
+                    kind.as_str(),
+                    rec.error.as_deref().unwrap_or("no detail")
+                )),
+                _ => None,
+            },
         };
         if phase == Phase::Profiling && !overflow && rec.outcome != Outcome::Cancelled {
             self.count_live(failed);

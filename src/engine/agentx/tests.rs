@@ -388,6 +388,18 @@ async fn a_failed_root_primer_aborts_the_run() {
     .await;
     assert_eq!(r.stop.reason(), Some(StopReason::WarmupFailed));
     assert!(r.records.iter().all(|x| x.phase == Phase::Warmup));
+    // The console names the request that failed and why, not only `warmup_failed`.
+    let why = r.warmup.failure.as_deref().expect("the failure is kept");
+    assert!(
+        why.contains(" turn ") && why.contains("(lane ") && why.contains("http_status: HTTP 500"),
+        "{why}"
+    );
+    let first = r
+        .records
+        .iter()
+        .find(|x| why.starts_with(&x.session.as_ref().unwrap().conversation_id))
+        .expect("the named conversation has a record");
+    assert!(matches!(first.outcome, Outcome::Failed(_)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -154,6 +154,7 @@ impl Replay {
             primers: primers.load(Relaxed),
             per_lane: per_lane.load(Relaxed),
             grace_expired,
+            failure: lock(&sh.warmup_failure).clone(),
         }
     }
 }
@@ -162,6 +163,9 @@ impl Shared {
     /// A root warmup failure stops the run; the grace's own cancel does not.
     pub(super) fn warmup_result(&self, conv: ConvRef, r: &Sent, expired: &CancellationToken) {
         if conv == ConvRef::Root && !r.ok && !expired.is_cancelled() {
+            if let Some(why) = &r.failure {
+                lock(&self.warmup_failure).get_or_insert_with(|| why.clone());
+            }
             self.stop.stop(StopReason::WarmupFailed);
         }
     }
