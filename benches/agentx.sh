@@ -6,6 +6,7 @@
 #   benches/agentx.sh                                   # build, generate, run 1,536 lanes for 120 s
 #   LANES=256 DURATION=60 SKIP_BUILD=1 benches/agentx.sh
 #   AIPERF=1 benches/agentx.sh                          # also AIPerf 0.13 on the same corpus and server
+#   SOAK=1 benches/agentx.sh                            # one hour with faults, memory sampled
 #
 # Records, for each tool: trace-set load time (from the start to the first warmup request),
 # peak RSS and CPU (user + sys) of the client process (GNU time), requests completed in the
@@ -19,12 +20,27 @@
 # TOKENIZER (target/fixtures/deepseek-v4/tokenizer.json), SPECPERF_BIN (target/release/specperf),
 # SKIP_BUILD=1, AIPERF=1 (needs target/aiperf-venv: scripts/aiperf-conformance.sh --setup),
 # KEEP_WORK=1.
+#
+# SOAK=1 (issue 38's soak): DURATION 3600 unless given; the simulator injects FAULTS (default
+# close-mid-stream=0.002,http503=0.002,error-mid-stream=0.001,stall-mid-stream=0.0005; comma-separated
+# --fault values) from FAULT_AFTER seconds on (120: past the warmup, which stops the run on a
+# failed request as AIPerf's does), requests are bounded by --request-timeout-seconds REQUEST_TIMEOUT (300); the
+# client's VmRSS and open descriptors are sampled every SAMPLE seconds (10) into samples.csv. Then it
+# prints the RSS when profiling started, ten minutes in, and the highest over the last 50 minutes
+# (growth in percent), and checks one record per request: the simulator's own count of completion
+# requests received (specperf_sim_requests_received_total) against the rows of profile_export.jsonl,
+# whose record ids must be dense.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 PORT=${PORT:-18395}
 LANES=${LANES:-1536}
-DURATION=${DURATION:-120}
+SOAK=${SOAK:-}
+if [[ -n $SOAK ]]; then DURATION=${DURATION:-3600}; else DURATION=${DURATION:-120}; fi
+FAULTS=${FAULTS:-close-mid-stream=0.002,http503=0.002,error-mid-stream=0.001,stall-mid-stream=0.0005}
+REQUEST_TIMEOUT=${REQUEST_TIMEOUT:-300}
+FAULT_AFTER=${FAULT_AFTER:-120}
+SAMPLE=${SAMPLE:-10}
 WARMUP_GRACE=${WARMUP_GRACE:-600}
 # InferenceX passes 300: the primer spread (each lane's t* minus its primer's recorded start,
 # clamped to this cap) then lasts up to 5 minutes; the bench measures the client, not the spread.
@@ -63,8 +79,18 @@ cleanup() {
 trap cleanup EXIT
 
 start_sim() {
+    if curl -sf -o /dev/null "$BASE/health"; then
+        echo "error: something already listens on $BASE (a simulator left over? set PORT)" >&2
+        exit 1
+    fi
+    local faults=()
+    if [[ -n $SOAK ]]; then
+        IFS=, read -ra fs <<<"$FAULTS"
+        for f in "${fs[@]}"; do faults+=(--fault "$f"); done
+        faults+=(--fault-after-seconds "$FAULT_AFTER")
+    fi
     "$BIN" sim --port "$PORT" --ttft-ms 50 --itl-ms 10 --k 1 --acceptance-prob 0 \
-        --kv-block-tokens 64 --kv-blocks 4000000 --prefill-tokens-per-s 0 \
+        --kv-block-tokens 64 --kv-blocks 4000000 --prefill-tokens-per-s 0 "${faults[@]}" \
         >"$WORK/sim.log" 2>&1 &
     SIM_PID=$!
     for _ in $(seq 100); do
@@ -86,6 +112,7 @@ ARGV=(--scenario inferencex-agentx-mvp --url "$BASE" --endpoint /v1/chat/complet
     --use-server-token-count --no-gpu-telemetry --num-dataset-entries 393
     --slice-duration 1.0 --input-file "$CORPUS" --custom-dataset-type weka_trace)
 [[ $DURATION -ge 900 ]] || ARGV+=(--unsafe-override)
+[[ -z $SOAK ]] || ARGV+=(--request-timeout-seconds "$REQUEST_TIMEOUT")
 
 report() { # NAME TIMEFILE ARTIFACT_DIR START_NS
     python3 - "$@" <<'PY'
@@ -107,11 +134,81 @@ print(f"{name}: load-to-first-request {(first - start_ns) / 1e9:.1f} s; records 
 PY
 }
 
+# sample PID: VmRSS (KiB) and open descriptors of PID every SAMPLE seconds while it lives.
+sample() {
+    local t0 pid=$1
+    t0=$(date +%s)
+    echo "t_s,rss_kib,fds" >"$WORK/samples.csv"
+    while [[ -r /proc/$pid/status ]]; do
+        local rss fds
+        rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || break
+        fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+        [[ -n $rss ]] && echo "$(($(date +%s) - t0)),$rss,$fds" >>"$WORK/samples.csv"
+        sleep "$SAMPLE"
+    done
+}
+
+# soak_report ART: memory over time and one record per request.
+soak_report() {
+    local received
+    received=$(curl -sf "$BASE/metrics" | awk '/^specperf_sim_requests_received_total / {print $2}')
+    python3 - "$WORK/samples.csv" "$1" "$received" "$DURATION" <<'PY'
+import csv, json, sys
+samples, art, received, duration = sys.argv[1], sys.argv[2], int(float(sys.argv[3])), int(sys.argv[4])
+rows = [json.loads(l) for l in open(f"{art}/profile_export.jsonl")]
+recs = [json.loads(l) for l in open(f"{art}/records.jsonl")]
+rid = sorted(r["id"] for r in recs)
+fails = {}
+for r in recs:
+    o = r["outcome"]
+    if o["status"] != "success":
+        k = o.get("kind", o["status"])
+        fails[k] = fails.get(k, 0) + 1
+s = [(int(r["t_s"]), int(r["rss_kib"]), int(r["fds"])) for r in csv.DictReader(open(samples))]
+end = s[-1][0]
+# Profiling starts after the warmup: the first request after the warmup phase, on the run's clock.
+first_prof = min((r["metadata"]["request_start_ns"] for r in rows
+                  if r["metadata"].get("benchmark_phase", "profiling") == "profiling"), default=None)
+first_any = min(r["metadata"]["request_start_ns"] for r in rows)
+prof_at = (first_prof - first_any) / 1e9 if first_prof else 0
+def at(t):
+    return min(s, key=lambda x: abs(x[0] - t))
+ten = at(prof_at + 600)
+last = [x for x in s if x[0] >= end - 3000]
+peak_last = max(last, key=lambda x: x[1])
+print(f"soak: {len(s)} samples over {end} s; profiling from +{prof_at:.0f} s")
+print(f"soak: RSS at profiling start {at(prof_at)[1] / 1024:.0f} MiB, at +10 min {ten[1] / 1024:.0f} MiB, "
+      f"highest over the last 50 min {peak_last[1] / 1024:.0f} MiB (at {peak_last[0]} s): "
+      f"growth {(peak_last[1] / ten[1] - 1) * 100:+.1f} %")
+print(f"soak: open descriptors min {min(x[2] for x in s[1:])} max {max(x[2] for x in s)} end {s[-1][2]}")
+dense = rid == list(range(len(rid)))
+print(f"soak: requests received by the simulator {received}; records {len(recs)} (ids dense: {dense}); "
+      f"profile_export rows {len(rows)}; one record per request: {received == len(recs) and dense}")
+print(f"soak: failures by kind {json.dumps(fails, sort_keys=True)}")
+PY
+}
+
 start_sim
 start=$(date +%s%N)
 /usr/bin/time -v -o "$WORK/specperf.time" "$BIN" profile "${ARGV[@]}" --tokenizer "$TOKENIZER" \
-    --output-artifact-dir "$WORK/specperf" >"$WORK/specperf.log" 2>&1 || echo "specperf exited $?"
+    --output-artifact-dir "$WORK/specperf" >"$WORK/specperf.log" 2>&1 &
+TIME_PID=$!
+if [[ -n $SOAK ]]; then
+    for _ in $(seq 100); do
+        pid=$(pgrep -P "$TIME_PID" -x specperf || true)
+        [[ -n $pid ]] && break
+        sleep 0.05
+    done
+    SAMPLER=
+    if [[ -n $pid ]]; then
+        sample "$pid" &
+        SAMPLER=$!
+    fi
+fi
+wait "$TIME_PID" || echo "specperf exited $?"
+[[ -z ${SAMPLER:-} ]] || wait "$SAMPLER"
 report specperf "$WORK/specperf.time" "$WORK/specperf" "$start" "$LANES"
+[[ -z $SOAK ]] || soak_report "$WORK/specperf"
 stop_sim
 
 if [[ -n ${AIPERF:-} ]]; then

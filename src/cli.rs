@@ -1707,6 +1707,10 @@ pub struct SimArgs {
     /// repeatable mixes for tests; excludes --fault.
     #[arg(long, value_delimiter = ',', value_parser = parse_fault_or_none, help_heading = H_SIM_FAULTS)]
     pub fault_sequence: Vec<Option<Fault>>,
+    /// --fault applies only to requests arriving this many seconds after the simulator started
+    /// (e.g. past an AgentX warmup, which stops the run on a failed request).
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS", help_heading = H_SIM_FAULTS)]
+    pub fault_after_seconds: f64,
     /// Which server's /metrics page to imitate: vllm (`vllm:` counters per engine, moving every
     /// step) or llamacpp (llama-server's `llamacpp:` counters, moving when a request ends; each
     /// response then also carries llama-server's root `timings` on its final body or chunk, with

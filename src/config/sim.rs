@@ -74,6 +74,12 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, ConfigError> {
         reasoning_field: a.reasoning_field,
         fault_rates: a.faults.clone(),
         fault_sequence: a.fault_sequence.clone(),
+        faults_after: Duration::try_from_secs_f64(a.fault_after_seconds).map_err(|_| {
+            ConfigError(format!(
+                "--fault-after-seconds {} must be a non-negative number of seconds",
+                a.fault_after_seconds
+            ))
+        })?,
         slow_headers: ms("slow-headers-ms", a.slow_headers_ms)?,
         stall_limit: Duration::from_secs(600),
         oversized_bytes: a.oversized_bytes,

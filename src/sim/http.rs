@@ -369,6 +369,7 @@ async fn completion(
 ) -> Response<SimBody> {
     let shared = ctx.shared.clone();
     let cfg = &shared.cfg;
+    shared.received.fetch_add(1, Relaxed);
     if req.version() == http::Version::HTTP_2 {
         shared.http2_requests.fetch_add(1, Relaxed);
     }
@@ -463,6 +464,9 @@ async fn completion(
             return seq[(n % seq.len() as u64) as usize];
         }
         let mut x: f64 = rng.random();
+        if shared.started.elapsed() < cfg.faults_after {
+            return None;
+        }
         for (f, r) in &cfg.fault_rates {
             if x < *r {
                 return Some(*f);

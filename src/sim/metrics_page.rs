@@ -27,6 +27,13 @@ pub(super) fn metrics_page(ctx: &ServerCtx) -> String {
         MetricsFlavor::Llamacpp => llamacpp_families(&mut w, ctx),
     }
     lateness_families(&mut w, ctx);
+    let received = "specperf_sim_requests_received_total";
+    w.family(
+        received,
+        "counter",
+        "Completion requests received, whatever became of them (faults and refusals included).",
+    );
+    w.sample::<&str, &str>(received, &[], ctx.shared.received.load(Relaxed));
     w.finish(Format::Text)
 }
 

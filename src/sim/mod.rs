@@ -222,6 +222,9 @@ pub struct SimConfig {
     /// simulator in the order requests arrive) gets entry `n % len`, `None` meaning healthy.
     /// Exclusive with `fault_rates`; a request's `x-specperf-fault` header still wins.
     pub fault_sequence: Vec<Option<Fault>>,
+    /// `fault_rates` apply only to requests arriving this long after the simulator started (a
+    /// soak lets a warmup through clean; AgentX stops on a failed warmup request, as AIPerf does).
+    pub faults_after: Duration,
     /// Delay of `slow-headers`.
     pub slow_headers: Duration,
     /// Longest a `stall` keeps a request open before closing it.
@@ -289,6 +292,7 @@ impl Default for SimConfig {
             reasoning_field: ReasoningField::ReasoningContent,
             fault_rates: Vec::new(),
             fault_sequence: Vec::new(),
+            faults_after: Duration::ZERO,
             slow_headers: Duration::from_secs(2),
             stall_limit: Duration::from_secs(600),
             oversized_bytes: 8 << 20,

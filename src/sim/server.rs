@@ -105,6 +105,8 @@ impl Simulator {
             lateness: Mutex::new((hist, 0)),
             created,
             http2_requests: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+            started: std::time::Instant::now(),
             requests: Mutex::new(Vec::new()),
             limiter,
             rate_limited: AtomicU64::new(0),

@@ -71,6 +71,10 @@ pub(super) struct Shared {
     pub(super) model_json: String,
     /// Completion requests served over HTTP/2 (the rest were HTTP/1.x).
     pub(super) http2_requests: AtomicU64,
+    /// Completion requests received (a soak checks one record per request against it).
+    pub(super) received: AtomicU64,
+    /// When the simulator started (`SimConfig::faults_after` counts from it).
+    pub(super) started: std::time::Instant,
     /// The first `record_requests` request bodies, for tests that check what was sent.
     pub(super) requests: Mutex<Vec<Value>>,
     /// The admission limit's bucket (`SimConfig::rate_limit`).

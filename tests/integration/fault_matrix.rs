@@ -638,3 +638,51 @@ async fn rate_limit_retries_wait_the_retry_after_and_go_again_when_asked() {
     let slowest = out.summary.metrics["request_latency_ms"].max;
     assert!(slowest >= 1000.0, "latency includes the wait: {slowest} ms");
 }
+
+/// Issue 38's soak: the simulator's random faults can wait (`--fault-after-seconds`) so that an
+/// AgentX warmup, which stops the run on a failed request as AIPerf does, goes through clean; and
+/// its own count of requests received (`specperf_sim_requests_received_total`, faults included)
+/// is what one record per request is checked against.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_faults_wait_for_their_start_and_every_request_received_is_counted() {
+    let received = |url: &str| -> u64 {
+        let page = get_page(&format!("{url}/metrics"));
+        page.lines()
+            .find_map(|l| l.strip_prefix("specperf_sim_requests_received_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no specperf_sim_requests_received_total in\n{page}"))
+    };
+    for (after, ok) in [(Duration::from_secs(3600), 6), (Duration::ZERO, 0)] {
+        let s = sim(SimConfig {
+            fault_rates: vec![(Fault::Http500, 1.0)],
+            faults_after: after,
+            ..fast()
+        });
+        let Replayed { out, .. } = Replay::at(&s.url())
+            .args(&format!(
+                "--model {} --concurrency 2 --request-count 6 --osl {OSL}",
+                s.model()
+            ))
+            .run()
+            .await;
+        let c = &out.summary.counts;
+        assert_eq!((c.total, c.success), (6, ok), "faults after {after:?}");
+        assert_eq!(received(&s.url()), 6, "faults after {after:?}");
+    }
+}
+
+/// A plain HTTP/1.1 GET over loopback (the test needs no client library for one page).
+fn get_page(url: &str) -> String {
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    let (host, path) = rest.split_once('/').map_or((rest, "/"), |(h, p)| (h, p));
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
