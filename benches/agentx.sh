@@ -111,7 +111,8 @@ ARGV=(--scenario inferencex-agentx-mvp --url "$BASE" --endpoint /v1/chat/complet
     --trace-idle-gap-cap-seconds "$TRACE_IDLE_CAP"
     --use-server-token-count --no-gpu-telemetry --num-dataset-entries 393
     --slice-duration 1.0 --input-file "$CORPUS" --custom-dataset-type weka_trace)
-[[ $DURATION -ge 900 ]] || ARGV+=(--unsafe-override)
+# A local trace set can never be a valid submission (nor a duration under 900 s): a bench says so.
+ARGV+=(--unsafe-override)
 [[ -z $SOAK ]] || ARGV+=(--request-timeout-seconds "$REQUEST_TIMEOUT")
 
 report() { # NAME TIMEFILE ARTIFACT_DIR START_NS

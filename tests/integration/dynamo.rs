@@ -1502,6 +1502,69 @@ fn a_worker_killed_during_agentx_fails_its_requests_by_name_and_the_run_goes_on(
     assert_inferencex_verdict(dir.path(), &recs);
 }
 
+/// Issue 38, the same kill during a `replay` (the bundled collection, closed loop, 8 streams):
+/// the dead worker's streams and the router's next picks of it fail by name, the rest reach the
+/// survivor, and every request has one record, which Dynamo's own trace accounts for.
+#[test]
+fn a_worker_killed_during_a_replay_fails_its_requests_by_name_and_the_run_goes_on() {
+    let d = Dynamo::up(&["--workers", "2", "--router", "kv"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut args: Vec<String> = ["replay", "--url", &d.url, "--model", &d.model]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(
+        [
+            "--concurrency",
+            "8",
+            "--benchmark-duration",
+            "20",
+            "--osl",
+            "64",
+            "--failed-request-threshold",
+            "0.95",
+            "--progress-interval",
+            "0.5",
+            "--metrics-settle-seconds",
+            "0",
+            "--artifact-dir",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    args.push(dir.path().display().to_string());
+    args.push("--server-metrics".into());
+    args.extend(d.workers.iter().cloned());
+    let since_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let (o, killed_at) = run_and_act(
+        &args,
+        |l| profiled(l, 8),
+        || dynamo_sh(&d, "stop", SECOND_WORKER, &["--signal", "KILL"]),
+    );
+    let console = console_of(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the run goes on to its end\n{console}"
+    );
+    let recs = assert_survived(&o, dir.path(), killed_at, killed_at + 3.0);
+    std::thread::sleep(Duration::from_millis(500));
+    let refused = recs.iter().filter(|r| r["http_status"] == 503).count();
+    let routed = d
+        .trace()
+        .iter()
+        .filter(|e| e["request"]["request_received_ms"].as_u64() >= Some(since_ms))
+        .count();
+    assert_eq!(
+        routed + refused,
+        recs.len(),
+        "records = Dynamo's routed requests ({routed}) + its 503s ({refused})\n{console}"
+    );
+}
+
 /// Issue 38: a worker that stops answering (SIGSTOP: its sockets stay open, nothing comes back).
 /// Each request it holds ends at the request timeout as a `total_timeout` failure that says so,
 /// the others keep going on the second worker, every request has one record, and the run ends
