@@ -17,6 +17,7 @@ pub(crate) mod numpy;
 mod request;
 mod spec;
 mod stat;
+mod store;
 mod summary;
 #[cfg(test)]
 mod tests;
@@ -90,14 +91,13 @@ pub struct Aggregate {
     pub(crate) counts: Counts,
     /// AgentX counts, from the first record carrying session metadata.
     agentx: Option<AgentxCounts>,
-    values: BTreeMap<MetricKey, Vec<f64>>,
+    /// Every request's metric values and span, exact and in arrival order; the older ones in a
+    /// temporary file once many are held (`store`).
+    store: store::Store,
     chunk_gap_ns: Histogram<u64>,
     token_itl_ns: Histogram<u64>,
     pub(crate) first_sent_ns: Option<u64>,
     pub(crate) last_end_ns: u64,
-    /// Every profiling request's times (and a success's token counts), for the peak number in
-    /// flight and AIPerf's time-weighted metrics: O(requests), a few words each.
-    spans: Vec<Span>,
     pub(crate) prompt_tokens: u64,
     pub(crate) completion_tokens: u64,
     pub(crate) reasoning_tokens: u64,
@@ -205,12 +205,11 @@ impl Aggregate {
         Aggregate {
             counts: Counts::default(),
             agentx: None,
-            values: BTreeMap::new(),
+            store: store::Store::default(),
             chunk_gap_ns: hist(),
             token_itl_ns: hist(),
             first_sent_ns: None,
             last_end_ns: 0,
-            spans: Vec::new(),
             prompt_tokens: 0,
             completion_tokens: 0,
             reasoning_tokens: 0,
@@ -241,7 +240,7 @@ impl Aggregate {
 
     /// The median of one metric's values so far (`None` before the first).
     pub(crate) fn median(&self, key: MetricKey) -> Option<f64> {
-        let mut v = self.values.get(&key)?.clone();
+        let mut v = self.store.get(key)?;
         if v.is_empty() {
             return None;
         }
@@ -259,7 +258,7 @@ impl Aggregate {
     }
 
     fn push(&mut self, key: MetricKey, v: f64) {
-        self.values.entry(key).or_default().push(v);
+        self.store.push(key, v);
     }
 
     /// The per-chunk histograms, for `histograms.json`.
@@ -331,7 +330,7 @@ impl Aggregate {
             ms(r.sent_ns.saturating_sub(r.intended_ns)),
         );
         if !r.outcome.is_success() {
-            self.spans.push(Span {
+            self.store.push_span(Span {
                 sent_ns: r.sent_ns,
                 end_ns: r.end_ns,
                 done: None,
@@ -375,7 +374,7 @@ impl Aggregate {
         self.reads += u64::from(r.reads);
         self.content_events += u64::from(r.content_events);
         let m = RecordMetrics::of(r);
-        self.spans.push(Span {
+        self.store.push_span(Span {
             sent_ns: r.sent_ns,
             end_ns: r.end_ns,
             done: Some(Done {
@@ -480,9 +479,12 @@ impl Aggregate {
         let d = secs(duration_ns);
         let per_s = |x: f64| if d > 0.0 { x / d } else { 0.0 };
         let mut metrics: BTreeMap<String, Stat> = self
-            .values
-            .iter()
-            .filter_map(|(k, v)| Stat::of(v).map(|s| (k.as_str().to_string(), s)))
+            .store
+            .keys()
+            .filter_map(|k| {
+                let v = self.store.get(k)?;
+                Stat::of(&v).map(|s| (k.as_str().to_string(), s))
+            })
             .collect();
         if let Some(s) = Stat::of_hist(&self.chunk_gap_ns, 1e6) {
             metrics.insert(MetricKey::InterChunkLatency.as_str().into(), s);
@@ -515,6 +517,7 @@ impl Aggregate {
             );
         }
         warnings.extend(self.spec.warning());
+        warnings.extend(self.store.warning());
         let total = self.counts.total;
         let goodput = (!self.slos.is_empty()).then(|| Goodput {
             slos: self.slos.clone(),
@@ -528,11 +531,12 @@ impl Aggregate {
         });
         let first_sent_s = self.first_sent_ns.map_or(0.0, secs);
         let lens = |k: MetricKey| -> Vec<u64> {
-            self.values
-                .get(&k)
+            self.store
+                .get(k)
                 .map(|v| v.iter().map(|x| *x as u64).collect())
                 .unwrap_or_default()
         };
+        let spans = self.store.spans();
         Summary {
             benchmark_start_unix_s: meta.start_unix_s + first_sent_s,
             benchmark_end_unix_s: meta.start_unix_s + first_sent_s + d,
@@ -541,13 +545,13 @@ impl Aggregate {
                 input_lens: lens(MetricKey::InputSequenceLength),
                 output_lens: lens(MetricKey::OutputSequenceLength),
                 max_concurrent_requests: peak_in_flight(
-                    self.spans
+                    spans
                         .iter()
                         .filter(|s| s.done.is_some())
                         .map(|s| (s.sent_ns, s.end_ns)),
                 ),
             },
-            time_weighted: time_weighted::sweep_metrics(&self.spans),
+            time_weighted: time_weighted::sweep_metrics(&spans),
             schema_version: SUMMARY_SCHEMA,
             specperf_version: env!("CARGO_PKG_VERSION"),
             meta,
@@ -576,8 +580,8 @@ impl Aggregate {
             first_failures: self.first_failures.clone(),
             branch_stats: None,
             osl_mismatch_count: self
-                .values
-                .contains_key(&MetricKey::OslMismatchDiffPct)
+                .store
+                .contains_key(MetricKey::OslMismatchDiffPct)
                 .then_some(self.osl_mismatch),
             warmup: self
                 .warmup

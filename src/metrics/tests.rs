@@ -47,7 +47,7 @@ fn aiperf_metric_vector() {
     r.token_source = TokenSource::UsageFinal;
     let mut a = Aggregate::new();
     a.add(&r);
-    let v = |k: MetricKey| a.values[&k][0];
+    let v = |k: MetricKey| a.store.get(k).unwrap()[0];
     assert!(close(v(MetricKey::TimeToFirstToken), 100.0));
     assert!(close(v(MetricKey::TimeToSecondToken), 50.0));
     assert!(close(v(MetricKey::RequestLatency), 260.0));
@@ -78,7 +78,7 @@ fn failures_are_counted_by_kind_and_status_and_excluded_from_latency() {
     );
     assert_eq!(a.counts.failed_by_kind["http_status"], 1);
     assert_eq!(a.counts.http_status[&503], 1);
-    assert!(!a.values.contains_key(&MetricKey::RequestLatency));
+    assert!(!a.store.contains_key(MetricKey::RequestLatency));
 }
 
 /// A writer whose bytes the test can read after the sink took it.
