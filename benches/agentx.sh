@@ -156,35 +156,46 @@ soak_report() {
     python3 - "$WORK/samples.csv" "$1" "$received" "$DURATION" <<'PY'
 import csv, json, sys
 samples, art, received, duration = sys.argv[1], sys.argv[2], int(float(sys.argv[3])), int(sys.argv[4])
-rows = [json.loads(l) for l in open(f"{art}/profile_export.jsonl")]
-recs = [json.loads(l) for l in open(f"{art}/records.jsonl")]
-rid = sorted(r["id"] for r in recs)
-fails = {}
-for r in recs:
+# Streamed line by line: an hour's files hold ~840k rows each (a few GB as Python objects).
+n_rows, first_any, first_prof = 0, None, None
+for l in open(f"{art}/profile_export.jsonl"):
+    m = json.loads(l)["metadata"]
+    n_rows += 1
+    t = m["request_start_ns"]
+    first_any = t if first_any is None else min(first_any, t)
+    if m.get("benchmark_phase", "profiling") == "profiling":
+        first_prof = t if first_prof is None else min(first_prof, t)
+ids, fails = [], {}
+for l in open(f"{art}/records.jsonl"):
+    r = json.loads(l)
+    ids.append(r["id"])
     o = r["outcome"]
     if o["status"] != "success":
         k = o.get("kind", o["status"])
         fails[k] = fails.get(k, 0) + 1
+ids.sort()
 s = [(int(r["t_s"]), int(r["rss_kib"]), int(r["fds"])) for r in csv.DictReader(open(samples))]
 end = s[-1][0]
-# Profiling starts after the warmup: the first request after the warmup phase, on the run's clock.
-first_prof = min((r["metadata"]["request_start_ns"] for r in rows
-                  if r["metadata"].get("benchmark_phase", "profiling") == "profiling"), default=None)
-first_any = min(r["metadata"]["request_start_ns"] for r in rows)
+# Profiling starts after the warmup: the first profiling request, on the run's clock.
 prof_at = (first_prof - first_any) / 1e9 if first_prof else 0
 def at(t):
     return min(s, key=lambda x: abs(x[0] - t))
 ten = at(prof_at + 600)
-last = [x for x in s if x[0] >= end - 3000]
+# The last 50 minutes of the measured window (the summary after it is reported on its own).
+stop = prof_at + duration
+last = [x for x in s if stop - 3000 <= x[0] <= stop] or s
 peak_last = max(last, key=lambda x: x[1])
+after = max((x for x in s if x[0] > stop), key=lambda x: x[1], default=None)
 print(f"soak: {len(s)} samples over {end} s; profiling from +{prof_at:.0f} s")
 print(f"soak: RSS at profiling start {at(prof_at)[1] / 1024:.0f} MiB, at +10 min {ten[1] / 1024:.0f} MiB, "
       f"highest over the last 50 min {peak_last[1] / 1024:.0f} MiB (at {peak_last[0]} s): "
       f"growth {(peak_last[1] / ten[1] - 1) * 100:+.1f} %")
+if after:
+    print(f"soak: RSS while the summary and artifacts were written, highest {after[1] / 1024:.0f} MiB")
 print(f"soak: open descriptors min {min(x[2] for x in s[1:])} max {max(x[2] for x in s)} end {s[-1][2]}")
-dense = rid == list(range(len(rid)))
-print(f"soak: requests received by the simulator {received}; records {len(recs)} (ids dense: {dense}); "
-      f"profile_export rows {len(rows)}; one record per request: {received == len(recs) and dense}")
+dense = ids == list(range(len(ids)))
+print(f"soak: requests received by the simulator {received}; records {len(ids)} (ids dense: {dense}); "
+      f"profile_export rows {n_rows}; one record per request: {received == len(ids) == n_rows and dense}")
 print(f"soak: failures by kind {json.dumps(fails, sort_keys=True)}")
 PY
 }
