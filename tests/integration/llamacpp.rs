@@ -125,7 +125,7 @@ impl Llama {
         };
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = Llama::spawn(&args, &log);
-        let s = Llama {
+        let mut s = Llama {
             _one: one,
             child,
             url: format!("http://127.0.0.1:{port}"),
@@ -146,13 +146,22 @@ impl Llama {
             .unwrap()
     }
 
-    fn wait_ready(&self) {
+    /// Waits for `/health`; a server that exits while loading fails at once with its status.
+    fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(60);
+        let err = self.log.with_extension("err");
+        let log = || std::fs::read_to_string(&err).unwrap_or_default();
         while get(&self.url, "/health").map(|(st, _)| st) != Some(200) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "llama-server exited while loading ({status}; rebuild it with scripts/llamacpp.sh); log: {}",
+                    log()
+                );
+            }
             assert!(
                 Instant::now() < deadline,
                 "llama-server not ready in 60 s; log: {}",
-                std::fs::read_to_string(self.log.with_extension("err")).unwrap_or_default()
+                log()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
