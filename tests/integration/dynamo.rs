@@ -1459,24 +1459,7 @@ fn a_worker_killed_during_agentx_fails_its_requests_by_name_and_the_run_goes_on(
     // The share that fails depends on how many streams the dead worker held when it died (27 % in
     // one run on a loaded machine): the live abort is not what this test is about.
     let args = fault_argv(&d, dir.path(), 20, "0.95", &[]);
-    // The run's requests in the trace: those received from now on (`up`'s own probe may still
-    // be unflushed).
-    let since_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    let (o, killed_at) = run_and_act(
-        &args,
-        |l| profiled(l, 8),
-        || dynamo_sh(&d, "stop", SECOND_WORKER, &["--signal", "KILL"]),
-    );
-    let console = console_of(&o);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "the run goes on to its end\n{console}"
-    );
-    let recs = assert_survived(&o, dir.path(), killed_at, killed_at + 3.0);
+    let (recs, console) = kill_the_second_worker_during(&d, &args, dir.path());
     for f in [
         "profile_export_aiperf.json",
         "profile_export_aiperf.csv",
@@ -1485,8 +1468,32 @@ fn a_worker_killed_during_agentx_fails_its_requests_by_name_and_the_run_goes_on(
     ] {
         assert!(dir.path().join(f).is_file(), "{f} written\n{console}");
     }
-    // Every request that reached a worker is in Dynamo's trace (those cut by the kill too); the
-    // rest are the frontend's own 503 refusals, which never reached one.
+    assert_inferencex_verdict(dir.path(), &recs);
+}
+
+/// Runs `specperf ARGS` against `d`, SIGKILLs its second worker once 8 requests are done, and
+/// checks what every kill run must show ([`assert_survived`], exit 0), then that every record is
+/// accounted for by Dynamo: a request that reached a worker is in its trace (those cut by the
+/// kill too), the rest are the frontend's own 503 refusals. The records and the console.
+fn kill_the_second_worker_during(d: &Dynamo, args: &[String], dir: &Path) -> (Vec<Value>, String) {
+    // The run's requests in the trace: those received from now on (`up`'s own probe may still
+    // be unflushed).
+    let since_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let (o, killed_at) = run_and_act(
+        args,
+        |l| profiled(l, 8),
+        || dynamo_sh(d, "stop", SECOND_WORKER, &["--signal", "KILL"]),
+    );
+    let console = console_of(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the run goes on to its end\n{console}"
+    );
+    let recs = assert_survived(&o, dir, killed_at, killed_at + 3.0);
     std::thread::sleep(Duration::from_millis(500));
     let refused = recs.iter().filter(|r| r["http_status"] == 503).count();
     let routed = d
@@ -1499,7 +1506,7 @@ fn a_worker_killed_during_agentx_fails_its_requests_by_name_and_the_run_goes_on(
         recs.len(),
         "records = Dynamo's routed requests ({routed}) + its 503s ({refused})\n{console}"
     );
-    assert_inferencex_verdict(dir.path(), &recs);
+    (recs, console)
 }
 
 /// Issue 38, the same kill during a `replay` (the bundled collection, closed loop, 8 streams):
@@ -1535,34 +1542,7 @@ fn a_worker_killed_during_a_replay_fails_its_requests_by_name_and_the_run_goes_o
     args.push(dir.path().display().to_string());
     args.push("--server-metrics".into());
     args.extend(d.workers.iter().cloned());
-    let since_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    let (o, killed_at) = run_and_act(
-        &args,
-        |l| profiled(l, 8),
-        || dynamo_sh(&d, "stop", SECOND_WORKER, &["--signal", "KILL"]),
-    );
-    let console = console_of(&o);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "the run goes on to its end\n{console}"
-    );
-    let recs = assert_survived(&o, dir.path(), killed_at, killed_at + 3.0);
-    std::thread::sleep(Duration::from_millis(500));
-    let refused = recs.iter().filter(|r| r["http_status"] == 503).count();
-    let routed = d
-        .trace()
-        .iter()
-        .filter(|e| e["request"]["request_received_ms"].as_u64() >= Some(since_ms))
-        .count();
-    assert_eq!(
-        routed + refused,
-        recs.len(),
-        "records = Dynamo's routed requests ({routed}) + its 503s ({refused})\n{console}"
-    );
+    kill_the_second_worker_during(&d, &args, dir.path());
 }
 
 /// Issue 38: a worker that stops answering (SIGSTOP: its sockets stay open, nothing comes back).
