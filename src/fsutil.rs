@@ -119,9 +119,56 @@ pub(crate) fn move_earlier_run_aside(dir: &Path) -> std::io::Result<Option<Strin
     )))
 }
 
+/// Calls `each` with every line of `path` (1-based number, text without its line end), one at
+/// a time through one reused buffer: an hour's `records.jsonl` or `profile_export.jsonl` is read
+/// in constant memory, never held whole. Stops at the first error `each` returns; a read error
+/// (a line that is not UTF-8 among them) goes through `io`.
+pub(crate) fn for_each_line<E>(
+    path: &Path,
+    io: impl Fn(std::io::Error) -> E,
+    mut each: impl FnMut(usize, &str) -> Result<(), E>,
+) -> Result<(), E> {
+    use std::io::BufRead;
+    let mut r = std::io::BufReader::with_capacity(1 << 16, fs::File::open(path).map_err(&io)?);
+    let mut line = String::new();
+    let mut n = 0;
+    loop {
+        line.clear();
+        if r.read_line(&mut line).map_err(&io)? == 0 {
+            return Ok(());
+        }
+        n += 1;
+        let text = line.strip_suffix('\n').unwrap_or(&line);
+        each(n, text.strip_suffix('\r').unwrap_or(text))?;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_come_one_at_a_time_numbered_without_their_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.jsonl");
+        fs::write(&p, "one\n\ntwo\r\nthree").unwrap();
+        let mut seen = Vec::new();
+        let io = |e: std::io::Error| e.to_string();
+        for_each_line(&p, io, |n, l| {
+            seen.push((n, l.to_owned()));
+            Ok(())
+        })
+        .unwrap();
+        let want = [(1, "one"), (2, ""), (3, "two"), (4, "three")];
+        assert_eq!(seen, want.map(|(n, l)| (n, l.to_owned())));
+        let stop = for_each_line(
+            &p,
+            io,
+            |n, _| if n == 2 { Err("stop".into()) } else { Ok(()) },
+        );
+        assert_eq!(stop.unwrap_err(), "stop");
+        assert!(for_each_line(&dir.path().join("absent"), io, |_, _| Ok(())).is_err());
+    }
 
     #[test]
     fn replaces_whole_and_leaves_no_temporary_file() {

@@ -492,7 +492,7 @@ pub enum ReportError {
 }
 
 impl ReportError {
-    pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
+    pub(crate) fn io(path: &Path) -> impl Fn(std::io::Error) -> ReportError + '_ {
         move |source| ReportError::Io {
             path: path.to_owned(),
             source,
@@ -513,20 +513,20 @@ fn read_records<R: serde::de::DeserializeOwned>(
     path: &Path,
     keep: impl Fn(&R) -> bool,
 ) -> Result<Vec<R>, ReportError> {
-    let text = std::fs::read_to_string(path).map_err(ReportError::io(path))?;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    crate::fsutil::for_each_line(path, ReportError::io(path), |n, line| {
         if line.trim().is_empty() {
-            continue;
+            return Ok(());
         }
         let r: R = serde_json::from_str(line).map_err(|e| ReportError::Input {
             path: path.to_owned(),
-            reason: format!("line {}: not a specperf record: {e}", i + 1),
+            reason: format!("line {n}: not a specperf record: {e}"),
         })?;
         if keep(&r) {
             out.push(r);
         }
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 

@@ -34,13 +34,6 @@ struct Rec {
     spec: Option<SpecDecode>,
 }
 
-/// Per-chunk arrival gaps by request id, from `profile_export.jsonl` (`inter_chunk_latency`):
-/// the records carry only the first and last token times.
-#[derive(Default)]
-struct ChunkTimes {
-    gaps_ms: HashMap<u64, Vec<f64>>,
-}
-
 /// The fields of a `profile_export.jsonl` line the throughput chart needs.
 #[derive(Deserialize)]
 struct ProfileLine {
@@ -64,49 +57,42 @@ struct ProfileGaps {
     value: Vec<f64>,
 }
 
-/// Reads the per-chunk gaps of `profile_export.jsonl` when it is there. It is an optional
-/// refinement (the chart falls back to spreading tokens evenly), so an absent or unreadable file
-/// or line is skipped; an id seen twice (merged shards) is dropped as ambiguous.
-fn read_chunk_times(path: &Path) -> ChunkTimes {
-    let mut out = ChunkTimes::default();
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return out;
-    };
-    let mut dup = Vec::new();
-    for line in text.lines() {
-        let Ok(p) = serde_json::from_str::<ProfileLine>(line) else {
-            continue;
-        };
-        let (Some(id), Some(g)) = (
-            p.metadata
-                .x_request_id
-                .strip_prefix("specperf-")
-                .and_then(|i| i.parse::<u64>().ok()),
-            p.metrics.inter_chunk_latency,
-        ) else {
-            continue;
-        };
-        if out.gaps_ms.insert(id, g.value).is_some() {
-            dup.push(id);
-        }
-    }
-    for id in dup {
-        out.gaps_ms.remove(&id);
-    }
-    out
+/// Calls `each(record id, gaps in ms)` for every line of `profile_export.jsonl` with per-chunk
+/// gaps (`inter_chunk_latency`), streaming: the records carry only the first and last token
+/// times. The file is an optional refinement (the chart falls back to spreading tokens evenly),
+/// so an absent or unreadable file or line is skipped.
+fn for_each_chunk_gaps(path: &Path, mut each: impl FnMut(u64, &[f64])) {
+    let _ = crate::fsutil::for_each_line(
+        path,
+        |_| (),
+        |_, line| {
+            let Ok(p) = serde_json::from_str::<ProfileLine>(line) else {
+                return Ok(());
+            };
+            let id = p.metadata.x_request_id.strip_prefix("specperf-");
+            if let (Some(id), Some(g)) = (
+                id.and_then(|i| i.parse::<u64>().ok()),
+                p.metrics.inter_chunk_latency,
+            ) {
+                each(id, &g.value);
+            }
+            Ok(())
+        },
+    );
 }
 
 /// When a successful request's output tokens arrived, as `(ns, tokens)`: the first chunk's
 /// tokens (per-chunk usage) at the first token, the rest evenly over the later chunks, at
-/// their arrival times from `times` when those match the record's chunk count, else evenly
-/// spaced up to the last token. A non-streaming response is one chunk: all at once.
-fn token_arrivals(r: &Rec, times: &ChunkTimes) -> Vec<(u64, f64)> {
+/// their arrival times from `gaps` (ms between chunks) when those match the record's chunk
+/// count, else evenly spaced up to the last token. A non-streaming response is one chunk: all
+/// at once.
+fn token_arrivals(r: &Rec, gaps: Option<&[f64]>) -> Vec<(u64, f64)> {
     let total = r.completion_tokens.unwrap_or(0) as f64;
     let (Some(first), Some(last)) = (r.first_token_ns, r.last_token_ns) else {
         return vec![(r.end_ns, total)];
     };
     let chunks = r.content_events.unwrap_or(1).max(1) as usize;
-    let at: Vec<u64> = match times.gaps_ms.get(&r.id) {
+    let at: Vec<u64> = match gaps {
         Some(g) if g.len() + 1 == chunks => std::iter::once(first)
             .chain(g.iter().scan(first as f64, |t, ms| {
                 *t += ms * 1e6;
@@ -132,6 +118,76 @@ fn token_arrivals(r: &Rec, times: &ChunkTimes) -> Vec<(u64, f64)> {
         .enumerate()
         .map(|(i, &t)| (t, if i == 0 { head } else { rest }))
         .collect()
+}
+
+/// What the chunk times said of one successful record.
+#[derive(Clone, Copy, PartialEq)]
+enum Placed {
+    /// No line with gaps named it: its tokens spread evenly.
+    Not,
+    /// Its one line's gaps placed its tokens.
+    ByGaps,
+    /// Its one line's gaps did not match its chunk count: spread evenly.
+    Unusable,
+    /// Two lines named it (merged shards): ambiguous, spread evenly; the first line's tokens,
+    /// already binned, are taken back out.
+    Twice { binned: bool },
+}
+
+/// Output tokens per time bin: each successful record's tokens where they arrived, from
+/// `profile_export.jsonl`'s per-chunk gaps (`profile`) in one streaming pass, evenly spread
+/// where the file has no unique line for it. A second pass runs only when ids repeat.
+fn token_bins(
+    recs: &[Rec],
+    profile: Option<&Path>,
+    bin: impl Fn(u64) -> usize,
+    n: usize,
+) -> Vec<f64> {
+    let mut tok = vec![0.0; n];
+    let mut add = |a: Vec<(u64, f64)>, sign: f64| {
+        for (at, k) in a {
+            tok[bin(at)] += sign * k;
+        }
+    };
+    let ok: HashMap<u64, usize> = recs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.outcome.status == "success")
+        .map(|(i, r)| (r.id, i))
+        .collect();
+    let mut placed = vec![Placed::Not; recs.len()];
+    if let Some(path) = profile {
+        for_each_chunk_gaps(path, |id, g| {
+            let Some(&i) = ok.get(&id) else { return };
+            placed[i] = match placed[i] {
+                Placed::Not
+                    if g.len() + 1 == recs[i].content_events.unwrap_or(1).max(1) as usize =>
+                {
+                    add(token_arrivals(&recs[i], Some(g)), 1.0);
+                    Placed::ByGaps
+                }
+                Placed::Not => Placed::Unusable,
+                Placed::ByGaps => Placed::Twice { binned: true },
+                Placed::Unusable => Placed::Twice { binned: false },
+                twice => twice,
+            };
+        });
+        if placed.contains(&Placed::Twice { binned: true }) {
+            for_each_chunk_gaps(path, |id, g| {
+                let Some(&i) = ok.get(&id) else { return };
+                if placed[i] == (Placed::Twice { binned: true }) {
+                    add(token_arrivals(&recs[i], Some(g)), -1.0);
+                    placed[i] = Placed::Twice { binned: false };
+                }
+            });
+        }
+    }
+    for (r, p) in recs.iter().zip(&placed) {
+        if r.outcome.status == "success" && *p != Placed::ByGaps {
+            add(token_arrivals(r, None), 1.0);
+        }
+    }
+    tok
 }
 
 #[derive(Deserialize)]
@@ -185,14 +241,19 @@ struct TimeSeries {
     in_flight: Vec<f64>,
 }
 
-fn time_series(recs: &[Rec], times: &ChunkTimes) -> Option<TimeSeries> {
+fn time_series(recs: &[Rec], profile: Option<&Path>) -> Option<TimeSeries> {
     let t0 = recs.iter().map(|r| r.sent_ns).min()?;
     let end = recs.iter().map(|r| r.end_ns).max()?;
     let span = (end - t0) as f64 / 1e9;
     let w = bin_width(span);
     let n = ((span / w).ceil() as usize).max(1);
     let mut req = vec![0.0; n];
-    let mut tok = vec![0.0; n];
+    let tok = token_bins(
+        recs,
+        profile,
+        |at| ((at.saturating_sub(t0) as f64 / 1e9 / w) as usize).min(n - 1),
+        n,
+    );
     let mut busy = vec![0.0; n];
     for r in recs {
         let s = (r.sent_ns - t0) as f64 / 1e9;
@@ -200,10 +261,6 @@ fn time_series(recs: &[Rec], times: &ChunkTimes) -> Option<TimeSeries> {
         let bin = ((e / w) as usize).min(n - 1);
         if r.outcome.status == "success" {
             req[bin] += 1.0;
-            for (at, k) in token_arrivals(r, times) {
-                let a = at.saturating_sub(t0) as f64 / 1e9;
-                tok[((a / w) as usize).min(n - 1)] += k;
-            }
         }
         // Time-weighted requests in flight: each request adds its overlap with every bin.
         let (first, last) = ((s / w) as usize, ((e / w) as usize).min(n - 1));
@@ -242,7 +299,7 @@ fn chart(id: &'static str, title: &str, x: &str, y: &str, series: Vec<Series>) -
 fn charts(
     recs: &[Rec],
     summary: &SummaryView,
-    times: &ChunkTimes,
+    profile: Option<&Path>,
     golden_al: Option<f64>,
 ) -> Vec<Chart> {
     let ok: Vec<&Rec> = recs
@@ -299,7 +356,7 @@ fn charts(
         c.y_range = Some((0.0, 1.0));
         out.push(c);
     }
-    let ts = time_series(recs, times);
+    let ts = time_series(recs, profile);
     let (t, rps, tps, inflight) = match &ts {
         Some(s) => (
             &s.t[..],
@@ -604,8 +661,8 @@ pub fn plot(
     });
     let mut files = Vec::new();
     let mut svgs = Vec::new();
-    let times = read_chunk_times(&dir.join("profile_export.jsonl"));
-    let mut all = charts(&recs, &summary, &times, golden_al);
+    let profile = dir.join("profile_export.jsonl");
+    let mut all = charts(&recs, &summary, Some(&profile), golden_al);
     all.extend(super::gpu_telemetry::power_chart(dir, &summary));
     for c in all {
         let text = svg::render(&c);
@@ -693,7 +750,7 @@ mod tests {
     fn throughput_counts_tokens_at_their_arrival_in_stated_windows() {
         // Four requests stream steadily from 0.1 s to 9.9 s and all complete at the end.
         let recs: Vec<Rec> = (0..4).map(|i| streamed(i, 0.1, 9.9)).collect();
-        let charts = charts(&recs, &summary(true), &ChunkTimes::default(), None);
+        let charts = charts(&recs, &summary(true), None, None);
         let c = find(&charts, "throughput");
         let pts = &c.series[0].points;
         // Windows of 0.2 s over ~10 s; every full window after the first token carries about
@@ -726,24 +783,71 @@ mod tests {
         r.completion_tokens = Some(100);
         r.content_events = Some(2);
         r.end_ns = 10 * S;
-        let mut times = ChunkTimes::default();
-        times.gaps_ms.insert(7, vec![4000.0]);
-        let a = token_arrivals(&r, &times);
+        let a = token_arrivals(&r, Some(&[4000.0]));
         assert_eq!(a, vec![(S, 10.0), (5 * S, 90.0)]);
         // Without them, the rest spreads evenly from the first token to the last.
-        let a = token_arrivals(&r, &ChunkTimes::default());
+        let a = token_arrivals(&r, None);
         assert_eq!(a, vec![(S, 10.0), (5 * S, 90.0)]);
         r.content_events = Some(3);
-        let a = token_arrivals(&r, &ChunkTimes::default());
+        let a = token_arrivals(&r, None);
         assert_eq!(a, vec![(S, 10.0), (3 * S, 45.0), (5 * S, 45.0)]);
         // The golden profile export: request 0's gaps, keyed by its record id.
         let golden =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/reports/profile_export.jsonl");
-        let t = read_chunk_times(&golden);
-        assert!(t.gaps_ms.get(&0).is_some_and(|g| !g.is_empty()));
-        assert!(read_chunk_times(&golden.with_extension("absent"))
-            .gaps_ms
-            .is_empty());
+        let mut ids = Vec::new();
+        for_each_chunk_gaps(&golden, |id, g| ids.push((id, g.len())));
+        assert!(ids.iter().any(|&(id, n)| id == 0 && n > 0), "{ids:?}");
+        for_each_chunk_gaps(&golden.with_extension("absent"), |_, _| {
+            panic!("no file, no line")
+        });
+    }
+
+    /// The throughput chart streams `profile_export.jsonl`: a record's one line places its
+    /// tokens; an id on two lines (merged shards) or gaps that do not match the chunk count
+    /// fall back to the even spread, and the totals are every token exactly once.
+    #[test]
+    fn chunk_times_stream_and_an_ambiguous_id_spreads_evenly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("profile_export.jsonl");
+        let line = |id: u64, gaps: &[f64]| {
+            serde_json::json!({
+                "metadata": { "x_request_id": format!("specperf-{id}") },
+                "metrics": { "inter_chunk_latency": { "value": gaps, "unit": "ms" } },
+            })
+            .to_string()
+        };
+        // Three requests, first token at 1 s, last at 5 s, 100 tokens in two chunks.
+        let recs: Vec<Rec> = (0..3)
+            .map(|i| {
+                let mut r = streamed(i, 1.0, 5.0);
+                r.completion_tokens = Some(100);
+                r.content_events = Some(2);
+                r.first_chunk_tokens = Some(10);
+                r.end_ns = 10 * S;
+                r
+            })
+            .collect();
+        // 0: one line, its second chunk 1 s after the first. 1: two lines (its tokens must
+        // not count twice, nor at the gaps of either line). 2: gaps of the wrong length.
+        let text = [
+            line(0, &[1000.0]),
+            line(1, &[2000.0]),
+            line(9, &[1.0]),
+            line(1, &[2000.0]),
+            line(2, &[1.0, 1.0]),
+        ]
+        .join("\n");
+        std::fs::write(&path, text).unwrap();
+        let bin = |at: u64| (at / S) as usize;
+        let tok = token_bins(&recs, Some(&path), bin, 10);
+        // Bin 1: every first chunk (3 × 10); bin 2: request 0's rest (90); bin 5: the rest of
+        // requests 1 and 2, spread evenly to their last token at 5 s.
+        let want = [0.0, 30.0, 90.0, 0.0, 0.0, 180.0, 0.0, 0.0, 0.0, 0.0];
+        assert_eq!(tok, want);
+        assert_eq!(tok.iter().sum::<f64>(), 300.0);
+        // Without the file, all spread evenly.
+        let tok = token_bins(&recs, None, bin, 10);
+        assert_eq!(tok, [0.0, 30.0, 0.0, 0.0, 0.0, 270.0, 0.0, 0.0, 0.0, 0.0]);
     }
 
     /// Issue 19 item 17: the AL axis shows the gate's ±5% band around the golden value, and
@@ -762,7 +866,7 @@ mod tests {
             }
         }))
         .unwrap();
-        let charts = charts(&[], &summary, &ChunkTimes::default(), Some(2.5));
+        let charts = charts(&[], &summary, None, Some(2.5));
         let c = find(&charts, "acceptance_length");
         let (lo, hi) = c.y_range.expect("the AL axis is chosen, not from 0");
         assert!(
@@ -801,19 +905,14 @@ mod tests {
         let mut r = streamed(1, 2.0, 2.0);
         r.content_events = Some(1);
         r.first_chunk_tokens = None;
-        let charts_ns = charts(&[r], &summary(false), &ChunkTimes::default(), None);
+        let charts_ns = charts(&[r], &summary(false), None, None);
         let ids: Vec<&str> = charts_ns.iter().map(|c| c.id).collect();
         assert!(
             !ids.contains(&"itl_cdf") && !ids.contains(&"ttft_cdf"),
             "{ids:?}"
         );
         assert!(ids.contains(&"throughput") && ids.contains(&"acceptance_length"));
-        let streaming = charts(
-            &[streamed(1, 0.5, 2.0)],
-            &summary(true),
-            &ChunkTimes::default(),
-            None,
-        );
+        let streaming = charts(&[streamed(1, 0.5, 2.0)], &summary(true), None, None);
         assert!(streaming.iter().any(|c| c.id == "itl_cdf"));
     }
 }

@@ -132,9 +132,6 @@ pub(crate) fn of(s: &Summary, gpus: Option<u32>) -> Values {
 /// `metrics.<tag>.value`), for the distribution convergence test. Empty when the file or the
 /// metric is missing.
 pub(crate) fn per_request(run_dir: &Path, tag: &str) -> Vec<f64> {
-    let Ok(text) = std::fs::read_to_string(run_dir.join("profile_export.jsonl")) else {
-        return Vec::new();
-    };
     /// The part of a line read here: each metric's value (a number, or a list for the
     /// per-chunk ones, which are skipped).
     #[derive(serde::Deserialize)]
@@ -146,10 +143,23 @@ pub(crate) fn per_request(run_dir: &Path, tag: &str) -> Vec<f64> {
     struct Metric {
         value: serde_json::Value,
     }
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Line>(l).ok())
-        .filter_map(|mut l| l.metrics.remove(tag)?.value.as_f64())
-        .collect()
+    let mut out = Vec::new();
+    let path = run_dir.join("profile_export.jsonl");
+    let read = crate::fsutil::for_each_line(
+        &path,
+        |_| (),
+        |_, l| {
+            let v = serde_json::from_str::<Line>(l)
+                .ok()
+                .and_then(|mut l| l.metrics.remove(tag));
+            out.extend(v.and_then(|m| m.value.as_f64()));
+            Ok(())
+        },
+    );
+    if read.is_err() {
+        out.clear();
+    }
+    out
 }
 
 /// The key `--convergence-metric TAG` and `--convergence-stat STAT` compare across runs, or why
