@@ -207,7 +207,7 @@ start=$(date +%s%N)
 TIME_PID=$!
 if [[ -n $SOAK ]]; then
     for _ in $(seq 100); do
-        pid=$(pgrep -P "$TIME_PID" -x specperf || true)
+        pid=$(pgrep -P "$TIME_PID" | head -1 || true)
         [[ -n $pid ]] && break
         sleep 0.05
     done
