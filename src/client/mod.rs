@@ -148,6 +148,11 @@ impl Clock {
     }
 }
 
+/// The most an HTTP/1 connection reads at once: dozens of SSE events. hyper also caps a
+/// response head at this size (a larger one fails the request, `connection_closed`, naming it);
+/// aiohttp, under AIPerf and `vllm bench serve`, refuses a header line over 8 KiB.
+const READ_CHUNK: usize = 16 << 10;
+
 /// One request ready to send.
 #[derive(Clone, Debug)]
 pub(crate) struct Prepared {
@@ -182,8 +187,13 @@ impl Client {
         };
         let builder = |max_idle: usize| {
             let mut b = HyperClient::builder(TokioExecutor::new());
+            // Reads of at most READ_CHUNK: hyper's adaptive buffer doubles to 64 KiB and more
+            // whenever a read fills it (a stream's events queued while the client was busy),
+            // and keeps that size per connection; at 1,536 AgentX streams the buffers came to
+            // ~100 MB of the run's ~300 MB heap.
             b.pool_idle_timeout(Duration::from_secs(90))
-                .pool_max_idle_per_host(max_idle);
+                .pool_max_idle_per_host(max_idle)
+                .http1_read_buf_exact_size(READ_CHUNK);
             if opts.http == HttpVersion::Http2 {
                 b.http2_only(true);
             }

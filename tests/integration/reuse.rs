@@ -20,6 +20,9 @@ enum Script {
     EmptyAnswer,
     /// Like `OneRequestPerConnection` for every request, the metrics page's GETs included.
     OneOfAnyPerConnection,
+    /// Streams the answer of `OneRequestPerConnection` on every request, its response head
+    /// padded by a header of this many bytes.
+    PaddedHead(usize),
 }
 
 struct Server {
@@ -122,7 +125,9 @@ async fn connection(
         served += 1;
         answered.fetch_add(1, Ordering::SeqCst);
         let events: Vec<String> = match script {
-            Script::OneRequestPerConnection | Script::OneOfAnyPerConnection => vec![
+            Script::OneRequestPerConnection
+            | Script::OneOfAnyPerConnection
+            | Script::PaddedHead(_) => vec![
                 r#"{"choices":[{"index":0,"delta":{"content":"hi"}}]}"#.into(),
                 r#"{"choices":[{"index":0,"delta":{"content":" there"},"finish_reason":"length"}]}"#
                     .into(),
@@ -141,9 +146,13 @@ async fn connection(
             body.push_str(&format!("data: {e}\n\n"));
         }
         body.push_str("data: [DONE]\n\n");
+        let padding = match script {
+            Script::PaddedHead(n) => format!("X-Padding: {}\r\n", "p".repeat(n)),
+            _ => String::new(),
+        };
         // Keep-alive is HTTP/1.1's default and nothing here says otherwise.
         let resp = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n{padding}Content-Length: {}\r\n\r\n{body}",
             body.len()
         );
         if sock.write_all(resp.as_bytes()).await.is_err() {
@@ -239,4 +248,34 @@ async fn a_metrics_scrape_on_a_connection_the_server_closed_goes_once_more() {
         scrape.acceptance.reason
     );
     assert_eq!(scrape.acceptance.numbers.drafts, 48.0);
+}
+
+/// A connection reads at most 16 KiB at once (hyper's adaptive buffer grew to 64 KiB per stream
+/// and stayed there), which also caps a response head: a 12 KiB head is read, a 20 KiB one
+/// fails each request by name, and nothing waits for a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_head_up_to_16_kib_is_read_and_a_larger_one_fails_by_name() {
+    let s = scripted(Script::PaddedHead(12 << 10)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_at(&s.url, dir.path().to_str().unwrap(), &run_args("")).await;
+    assert_eq!(
+        (out.summary.counts.success, out.summary.counts.failed),
+        (12, 0)
+    );
+
+    let s = scripted(Script::PaddedHead(20 << 10)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let t = std::time::Instant::now();
+    let out = replay_at(&s.url, dir.path().to_str().unwrap(), &run_args("")).await;
+    assert_eq!(out.summary.counts.failed, 12);
+    assert_eq!(out.summary.counts.failed_by_kind["connection_closed"], 12);
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        t.elapsed()
+    );
+    for r in records(dir.path()) {
+        let e = r["error"].as_str().unwrap_or_default();
+        assert!(e.contains("too large"), "{r}");
+    }
 }
