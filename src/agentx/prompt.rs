@@ -627,7 +627,7 @@ impl StreamPrompts {
                 }
                 Message {
                     role: s.role,
-                    content: Text::verbatim(parts),
+                    content: Text::slices_of(&synth.pool.text, parts),
                 }
             })
             .collect();

@@ -13,6 +13,9 @@ use bytes::Bytes;
 #[derive(Clone, Default)]
 pub struct Text {
     parts: Vec<Bytes>,
+    /// The buffer the slices are cut from, when they are the corpus pool's: a body keeps them
+    /// as offsets into it.
+    base: Option<Bytes>,
 }
 
 /// Whether `bytes` need no JSON escaping (what `serde_json` leaves as it is).
@@ -32,7 +35,20 @@ impl Text {
     /// Slices that need no escaping (checked in debug builds): the corpus pool's.
     pub(crate) fn verbatim(parts: Vec<Bytes>) -> Text {
         debug_assert!(parts.iter().all(|p| plain_json(p)));
-        Text { parts }
+        Text { parts, base: None }
+    }
+
+    /// [`Self::verbatim`] slices, all cut from `base`.
+    pub(crate) fn slices_of(base: &Bytes, parts: Vec<Bytes>) -> Text {
+        Text {
+            base: Some(base.clone()),
+            ..Text::verbatim(parts)
+        }
+    }
+
+    /// The buffer its slices are cut from, when known.
+    pub(crate) fn base(&self) -> Option<&Bytes> {
+        self.base.as_ref()
     }
 
     /// The escaped slices, in order.
@@ -84,6 +100,7 @@ impl From<&str> for Text {
     fn from(s: &str) -> Text {
         Text {
             parts: vec![Bytes::from(escape(s))],
+            base: None,
         }
     }
 }

@@ -143,6 +143,8 @@ impl Wire {
 struct Parts {
     glue: Vec<u8>,
     cuts: Vec<(usize, Bytes)>,
+    /// The buffers the shared slices are cut from (the corpus pool).
+    bases: Vec<Bytes>,
 }
 
 impl Parts {
@@ -163,6 +165,11 @@ impl Parts {
                 self.glue.push(b',');
             }
             self.glue.extend_from_slice(b"\"content\":\"");
+            if let Some(b) = m.content.base() {
+                if !self.bases.iter().any(|k| k.as_ptr() == b.as_ptr()) {
+                    self.bases.push(b.clone());
+                }
+            }
             for p in m.content.parts() {
                 self.cuts.push((self.glue.len(), p.clone()));
             }
@@ -176,18 +183,21 @@ impl Parts {
         self.glue.push(b']');
     }
 
-    /// The glue frozen once and cut around the shared slices: no byte is copied twice.
+    /// The glue frozen once and cut around the shared slices: no byte is copied twice, and
+    /// each slice is an offset into the glue or the pool.
     fn finish(self) -> Body {
         let glue = Bytes::from(self.glue);
-        let mut parts = Vec::with_capacity(2 * self.cuts.len() + 1);
+        let mut body = Body::builder();
+        body.base(&glue);
+        self.bases.iter().for_each(|b| body.base(b));
         let mut at = 0;
         for (cut, shared) in self.cuts {
-            parts.push(glue.slice(at..cut));
-            parts.push(shared);
+            body.push(glue.slice(at..cut));
+            body.push(shared);
             at = cut;
         }
-        parts.push(glue.slice(at..));
-        Body::from_parts(parts)
+        body.push(glue.slice(at..));
+        body.finish()
     }
 }
 
