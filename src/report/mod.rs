@@ -509,6 +509,17 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
 /// windows `slice_ns` long.
 /// The lines of a `records.jsonl` as `R` (each view reads the fields it needs), keeping those
 /// `keep` accepts; a line that does not parse names the file and the line.
+/// A record's phase or status as the readers below keep them: the one phase and the one status
+/// they filter on, any other `Other` (no `String` held per record).
+#[derive(serde::Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum Tag {
+    Profiling,
+    Success,
+    #[serde(other)]
+    Other,
+}
+
 fn read_records<R: serde::de::DeserializeOwned>(
     path: &Path,
     keep: impl Fn(&R) -> bool,

@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::page::{html, png};
 use super::svg::{self, Band, Bars, Chart, HLine, Series, COLORS};
-use super::ReportError;
+use super::{ReportError, Tag};
 use crate::metrics::{SpecTotalsView, SummaryView, ViewError, AL_BIN_WIDTH};
 use crate::record::SpecDecode;
 
@@ -19,7 +19,7 @@ use crate::record::SpecDecode;
 #[derive(Deserialize)]
 struct Rec {
     id: u64,
-    phase: String,
+    phase: Tag,
     outcome: RecOutcome,
     sent_ns: u64,
     first_token_ns: Option<u64>,
@@ -31,7 +31,7 @@ struct Rec {
     content_events: Option<u32>,
     /// The speculative decoding the response reported.
     #[serde(default)]
-    spec: Option<SpecDecode>,
+    spec: Option<Box<SpecDecode>>,
 }
 
 /// The fields of a `profile_export.jsonl` line the throughput chart needs.
@@ -152,7 +152,7 @@ fn token_bins(
     let ok: HashMap<u64, usize> = recs
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.outcome.status == "success")
+        .filter(|(_, r)| r.outcome.status == Tag::Success)
         .map(|(i, r)| (r.id, i))
         .collect();
     let mut placed = vec![Placed::Not; recs.len()];
@@ -183,7 +183,7 @@ fn token_bins(
         }
     }
     for (r, p) in recs.iter().zip(&placed) {
-        if r.outcome.status == "success" && *p != Placed::ByGaps {
+        if r.outcome.status == Tag::Success && *p != Placed::ByGaps {
             add(token_arrivals(r, None), 1.0);
         }
     }
@@ -192,7 +192,7 @@ fn token_bins(
 
 #[derive(Deserialize)]
 struct RecOutcome {
-    status: String,
+    status: Tag,
 }
 
 /// What `plot` wrote.
@@ -259,7 +259,7 @@ fn time_series(recs: &[Rec], profile: Option<&Path>) -> Option<TimeSeries> {
         let s = (r.sent_ns - t0) as f64 / 1e9;
         let e = (r.end_ns.max(r.sent_ns) - t0) as f64 / 1e9;
         let bin = ((e / w) as usize).min(n - 1);
-        if r.outcome.status == "success" {
+        if r.outcome.status == Tag::Success {
             req[bin] += 1.0;
         }
         // Time-weighted requests in flight: each request adds its overlap with every bin.
@@ -304,7 +304,7 @@ fn charts(
 ) -> Vec<Chart> {
     let ok: Vec<&Rec> = recs
         .iter()
-        .filter(|r| r.outcome.status == "success")
+        .filter(|r| r.outcome.status == Tag::Success)
         .collect();
     let mut ttft: Vec<f64> = ok
         .iter()
@@ -428,7 +428,7 @@ fn al_per_request_chart(ok: &[&Rec], summary: &SummaryView) -> Option<Chart> {
         let mut counts: Vec<f64> = Vec::new();
         for al in ok
             .iter()
-            .filter_map(|r| r.spec.as_ref().and_then(reported_al))
+            .filter_map(|r| r.spec.as_deref().and_then(reported_al))
         {
             let i = ((al - 1.0).max(0.0) / AL_BIN_WIDTH) as usize;
             if counts.len() <= i {
@@ -631,7 +631,9 @@ pub fn plot(
     golden_al: Option<f64>,
     with_png: bool,
 ) -> Result<PlotOutput, ReportError> {
-    let recs = super::read_records(&dir.join("records.jsonl"), |r: &Rec| r.phase == "profiling")?;
+    let recs = super::read_records(&dir.join("records.jsonl"), |r: &Rec| {
+        r.phase == Tag::Profiling
+    })?;
     let summary_path = dir.join("summary.json");
     let summary = SummaryView::read(&summary_path).map_err(|e| match e {
         ViewError::Io { source, .. } => ReportError::io(&summary_path)(source),
@@ -715,9 +717,9 @@ mod tests {
         let chunks = (last - first) / 10_000_000 + 1;
         Rec {
             id,
-            phase: "profiling".into(),
+            phase: Tag::Profiling,
             outcome: RecOutcome {
-                status: "success".into(),
+                status: Tag::Success,
             },
             sent_ns: 0,
             first_token_ns: Some(first),
