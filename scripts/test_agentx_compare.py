@@ -71,16 +71,27 @@ def layout(tree, slower=1.0, jitter=0.0, seed=0):
     return out
 
 
-def write_run(d, sent, t0_ns):
-    """profile_export.jsonl as both tools write it: a warmup primer, then the profiling records."""
+def write_run(d, sent, t0_ns, roots=(R,), idle=None):
+    """profile_export.jsonl as both tools write it: a warmup primer per root, then the profiling
+    records. `idle`: (cap, jumps, seconds skipped) of AIPerf's system idle cap, written where
+    AIPerf writes them (its input_config and the summary line of logs/aiperf.log)."""
     d.mkdir()
     s = lambda x: t0_ns + int(x * 1e9)
-    recs = [(R, 1, -1.0, -0.5, "warmup")] + [(c, k, a, b, "profiling") for c, k, a, b in sent]
+    recs = [(r, 1, -1.0, -0.5, "warmup") for r in roots] + [(c, k, a, b, "profiling") for c, k, a, b in sent]
+    if idle:
+        cap, jumps, skipped = idle
+        phases = [{"kind": "profiling", "system_idle_gap_cap_seconds": cap}]
+        (d / "profile_export_aiperf.json").write_text(json.dumps({"input_config": {"phases": phases}}))
+        (d / "logs").mkdir()
+        (d / "logs" / "aiperf.log").write_text(
+            "... - AgenticReplayTiming - INFO - Global system-idle cap summary: "
+            f"limit={cap:g}s, jumps={jumps}, skipped={skipped:.3f}s\n")
     with open(d / "profile_export.jsonl", "w") as f:
         for conv, turn, start, end, phase in recs:
+            root = conv.split("::")[0]
             meta = {"conversation_id": conv, "turn_index": turn, "benchmark_phase": phase,
-                    "x_correlation_id": f"{conv}-id", "root_correlation_id": "t1-id",
-                    "agent_depth": 0 if conv == R else 1,
+                    "x_correlation_id": f"{conv}-id", "root_correlation_id": f"{root}-id",
+                    "agent_depth": 0 if conv == root else 1,
                     "credit_issued_ns": s(start), "request_start_ns": s(start) + 1_000_000,
                     "request_end_ns": s(end)}
             osl = 1 if phase == "warmup" else 10 + turn
@@ -89,11 +100,12 @@ def write_run(d, sent, t0_ns):
             f.write(json.dumps({"metadata": meta, "metrics": metrics}) + "\n")
 
 
-def compare(reference, other, *flags):
-    """Runs agentx_compare.py on the two layouts: (exit code, its output)."""
+def compare(reference, other, *flags, roots=(R,), idle=None):
+    """Runs agentx_compare.py on the two layouts (the first as AIPerf's run): (exit code, its
+    output)."""
     with tempfile.TemporaryDirectory() as tmp:
-        write_run(Path(tmp) / "aiperf", reference, 1_000_000_000_000)
-        write_run(Path(tmp) / "specperf", other, 7_000_000_000_000)
+        write_run(Path(tmp) / "aiperf", reference, 1_000_000_000_000, roots, idle)
+        write_run(Path(tmp) / "specperf", other, 7_000_000_000_000, roots)
         p = subprocess.run([sys.executable, str(COMPARE), f"{tmp}/aiperf", f"{tmp}/specperf", *flags],
                            capture_output=True, text=True)
         return p.returncode, p.stdout + p.stderr
@@ -137,6 +149,34 @@ class AgentxCompare(unittest.TestCase):
         code, out = compare(layout(extra), self.reference)
         self.assertEqual(code, 1, out)
         self.assertIn("t1::sa:x turn 0: sent by aiperf only", out)
+
+    def test_a_far_turn_aiperf_pulled_in_after_its_run_went_idle_is_excused_only_so(self):
+        # Nothing is in flight from t1 turn 3's return (3.0 s) to turn 4's send (5.0 s). AIPerf
+        # 0.13's idle cap (3 s) then pulls every pending timer in, the earliest to 6.0 s: t2's
+        # first turn at t*, due 40 s after the phase start in the trace, goes out at 6.5 s while
+        # t1::sa:b's first turn is in flight. specperf keeps it at 40 s, past the window.
+        sent = lambda at: sorted(self.reference + [("t2", 1, at, at + 0.5)], key=lambda r: r[2])
+        pulled = sent(6.5)
+        self.assertTrue(any(a < 6.5 < b for c, k, a, b in self.reference), "sent with one in flight")
+        roots = (R, "t2")
+        flag = "--allow-aiperf-idle-jumps"
+        code, out = compare(pulled, self.reference, roots=roots, idle=(3, 1, 34.0))
+        self.assertEqual(code, 1, out)
+        self.assertIn("t2 turn 1: sent by aiperf only, at offset 6.500 s", out)
+        code, out = compare(pulled, self.reference, flag, roots=roots, idle=(3, 1, 34.0))
+        self.assertEqual(code, 0, out)
+        self.assertIn("t2 turn 1: sent by aiperf only", json.loads(out[:out.rindex("}") + 1])["aiperf_idle_jumps"][0])
+        # Not excused: AIPerf logged no jump; it skipped less than the send is early by (at least
+        # specperf's last send, 14.1 s, less 6.5 s); or the send came sooner than the cap after
+        # the first idle moment (1.0 s: t1 turn 2 returned, t1::sa:a not yet sent).
+        for layout_, idle in ((pulled, (3, 0, 0.0)), (pulled, (3, 1, 2.0)), (sent(3.2), (3, 1, 34.0))):
+            code, out = compare(layout_, self.reference, flag, roots=roots, idle=idle)
+            self.assertEqual(code, 1, f"{idle}: {out}")
+            self.assertIn("t2 turn 1: sent by aiperf only", out)
+        # And never the other way round: specperf sending it early fails whatever AIPerf logged.
+        code, out = compare(self.reference, pulled, flag, roots=roots, idle=(3, 1, 34.0))
+        self.assertEqual(code, 1, out)
+        self.assertIn("t2 turn 1: sent by specperf only", out)
 
 
 if __name__ == "__main__":
