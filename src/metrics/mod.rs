@@ -573,7 +573,10 @@ impl Aggregate {
             acceptance: None,
             energy: None,
             telemetry: None,
-            spec_decode: self.spec.summary(),
+            spec_decode: self.spec.summary(
+                &self.store.get(MetricKey::SpecDecodeAcceptanceLength).unwrap_or_default(),
+                &self.store.get(MetricKey::StreamAcceptanceLengthEstimate).unwrap_or_default(),
+            ),
             speed_bench_isl: None,
             agentx: self.agentx.clone(),
             agentx_run: None,

@@ -267,8 +267,6 @@ struct ReportedAcc {
     draft_tokens: u64,
     accepted_tokens: u64,
     histogram: Vec<u64>,
-    /// Per-request AL, where the request reported steps.
-    al: Vec<f64>,
     /// The servers' own per-request figures, as sent.
     server_al: Vec<f64>,
     /// (accepted, steps) per request with steps, for the token-weighted AL's standard error.
@@ -286,9 +284,6 @@ impl ReportedAcc {
             self.requests_with_steps += 1;
             self.ratio.add(a as f64, steps as f64);
         }
-        if let Some(al) = s.acceptance_length() {
-            self.al.push(al);
-        }
         if let Some(al) = s.reported_acceptance_length {
             self.server_al.push(al);
         }
@@ -300,7 +295,8 @@ impl ReportedAcc {
         }
     }
 
-    fn totals(&self) -> Option<SpecTotals> {
+    /// The totals, with `al` the per-request AL of the requests that reported steps.
+    fn totals(&self, al: &[f64]) -> Option<SpecTotals> {
         if self.requests == 0 {
             return None;
         }
@@ -322,8 +318,8 @@ impl ReportedAcc {
             token_weighted_acceptance_length: (self.steps > 0)
                 .then(|| 1.0 + self.accepted_with_steps as f64 / self.steps as f64),
             token_weighted_standard_error: self.ratio.standard_error(),
-            mean_acceptance_length: mean(&self.al),
-            acceptance_length: Stat::of(&self.al),
+            mean_acceptance_length: mean(al),
+            acceptance_length: Stat::of(al),
             acceptance_rate: (self.draft_tokens > 0)
                 .then(|| self.accepted_tokens as f64 / self.draft_tokens as f64),
             server_reported_acceptance_length: Stat::of(&self.server_al),
@@ -337,31 +333,32 @@ impl ReportedAcc {
 /// Running sums of the stream estimate (one per run and one per group).
 #[derive(Clone, Debug, Default)]
 struct StreamAcc {
+    requests: u64,
     decode_tokens: u64,
     decode_events: u64,
-    al: Vec<f64>,
     ratio: RatioAcc,
 }
 
 impl StreamAcc {
     fn add(&mut self, tokens: u64, events: u64) {
+        self.requests += 1;
         self.decode_tokens += tokens;
         self.decode_events += events;
-        self.al.push(tokens as f64 / events as f64);
         self.ratio.add(tokens as f64, events as f64);
     }
 
-    fn estimate(&self) -> Option<StreamEstimate> {
+    /// The estimate, with `al` the per-request estimates (tokens / events of each request).
+    fn estimate(&self, al: &[f64]) -> Option<StreamEstimate> {
         (self.decode_events > 0).then(|| StreamEstimate {
-            requests: self.al.len() as u64,
+            requests: self.requests,
             decode_tokens: self.decode_tokens,
             decode_events: self.decode_events,
             token_weighted_acceptance_length: Some(
                 self.decode_tokens as f64 / self.decode_events as f64,
             ),
             token_weighted_standard_error: self.ratio.standard_error(),
-            mean_acceptance_length: mean(&self.al),
-            acceptance_length: Stat::of(&self.al),
+            mean_acceptance_length: mean(al),
+            acceptance_length: Stat::of(al),
             vs_counters: None,
         })
     }
@@ -372,6 +369,10 @@ struct GroupAcc {
     requests: u64,
     reported: ReportedAcc,
     stream: StreamAcc,
+    /// The group's per-request AL, reported and estimated (the run's are the aggregator's
+    /// store columns, see [`SpecAgg::summary`]).
+    reported_al: Vec<f64>,
+    stream_al: Vec<f64>,
 }
 
 /// The aggregator's part for speculative decoding: fed every successful record once.
@@ -406,17 +407,20 @@ impl SpecAgg {
         if let Some(s) = &r.spec {
             *self.by_source.entry(s.source).or_default() += 1;
             self.reported.add(s);
+            al = s.acceptance_length();
             if let Some(g) = group.as_mut() {
                 g.reported.add(s);
+                g.reported_al.extend(al);
             }
-            al = s.acceptance_length();
         }
         if let Some((tokens, events)) = decode.filter(|&(_, e)| e > 0) {
             self.stream.add(tokens, events);
+            let estimate = tokens as f64 / events as f64;
             if let Some(g) = group.as_mut() {
                 g.stream.add(tokens, events);
+                g.stream_al.push(estimate);
             }
-            al = al.or(Some(tokens as f64 / events as f64));
+            al = al.or(Some(estimate));
         }
         if let Some(al) = al {
             let bin = ((al - 1.0).max(0.0) / AL_BIN_WIDTH).floor() as u64;
@@ -435,8 +439,12 @@ impl SpecAgg {
         })
     }
 
-    /// The summary part, or `None` when no request reported or streamed anything.
-    pub(crate) fn summary(&self) -> Option<SpecSummary> {
+    /// The summary part, or `None` when no request reported or streamed anything. The run's
+    /// per-request values are not kept here, but once, in the aggregator's store (bounded
+    /// memory however long the run): `reported_al` is its `spec_decode_acceptance_length`
+    /// column, `stream_al` its stream-estimate column, both fed from the same records as
+    /// [`Self::add`].
+    pub(crate) fn summary(&self, reported_al: &[f64], stream_al: &[f64]) -> Option<SpecSummary> {
         if self.reported.requests == 0 && self.stream.decode_events == 0 && self.malformed == 0 {
             return None;
         }
@@ -454,8 +462,8 @@ impl SpecAgg {
         Some(SpecSummary {
             requests_by_source: self.by_source.clone(),
             malformed: self.malformed,
-            reported: self.reported.totals(),
-            stream_estimate: self.stream.estimate(),
+            reported: self.reported.totals(reported_al),
+            stream_estimate: self.stream.estimate(stream_al),
             group_field: None,
             by_group: self
                 .groups
@@ -465,8 +473,8 @@ impl SpecAgg {
                         name.clone(),
                         GroupSpec {
                             requests: g.requests,
-                            reported: g.reported.totals(),
-                            stream_estimate: g.stream.estimate(),
+                            reported: g.reported.totals(&g.reported_al),
+                            stream_estimate: g.stream.estimate(&g.stream_al),
                         },
                     )
                 })

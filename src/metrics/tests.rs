@@ -182,6 +182,17 @@ fn spec_figures_fold_into_totals_groups_positions_and_the_stream_estimate() {
     let e = s.stream_estimate.as_ref().unwrap();
     assert_eq!((e.decode_tokens, e.decode_events), (15, 6));
     assert_eq!(e.token_weighted_acceptance_length, Some(2.5));
+    // Per request 11/4 and 4/2 after the first event; each group's values are its own.
+    assert_eq!(e.requests, 2);
+    assert_eq!(e.mean_acceptance_length, Some(2.375));
+    assert_eq!(
+        e.acceptance_length.as_ref().map(|st| (st.min, st.max)),
+        Some((2.0, 2.75))
+    );
+    let math = s.by_group["math"].stream_estimate.as_ref().unwrap();
+    assert_eq!(math.mean_acceptance_length, Some(2.0));
+    let coding_al = coding.reported.as_ref().unwrap().acceptance_length.as_ref();
+    assert_eq!(coding_al.map(|st| (st.min, st.max)), Some((2.75, 2.75)));
     assert_eq!(
         s.by_group["math"]
             .stream_estimate
