@@ -781,10 +781,20 @@ impl Shared {
         // AIPerf's session_num: the credit's place among its phase's requests. The warmup is
         // all sent before profiling, so its record ids are that; profiling counts its own.
         let mut session_num = id;
-        let messages = lock(&tree.prompts[ci(conv)])
-            .as_mut()
-            .map(|p| p.turn(k))
-            .unwrap_or_else(|| Err("no prompt state".into()));
+        let messages = {
+            let mut state = lock(&tree.prompts[ci(conv)]);
+            let messages = state
+                .as_mut()
+                .map(|p| p.turn(k))
+                .unwrap_or_else(|| Err("no prompt state".into()));
+            if phase == Phase::Profiling && k + 1 == c.turns.len() {
+                // Nothing of this conversation is asked again: its context (segments, block
+                // offsets) goes now, not when the whole tree drains. A long-lived tree's
+                // finished subagents held half the live prompt state of an hour's soak.
+                *state = None;
+            }
+            messages
+        };
         let rec = match messages {
             Err(e) => {
                 rec.outcome = Outcome::Failed(crate::record::FailureKind::Transport);

@@ -109,6 +109,19 @@ async fn run_only(
     grace: Option<Duration>,
     only: Option<&str>,
 ) -> Run {
+    run_with(sim, s, concurrency, duration, grace, only, Arc::new(Plain)).await
+}
+
+/// [`run_only`] with the prompts from `messages`.
+async fn run_with(
+    sim: &SimHandle,
+    s: AgentxSettings,
+    concurrency: usize,
+    duration: Option<Duration>,
+    grace: Option<Duration>,
+    only: Option<&str>,
+    messages: Arc<dyn TurnMessages>,
+) -> Run {
     use clap::Parser;
     let cli = crate::cli::Cli::try_parse_from(["specperf", "replay"]).unwrap();
     let crate::cli::Command::Replay(a) = cli.command else {
@@ -134,7 +147,7 @@ async fn run_only(
         clock: Clock::new(),
         tx,
         traces: traces.into_iter().map(Arc::new).collect(),
-        messages: Arc::new(Plain),
+        messages,
         wire: Wire {
             model: "specperf-sim".into(),
             streaming: true,
@@ -489,6 +502,86 @@ async fn a_background_subagent_keeps_the_lane_until_it_drains() {
     );
     assert_eq!(meta(trees[1][0]).conversation_id, "fx-subagent-002");
     assert_eq!(trees[1][0].turn, 0, "a recycled tree starts at turn 0");
+}
+
+/// [`Plain`]'s prompts, with each conversation's creation, turns asked and drop logged in order.
+struct Logged(Arc<Mutex<Vec<String>>>);
+
+struct LoggedConv(PlainConv, Arc<Mutex<Vec<String>>>);
+
+impl ConvMessages for LoggedConv {
+    fn turn(&mut self, k: usize) -> Result<Vec<Message>, String> {
+        lock(&self.1).push(format!("turn {} {k}", self.0 .0));
+        self.0.turn(k)
+    }
+}
+
+impl Drop for LoggedConv {
+    fn drop(&mut self) {
+        lock(&self.1).push(format!("drop {}", self.0 .0));
+    }
+}
+
+impl TurnMessages for Logged {
+    fn conversation(&self, trace: &Arc<Trace>, conv: ConvRef) -> Box<dyn ConvMessages> {
+        let session = trace.conversation(conv).session_id.clone();
+        lock(&self.0).push(format!("new {session}"));
+        Box::new(LoggedConv(PlainConv(session), self.0.clone()))
+    }
+    fn marker(&self, bid: &str, pass: u64, lane: usize, base: &str) -> String {
+        Plain.marker(bid, pass, lane, base)
+    }
+    fn apply_marker(&self, messages: &mut [Message], marker: &str) {
+        Plain.apply_marker(messages, marker)
+    }
+}
+
+/// A conversation's prompt state (its context's segments and block offsets) goes as its last
+/// turn is made, not when its whole tree drains: here the root's, while its background
+/// subagent still has turns to make.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_s_prompt_state_goes_with_its_last_turn() {
+    let sim = sim(Vec::new(), 10);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let r = run_with(
+        &sim,
+        settings((0.0, 0.0)),
+        1,
+        Some(Duration::from_secs(9)),
+        Some(Duration::from_secs(10)),
+        Some("fx-subagent-002"),
+        Arc::new(Logged(log.clone())),
+    )
+    .await;
+    assert!(trees(&r.records).len() >= 2, "the first tree drained");
+    let log = lock(&log).clone();
+    let root = "fx-subagent-002";
+    let child = "fx-subagent-002::sa:general_001";
+    // The first tree's events: up to the second tree's root.
+    let second = log
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| *e == &format!("new {root}"))
+        .nth(1)
+        .map(|(i, _)| i)
+        .expect("a second tree");
+    let first = &log[..second];
+    let at = |e: &str| first.iter().position(|x| x == e);
+    let last_turn = |conv: &str| {
+        first
+            .iter()
+            .rposition(|x| x.starts_with(&format!("turn {conv} ")))
+            .unwrap()
+    };
+    let dropped = |conv: &str| at(&format!("drop {conv}")).expect("its state dropped");
+    let explore = "fx-subagent-002::sa:explore_001";
+    for conv in [root, explore] {
+        assert!(
+            last_turn(conv) < dropped(conv) && dropped(conv) < last_turn(child),
+            "{conv}'s state went after its last turn, before the background child's: {first:#?}"
+        );
+    }
+    assert!(dropped(child) > last_turn(child), "{first:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
