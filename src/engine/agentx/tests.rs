@@ -464,20 +464,26 @@ async fn a_lane_whose_tree_drains_in_warmup_profiles_a_recycled_tree() {
     assert_eq!(lanes, BTreeSet::from([0, 1, 2]), "every lane profiles");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_background_subagent_keeps_the_lane_until_it_drains() {
-    // Slow decoding (10 ms a step) so general_001 (500 + 300 tokens) outlives the root's last
-    // turn; one lane, from turn 0, recycled once the tree drains.
+/// One lane of fx-subagent-002 from turn 0 for 9 s, decoding slowly (10 ms a step) so
+/// general_001 (500 + 300 tokens) outlives the root's last turn; the lane recycles once the tree
+/// drains.
+async fn background_subagent_run(messages: Arc<dyn TurnMessages>) -> Run {
     let sim = sim(Vec::new(), 10);
-    let r = run_only(
+    run_with(
         &sim,
         settings((0.0, 0.0)),
         1,
         Some(Duration::from_secs(9)),
         Some(Duration::from_secs(10)),
         Some("fx-subagent-002"),
+        messages,
     )
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_subagent_keeps_the_lane_until_it_drains() {
+    let r = background_subagent_run(Arc::new(Plain)).await;
     let mut trees: Vec<Vec<&RequestRecord>> = trees(&r.records).into_values().collect();
     trees.sort_by_key(|t| t[0].sent_ns);
     assert!(trees.len() >= 2, "the lane recycled");
@@ -541,18 +547,8 @@ impl TurnMessages for Logged {
 /// subagent still has turns to make.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_s_prompt_state_goes_with_its_last_turn() {
-    let sim = sim(Vec::new(), 10);
     let log = Arc::new(Mutex::new(Vec::new()));
-    let r = run_with(
-        &sim,
-        settings((0.0, 0.0)),
-        1,
-        Some(Duration::from_secs(9)),
-        Some(Duration::from_secs(10)),
-        Some("fx-subagent-002"),
-        Arc::new(Logged(log.clone())),
-    )
-    .await;
+    let r = background_subagent_run(Arc::new(Logged(log.clone()))).await;
     assert!(trees(&r.records).len() >= 2, "the first tree drained");
     let log = lock(&log).clone();
     let root = "fx-subagent-002";
