@@ -56,6 +56,8 @@ between, so the pulled send can go out with others in flight). A send specperf m
 fails. On a failure, both runs' requests are listed on stderr in send order.
 """
 import argparse
+import bisect
+import functools
 import json
 import re
 import sys
@@ -176,12 +178,16 @@ class Run:
     def offset(self, rid):
         return (self.req[rid]["start"] - self.t0) / 1e9
 
+    @functools.cached_property
     def idle_moments(self):
         """The returns after which nothing of this run was in flight: where AIPerf 0.13's system
-        idle cap starts counting."""
-        recs = [r for recs in self.trees.values() for r in recs]
-        ends = sorted({r["end"] for r in recs})
-        return [m for m in ends if not any(r["start"] < m < r["end"] for r in recs)]
+        idle cap starts counting. In flight at m: sent before m, returned after it (a request of
+        no duration never is)."""
+        recs = [r for recs in self.trees.values() for r in recs if r["start"] < r["end"]]
+        starts, ends = sorted(r["start"] for r in recs), sorted(r["end"] for r in recs)
+        moments = {r["end"] for recs in self.trees.values() for r in recs}
+        return sorted(m for m in moments
+                      if bisect.bisect_left(starts, m) - bisect.bisect_right(ends, m) == 0)
 
     def sent_after_idle(self, rid, cap, tol):
         """Sent at least `cap` s (less `tol`) after a moment this run had nothing in flight: a
@@ -190,7 +196,7 @@ class Run:
         sent in between (the returning turn's own follow-up often is): the pulled send itself may
         well go out with other requests in flight."""
         t = self.req[rid]["start"]
-        return any(m + (cap - tol) * 1e9 <= t for m in self.idle_moments())
+        return bool(self.idle_moments) and self.idle_moments[0] + (cap - tol) * 1e9 <= t
 
 
 def label(rid):
