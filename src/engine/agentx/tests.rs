@@ -97,23 +97,26 @@ async fn run(
     duration: Option<Duration>,
     grace: Option<Duration>,
 ) -> Run {
-    run_only(sim, s, concurrency, duration, grace, None).await
+    run_only(sim, s, concurrency, duration, grace, None, Arc::new(Plain)).await
 }
 
-/// [`run`] on one trace of the fixtures only, when `only` names it.
+/// fx-simple-001 alone on one lane, to its end.
+async fn simple_001(sim: &SimHandle, s: AgentxSettings) -> Run {
+    run_only(
+        sim,
+        s,
+        1,
+        None,
+        None,
+        Some("fx-simple-001"),
+        Arc::new(Plain),
+    )
+    .await
+}
+
+/// [`run`] on one trace of the fixtures only, when `only` names it, with the prompts from
+/// `messages`.
 async fn run_only(
-    sim: &SimHandle,
-    s: AgentxSettings,
-    concurrency: usize,
-    duration: Option<Duration>,
-    grace: Option<Duration>,
-    only: Option<&str>,
-) -> Run {
-    run_with(sim, s, concurrency, duration, grace, only, Arc::new(Plain)).await
-}
-
-/// [`run_only`] with the prompts from `messages`.
-async fn run_with(
     sim: &SimHandle,
     s: AgentxSettings,
     concurrency: usize,
@@ -469,7 +472,7 @@ async fn a_lane_whose_tree_drains_in_warmup_profiles_a_recycled_tree() {
 /// drains.
 async fn background_subagent_run(messages: Arc<dyn TurnMessages>) -> Run {
     let sim = sim(Vec::new(), 10);
-    run_with(
+    run_only(
         &sim,
         settings((0.0, 0.0)),
         1,
@@ -587,13 +590,13 @@ async fn a_context_overflow_ends_its_session_and_other_errors_do_not() {
     let sim = sim(vec![(Fault::Http500, 1.0)], 1);
     let mut s = settings((0.0, 0.0));
     s.context_overflow_substrings = vec!["SIMULATED Server".into()];
-    let r = run_only(&sim, s, 1, None, None, Some("fx-simple-001")).await;
+    let r = simple_001(&sim, s).await;
     assert_eq!(r.records.len(), 1, "the root ended at its first turn");
     assert!(meta(&r.records[0]).context_overflow);
 
     let mut s = settings((0.0, 0.0));
     s.context_overflow_substrings = vec!["context length".into()];
-    let r = run_only(&sim, s, 1, None, None, Some("fx-simple-001")).await;
+    let r = simple_001(&sim, s).await;
     let turns: Vec<u32> = r.records.iter().map(|x| x.turn).collect();
     assert_eq!(turns, [0, 1, 2, 3, 4], "errors are not terminal");
     assert!(r.records.iter().all(|x| !meta(x).context_overflow));
@@ -606,7 +609,7 @@ async fn the_system_idle_cap_collapses_a_400_s_gap() {
     let sim = sim(Vec::new(), 1);
     let mut s = settings((0.0, 0.0));
     s.trace_idle_cap = None;
-    let r = run_only(&sim, s, 1, None, None, Some("fx-simple-001")).await;
+    let r = simple_001(&sim, s).await;
     let turns: Vec<u32> = r.records.iter().map(|x| x.turn).collect();
     assert_eq!(turns, [0, 1, 2, 3, 4]);
 }
@@ -617,7 +620,7 @@ async fn the_tree_idle_cap_collapses_a_400_s_gap() {
     let sim = sim(Vec::new(), 1);
     let mut s = settings((0.0, 0.0));
     s.system_idle_cap = Duration::from_secs(3600);
-    let r = run_only(&sim, s, 1, None, None, Some("fx-simple-001")).await;
+    let r = simple_001(&sim, s).await;
     let turns: Vec<u32> = r.records.iter().map(|x| x.turn).collect();
     assert_eq!(turns, [0, 1, 2, 3, 4]);
 }
