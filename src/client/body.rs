@@ -81,12 +81,17 @@ impl Body {
 
     /// The hyper body that sends it (one frame).
     pub(crate) fn sending(&self) -> Sending {
-        Sending(Some(Slices {
+        Sending(Some(self.slices()))
+    }
+
+    /// All of it, as a [`Buf`] with one chunk per slice (a `writev` takes many at once).
+    pub(crate) fn slices(&self) -> Slices {
+        Slices {
             body: self.clone(),
             at: 0,
             offset: 0,
             remaining: self.len,
-        }))
+        }
     }
 }
 

@@ -1,5 +1,7 @@
-//! One HTTP request -> one [`RequestRecord`]: pooled hyper connections (HTTP/1.1, h2c, TLS with
-//! ALPN via rustls/ring), every phase bounded in time, one timestamp per SSE event.
+//! One HTTP request -> one [`RequestRecord`]: pooled connections, every phase bounded in time,
+//! one timestamp per SSE event. Plain `http://` with HTTP/1.1 (every benchmark request there
+//! unless `--http http2`) goes through `h1`, read by the request's own task; TLS (ALPN via
+//! rustls/ring) and HTTP/2 through hyper.
 //!
 //! The client never returns an error for a request: whatever happens (refused connection, timeout,
 //! HTTP 500, cut stream, cancellation) becomes the record's [`Outcome`](crate::record::Outcome).
@@ -7,12 +9,13 @@
 //! This file holds the client and one request's life (`follow`); `body` the request body as
 //! shared slices, `connect` the TLS setup and the connect time limit, `credentials` the header
 //! map and its scrubbing, `stream` the response body through the SSE parser (`sse`) into the
-//! record, `fetch` the bounded `GET`s beside the load.
+//! record, `fetch` the bounded `GET`s beside the load (on hyper), `h1` the HTTP/1.1 path.
 
 mod body;
 mod connect;
 mod credentials;
 mod fetch;
+mod h1;
 mod spec;
 pub mod sse;
 mod stream;
@@ -121,6 +124,9 @@ pub(crate) struct Client {
     /// Same connector, no pool: the one retry after a reused connection closed goes out on a
     /// connection of its own (any other idle one may be just as stale).
     fresh: HyperClient<Connector, Sending>,
+    /// HTTP/1.1 on plain `http://` (every request there unless `--http http2`): read by the
+    /// request's own task, no hyper.
+    h1: Arc<h1::Pool>,
     opts: Arc<ClientOptions>,
     /// Values of the sensitive headers, scrubbed from every error text the client hands out (a
     /// server that echoes the request's headers in its error body must not put the key in
@@ -148,7 +154,7 @@ impl Clock {
     }
 }
 
-/// The most an HTTP/1 connection reads at once: dozens of SSE events. hyper also caps a
+/// The most an HTTP/1 connection reads at once: dozens of SSE events. `h1` and hyper also cap a
 /// response head at this size (a larger one fails the request, `connection_closed`, naming it);
 /// aiohttp, under AIPerf and `vllm bench serve`, refuses a header line over 8 KiB.
 const READ_CHUNK: usize = 16 << 10;
@@ -206,6 +212,10 @@ impl Client {
         Ok(Client {
             inner: builder(max_idle).build(connector.clone()),
             fresh: builder(0).build(connector),
+            h1: Arc::new(h1::Pool::new(
+                opts.reuse == ConnectionReuse::Pooled,
+                opts.timeouts.connect,
+            )),
             opts: Arc::new(opts),
             secrets,
         })
@@ -252,36 +262,27 @@ impl Client {
 
         // The times stay those of the first send: a retry is part of what the user waited for.
         let (mut fresh, mut limited) = (false, 0u32);
-        let mut reused = false;
         let resp = loop {
-            let http_req = match self.request(req) {
-                Ok(r) => r,
-                Err(e) => return fail(rec, clock, FailureKind::Transport, e.to_string()),
-            };
-            let resp = tokio::select! {
+            let answer = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return cancelled(rec, clock),
-                r = self.send_traced(http_req, fresh) => r,
+                r = self.send_one(req, fresh) => r,
                 _ = tokio::time::sleep_until(first_deadline.into()) => {
                     return fail(rec, clock, first_kind, format!("no response headers within {:?}", first_deadline - sent));
                 }
             };
-            let resp = resp.map(|(r, on_reused)| {
-                reused = on_reused;
-                r
-            });
-            match resp {
-                Ok(r)
-                    if r.status() == StatusCode::TOO_MANY_REQUESTS
+            match answer {
+                Ok(a)
+                    if a.status == StatusCode::TOO_MANY_REQUESTS
                         && limited < self.opts.rate_limit_retries =>
                 {
                     // Asked for (--rate-limit-retries): come back when the server said, if
                     // that is still before the first-token deadline.
-                    let wait = retry_after(r.headers());
+                    let wait = retry_after(&a.headers);
                     if Instant::now() + wait >= first_deadline {
-                        break r;
+                        break a;
                     }
-                    drop(r);
+                    drop(a);
                     limited += 1;
                     rec.retries += 1;
                     tokio::select! {
@@ -290,33 +291,30 @@ impl Client {
                         _ = tokio::time::sleep(wait) => {}
                     }
                 }
-                Ok(r) => break r,
-                Err(e) if !fresh && closed_after_reuse(&e) => {
+                Ok(a) => break a,
+                Err(e) if !fresh && e.closed_after_reuse => {
                     fresh = true;
                     rec.retries += 1;
                 }
-                Err(e) => {
-                    let kind = classify_transport(&e);
-                    return fail(rec, clock, kind, describe(&e));
-                }
+                Err(e) => return fail(rec, clock, e.kind, e.msg),
             }
         };
         rec.headers_ns = Some(clock.now_ns());
         rec.http = Some(HttpTrace {
-            connection_reused: reused,
+            connection_reused: resp.reused,
             bytes_sent: req.body.len() as u64,
             ..HttpTrace::default()
         });
-        let status = resp.status();
+        let status = resp.status;
         rec.http_status = Some(status.as_u16());
         // Kept for the failure message: a rate limiter's 429 says when to come back.
         let retry_after = resp
-            .headers()
+            .headers
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .map(|v| format!(" (Retry-After: {v})"))
             .unwrap_or_default();
-        let mut body = resp.into_body();
+        let mut body = resp.body;
 
         let mut state = StreamState::new(
             self.opts.max_event_bytes,
@@ -334,40 +332,41 @@ impl Client {
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return cancelled(rec, clock),
-                frame = body.frame() => match frame {
-                    None => break,
-                    Some(Err(e)) => {
+                more = body.next() => match more {
+                    Ok(false) => break,
+                    Err((kind, msg)) => {
                         if state.done {
                             break; // the stream already ended; a close afterwards costs nothing
                         }
-                        let kind = if e.is_timeout() { FailureKind::Transport } else { FailureKind::ConnectionClosed };
-                        let msg = describe(&e);
                         return state.finish_failed(rec, clock, kind, msg);
                     }
-                    Some(Ok(frame)) => {
-                        let Ok(data) = frame.into_data() else { continue };
+                    Ok(true) => {
                         let now = Instant::now();
-                        if let Some(h) = rec.http.as_mut() {
-                            let at = clock.ns(now);
-                            h.bytes_received += data.len() as u64;
-                            h.frames_received = h.frames_received.saturating_add(1);
-                            h.first_frame_ns.get_or_insert(at);
-                            h.last_frame_ns = Some(at);
-                        }
-                        if !status.is_success() {
-                            if state.body.len() < 64 * 1024 {
-                                state.body.extend_from_slice(&data);
+                        let mut i = 0;
+                        while let Some(data) = body.span(i) {
+                            i += 1;
+                            if let Some(h) = rec.http.as_mut() {
+                                let at = clock.ns(now);
+                                h.bytes_received += data.len() as u64;
+                                h.frames_received = h.frames_received.saturating_add(1);
+                                h.first_frame_ns.get_or_insert(at);
+                                h.last_frame_ns = Some(at);
                             }
-                            continue;
-                        }
-                        let had_token = state.first_token.is_some();
-                        if let Err((kind, msg)) = state.on_data(&data, now, clock, &mut rec) {
-                            return state.finish_failed(rec, clock, kind, msg);
-                        }
-                        if !had_token && state.first_token.is_some() {
-                            // The idle deadline may be earlier than the first-token one the timer
-                            // is armed for; the lazy re-arm only ever moves it later.
-                            sleep.as_mut().reset((now + t.idle).min(total_deadline).into());
+                            if !status.is_success() {
+                                if state.body.len() < 64 * 1024 {
+                                    state.body.extend_from_slice(data);
+                                }
+                                continue;
+                            }
+                            let had_token = state.first_token.is_some();
+                            if let Err((kind, msg)) = state.on_data(data, now, clock, &mut rec) {
+                                return state.finish_failed(rec, clock, kind, msg);
+                            }
+                            if !had_token && state.first_token.is_some() {
+                                // The idle deadline may be earlier than the first-token one the
+                                // timer is armed for; the lazy re-arm only ever moves it later.
+                                sleep.as_mut().reset((now + t.idle).min(total_deadline).into());
+                            }
                         }
                         if state.done && !req.streaming {
                             break;
@@ -403,7 +402,169 @@ impl Client {
     }
 }
 
+/// A response whose head arrived, on either path.
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    /// It came on a kept-alive connection that had served a response before.
+    reused: bool,
+    body: Incoming,
+}
+
+/// Why a send got no response head.
+struct SendFailure {
+    kind: FailureKind,
+    msg: String,
+    /// A kept-alive connection closed before any byte of the answer (see `closed_after_reuse`).
+    closed_after_reuse: bool,
+}
+
+/// A response body: hyper's frames, or the reader of [`h1`].
+enum Incoming {
+    Hyper {
+        body: hyper::body::Incoming,
+        data: bytes::Bytes,
+    },
+    H1(h1::Response),
+}
+
+impl Incoming {
+    /// Waits for the next bytes (`Ok(true)`, then [`Self::span`]) or the end (`Ok(false)`).
+    /// Cancel-safe on both paths.
+    async fn next(&mut self) -> Result<bool, (FailureKind, String)> {
+        match self {
+            Incoming::Hyper { body, data } => loop {
+                match body.frame().await {
+                    None => return Ok(false),
+                    Some(Err(e)) => {
+                        let kind = if e.is_timeout() {
+                            FailureKind::Transport
+                        } else {
+                            FailureKind::ConnectionClosed
+                        };
+                        return Err((kind, describe(&e)));
+                    }
+                    Some(Ok(frame)) => {
+                        if let Ok(d) = frame.into_data() {
+                            *data = d;
+                            return Ok(true);
+                        }
+                    }
+                }
+            },
+            Incoming::H1(r) => r
+                .next()
+                .await
+                .map_err(|b| (FailureKind::ConnectionClosed, b.0)),
+        }
+    }
+
+    /// The `i`-th span of data the last [`Self::next`] brought.
+    fn span(&self, i: usize) -> Option<&[u8]> {
+        match self {
+            Incoming::Hyper { data, .. } => (i == 0).then_some(&data[..]),
+            Incoming::H1(r) => r.span(i),
+        }
+    }
+}
+
 impl Client {
+    /// Whether requests to `uri` go through [`h1`]: plain `http://` unless `--http http2`.
+    fn plain_h1(&self, uri: &Uri) -> bool {
+        uri.scheme_str() == Some("http") && self.opts.http != HttpVersion::Http2
+    }
+
+    /// Opens one kept-alive connection to the target before the clock starts, by a `GET` of
+    /// `uri` (the server's `/health`) within `limit`, in the pool the run's requests take theirs
+    /// from. Best effort: any failure leaves the first request to connect itself.
+    pub(crate) async fn warm(&self, uri: Uri, limit: Duration) {
+        if !self.plain_h1(&uri) {
+            let cap = BodyCap {
+                bytes: 64 << 10,
+                name: "health body size cap",
+            };
+            let _ = self.get(uri, limit, "*/*", cap).await;
+            return;
+        }
+        let headers: Vec<&HeaderMap> = self.headers_for(&uri).into_iter().collect();
+        let answer = async {
+            let mut r = h1::send(&self.h1, &uri, &headers, h1::Ask::Get, false)
+                .await
+                .ok()?;
+            // Read to the end, so the connection goes back to the pool; a body past 64 KiB is
+            // not a health answer, and the connection goes with it.
+            let mut read = 0;
+            while r.next().await.ok()? {
+                read += (0..)
+                    .map_while(|i| r.span(i))
+                    .map(<[u8]>::len)
+                    .sum::<usize>();
+                if read > 64 << 10 {
+                    return None;
+                }
+            }
+            Some(())
+        };
+        let _ = tokio::time::timeout(limit, answer).await;
+    }
+
+    /// Sends `req` once and waits for the response head: on plain `http://` with HTTP/1.1
+    /// through [`h1`], else through hyper.
+    async fn send_one(&self, req: &Prepared, fresh: bool) -> Result<Answer, SendFailure> {
+        if self.plain_h1(&req.uri) {
+            let configured = self.headers_for(&req.uri);
+            let headers: Vec<&HeaderMap> = configured.into_iter().chain([&req.headers]).collect();
+            return match h1::send(
+                &self.h1,
+                &req.uri,
+                &headers,
+                h1::Ask::Post {
+                    body: &req.body,
+                    streaming: req.streaming,
+                },
+                fresh,
+            )
+            .await
+            {
+                Ok(mut r) => Ok(Answer {
+                    status: r.status,
+                    headers: std::mem::take(&mut r.headers),
+                    reused: r.reused,
+                    body: Incoming::H1(r),
+                }),
+                Err(e) => Err(SendFailure {
+                    kind: e.kind,
+                    msg: e.msg,
+                    closed_after_reuse: e.closed_after_reuse,
+                }),
+            };
+        }
+        let http_req = self.request(req).map_err(|e| SendFailure {
+            kind: FailureKind::Transport,
+            msg: e.to_string(),
+            closed_after_reuse: false,
+        })?;
+        match self.send_traced(http_req, fresh).await {
+            Ok((r, reused)) => {
+                let (parts, body) = r.into_parts();
+                Ok(Answer {
+                    status: parts.status,
+                    headers: parts.headers,
+                    reused,
+                    body: Incoming::Hyper {
+                        body,
+                        data: bytes::Bytes::new(),
+                    },
+                })
+            }
+            Err(e) => Err(SendFailure {
+                kind: classify_transport(&e),
+                msg: describe(&e),
+                closed_after_reuse: closed_after_reuse(&e),
+            }),
+        }
+    }
+
     /// Sends on a pooled connection (or a fresh one), and marks the connection as having served
     /// a response once its head arrives.
     async fn send(

@@ -166,13 +166,7 @@ pub(super) async fn warm_pool(
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..n {
         let (c, u) = (client.clone(), uri.clone());
-        set.spawn(async move {
-            let cap = BodyCap {
-                bytes: 64 << 10,
-                name: "health body size cap",
-            };
-            let _ = c.get(u, limit, "*/*", cap).await;
-        });
+        set.spawn(async move { c.warm(u, limit).await });
     }
     // Best effort: a server that accepts and never answers must not hold the start for the
     // connect timeout (dropping the set aborts the rest; those requests connect themselves).

@@ -1,0 +1,780 @@
+//! HTTP/1.1 on plain `http://`, read where it arrives: the request's own task writes the request
+//! (its head, then the body's shared slices, vectored) and reads the response from the socket,
+//! decoding the framing in the read buffer and handing each data span to the SSE parser. No
+//! per-connection task, no body channel, no copy of the data: one wake-up and one `recv` per
+//! read. TLS and HTTP/2 stay on hyper (`client::follow` picks).
+//!
+//! ```text
+//! Pool::checkout ─► Conn ─► send(head + body slices) ─► head (httparse) ─► Response::next
+//!      ▲                                                                        │ spans of
+//!      └──────────────── the complete, kept-alive response gives it back ◄──────┘ the buffer
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::io::IoSlice;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, StatusCode, Uri};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::body::{Body, Slices};
+use super::READ_CHUNK;
+use crate::debug::{self, step};
+use crate::record::FailureKind;
+
+/// How long an idle connection is kept for reuse (hyper's pool kept them as long).
+const IDLE_FOR: Duration = Duration::from_secs(90);
+
+/// Most header lines a response head may carry (hyper's default).
+const MAX_HEADERS: usize = 100;
+
+/// Kept-alive connections to one `host:port`, each with the time it went idle, oldest first.
+type Idle = VecDeque<(Conn, Instant)>;
+
+/// Kept-alive connections by `host:port`, most recently used first out.
+pub(super) struct Pool {
+    idle: Mutex<HashMap<Box<str>, Idle>>,
+    /// `false` under `--connection-reuse-strategy never`: every request its own connection.
+    keep: bool,
+    connect_timeout: Duration,
+}
+
+/// One connection and its read buffer.
+pub(super) struct Conn {
+    sock: TcpStream,
+    buf: Box<[u8]>,
+}
+
+/// Why a send got no response head.
+#[derive(Debug)]
+pub(super) struct SendError {
+    pub(super) kind: FailureKind,
+    pub(super) msg: String,
+    /// A kept-alive connection was closed before any byte of the answer: the request never
+    /// reached the application and may go again, once, on a fresh connection.
+    pub(super) closed_after_reuse: bool,
+}
+
+impl SendError {
+    fn closed(msg: String) -> Self {
+        SendError {
+            kind: FailureKind::ConnectionClosed,
+            msg,
+            closed_after_reuse: false,
+        }
+    }
+}
+
+/// A response whose head has arrived; its body is read with [`Response::next`].
+pub(super) struct Response {
+    pub(super) status: StatusCode,
+    pub(super) headers: HeaderMap,
+    /// The connection was taken from the pool, not opened for this request.
+    pub(super) reused: bool,
+    conn: Option<Conn>,
+    pool: Arc<Pool>,
+    key: Box<str>,
+    framing: Framing,
+    keep_alive: bool,
+    /// `buf[pending..filled]`: read but not yet decoded.
+    pending: usize,
+    filled: usize,
+    /// The data of the last read, as ranges of the buffer.
+    spans: Vec<(usize, usize)>,
+}
+
+/// How the body's end is known.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Framing {
+    Length(u64),
+    Chunked(Chunk),
+    /// Until the server closes (no length given): the connection cannot be reused.
+    Eof,
+    Done,
+}
+
+/// Where the chunked decoder is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Chunk {
+    /// Reading the size's hex digits (`digits` of them so far).
+    Size {
+        size: u64,
+        digits: u8,
+    },
+    /// Past the size: whitespace or an extension, up to the line's end.
+    SizeRest(u64),
+    SizeLf(u64),
+    Data(u64),
+    DataCr,
+    DataLf,
+    /// After the last chunk: trailer lines, then an empty line. `start`: at a line's start.
+    Trailer {
+        start: bool,
+    },
+    TrailerLf,
+}
+
+/// The framing broke: the message is the failure's.
+#[derive(Debug, PartialEq)]
+pub(super) struct Broken(pub(super) String);
+
+impl Pool {
+    pub(super) fn new(keep: bool, connect_timeout: Duration) -> Self {
+        Pool {
+            idle: Mutex::new(HashMap::new()),
+            keep,
+            connect_timeout,
+        }
+    }
+
+    /// A kept-alive connection to `key` the server has not closed, if there is one.
+    fn checkout(&self, key: &str) -> Option<Conn> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let conns = idle.get_mut(key)?;
+        while let Some((conn, since)) = conns.pop_back() {
+            if since.elapsed() < IDLE_FOR && conn.open() {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    fn checkin(&self, key: &str, conn: Conn) {
+        if !self.keep {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let conns = idle.entry(key.into()).or_default();
+        while conns.front().is_some_and(|(_, t)| t.elapsed() >= IDLE_FOR) {
+            conns.pop_front();
+        }
+        conns.push_back((conn, Instant::now()));
+    }
+
+    /// Opens a connection to `host:port` within the connect timeout, trying each address.
+    async fn connect(&self, host: &str, port: u16) -> Result<Conn, SendError> {
+        let shown = debug::on().then(Instant::now);
+        let limit = self.connect_timeout;
+        let r = match tokio::time::timeout(limit, open(host, port)).await {
+            Ok(Ok(sock)) => Ok(Conn {
+                sock,
+                buf: vec![0; READ_CHUNK].into_boxed_slice(),
+            }),
+            Ok(Err(e)) => Err(SendError {
+                kind: FailureKind::Connect,
+                msg: format!("tcp connect error: {e}"),
+                closed_after_reuse: false,
+            }),
+            Err(_) => Err(SendError {
+                kind: FailureKind::ConnectTimeout,
+                msg: format!("connect timed out after {limit:?}"),
+                closed_after_reuse: false,
+            }),
+        };
+        if let Some(t0) = shown {
+            let how = match &r {
+                Ok(_) => "open".to_owned(),
+                Err(e) => format!("failed ({})", e.msg),
+            };
+            step!(
+                "connect {host}:{port}: {how} in {}",
+                debug::ms(t0.elapsed())
+            );
+        }
+        r
+    }
+}
+
+async fn open(host: &str, port: u16) -> std::io::Result<TcpStream> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((bare, port)).await?.collect();
+    let mut last = None;
+    for addr in addrs {
+        match TcpStream::connect(addr).await {
+            Ok(sock) => {
+                sock.set_nodelay(true)?;
+                return Ok(sock);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{host} resolves to no address"),
+        )
+    }))
+}
+
+impl Conn {
+    /// Whether the server has left it open: nothing to read yet (an idle connection that can
+    /// be read from was closed, or sent what nobody asked for).
+    fn open(&self) -> bool {
+        let mut probe = [0u8; 1];
+        matches!(self.sock.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+}
+
+/// What a request carries besides the configured headers.
+pub(super) enum Ask<'a> {
+    /// A benchmark request: a JSON body, and an event stream accepted when `streaming`.
+    Post { body: &'a Body, streaming: bool },
+    /// A `GET` without a body (the start's connection warm-up).
+    Get,
+}
+
+/// The request head: request line, `host`, the headers in order, then what `ask` adds (the
+/// body's type and length, the accepted type), as hyper wrote them.
+fn head(uri: &Uri, host: &str, headers: &[&HeaderMap], ask: &Ask<'_>) -> Vec<u8> {
+    let target = uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(match ask {
+        Ask::Post { .. } => b"POST ",
+        Ask::Get => b"GET ",
+    });
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    if !headers.iter().any(|h| h.contains_key(http::header::HOST)) {
+        out.extend_from_slice(b"host: ");
+        out.extend_from_slice(host.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    for (k, v) in headers.iter().flat_map(|h| h.iter()) {
+        if k == http::header::CONTENT_LENGTH || k == http::header::TRANSFER_ENCODING {
+            continue;
+        }
+        out.extend_from_slice(k.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    match ask {
+        Ask::Post { body, streaming } => {
+            out.extend_from_slice(b"content-type: application/json\r\n");
+            if *streaming {
+                out.extend_from_slice(b"accept: text/event-stream\r\n");
+            }
+            out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+        }
+        Ask::Get => out.extend_from_slice(b"accept: */*\r\n\r\n"),
+    }
+    out
+}
+
+/// `host[:port]` as the `host` header names it (the port left out when it is 80).
+fn authority(uri: &Uri) -> Option<(String, u16)> {
+    let host = uri.host()?;
+    let port = uri.port_u16().unwrap_or(80);
+    Some(match uri.port_u16() {
+        Some(p) if p != 80 => (format!("{host}:{p}"), port),
+        _ => (host.to_owned(), port),
+    })
+}
+
+/// Sends `ask` to `uri` with `headers` (in order) and reads the response head. On a fresh
+/// connection when `fresh`, else on a kept-alive one when the pool has one.
+pub(super) async fn send(
+    pool: &Arc<Pool>,
+    uri: &Uri,
+    headers: &[&HeaderMap],
+    ask: Ask<'_>,
+    fresh: bool,
+) -> Result<Response, SendError> {
+    let Some((host, port)) = authority(uri) else {
+        return Err(SendError {
+            kind: FailureKind::Transport,
+            msg: format!("{uri} names no host"),
+            closed_after_reuse: false,
+        });
+    };
+    let key: Box<str> = format!("{}:{port}", uri.host().unwrap_or_default()).into();
+    let pooled = if fresh { None } else { pool.checkout(&key) };
+    let reused = pooled.is_some();
+    let mut conn = match pooled {
+        Some(c) => c,
+        None => pool.connect(uri.host().unwrap_or_default(), port).await?,
+    };
+    // A kept-alive connection that fails before any byte of the answer was closed by the
+    // server between requests.
+    let lost = |e: std::io::Error, answered: bool| {
+        use std::io::ErrorKind::*;
+        let quiet_close = matches!(
+            e.kind(),
+            ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+        );
+        let msg = if e.kind() == UnexpectedEof {
+            "connection closed before message completed".to_owned()
+        } else {
+            format!("connection error: {e}")
+        };
+        SendError {
+            kind: FailureKind::ConnectionClosed,
+            msg,
+            closed_after_reuse: reused && quiet_close && !answered,
+        }
+    };
+    let head = head(uri, &host, headers, &ask);
+    let body = match ask {
+        Ask::Post { body, .. } => body.slices(),
+        Ask::Get => Body::default().slices(),
+    };
+    write(&mut conn.sock, &head, body)
+        .await
+        .map_err(|e| lost(e, false))?;
+
+    // The head: read until it parses, at most a buffer of it.
+    let mut filled = 0;
+    loop {
+        let n = match conn.sock.read(&mut conn.buf[filled..]).await {
+            Ok(0) => Err(std::io::ErrorKind::UnexpectedEof.into()),
+            r => r,
+        }
+        .map_err(|e| lost(e, filled > 0))?;
+        filled += n;
+        let mut lines = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut lines);
+        let at = match parsed.parse(&conn.buf[..filled]) {
+            Ok(httparse::Status::Complete(at)) => at,
+            Ok(httparse::Status::Partial) if filled < conn.buf.len() => continue,
+            Ok(httparse::Status::Partial) => {
+                return Err(SendError::closed(format!(
+                    "response head too large (over {} bytes)",
+                    conn.buf.len()
+                )))
+            }
+            Err(e) => return Err(SendError::closed(format!("invalid response head: {e}"))),
+        };
+        let code = parsed.code.unwrap_or_default();
+        let status = StatusCode::from_u16(code)
+            .map_err(|_| SendError::closed(format!("invalid response status {code}")))?;
+        let http10 = parsed.version == Some(0);
+        let mut map = HeaderMap::with_capacity(parsed.headers.len());
+        for h in parsed.headers.iter() {
+            let name = http::HeaderName::from_bytes(h.name.as_bytes());
+            let value = http::HeaderValue::from_bytes(h.value);
+            if let (Ok(n), Ok(v)) = (name, value) {
+                map.append(n, v);
+            }
+        }
+        if status.is_informational() {
+            if status == StatusCode::SWITCHING_PROTOCOLS {
+                return Err(SendError::closed(
+                    "unexpected 101 Switching Protocols".into(),
+                ));
+            }
+            // 100 Continue and the like: the real head follows.
+            conn.buf.copy_within(at..filled, 0);
+            filled -= at;
+            continue;
+        }
+        let (framing, keep_alive) =
+            framing(status, http10, &map).map_err(|b| SendError::closed(b.0))?;
+        return Ok(Response {
+            status,
+            headers: map,
+            reused,
+            conn: Some(conn),
+            pool: pool.clone(),
+            key,
+            framing,
+            keep_alive,
+            pending: at,
+            filled,
+            spans: Vec::new(),
+        });
+    }
+}
+
+/// Writes the head, then every slice of the body, as few `writev`s as the socket takes.
+async fn write(sock: &mut TcpStream, head: &[u8], mut rest: Slices) -> std::io::Result<()> {
+    let mut head = head;
+    loop {
+        // Up to 256 slices per `writev` (a 100k-token AgentX body is ~1,000), on the heap, so the
+        // request's future does not carry the array for its whole life.
+        let mut iov = vec![IoSlice::new(&[]); 256];
+        let mut n = 0;
+        if !head.is_empty() {
+            iov[0] = IoSlice::new(head);
+            n = 1;
+        }
+        n += bytes::Buf::chunks_vectored(&rest, &mut iov[n..]);
+        if n == 0 {
+            return Ok(());
+        }
+        let mut wrote = sock.write_vectored(&iov[..n]).await?;
+        drop(iov);
+        if wrote == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let from_head = wrote.min(head.len());
+        head = &head[from_head..];
+        wrote -= from_head;
+        bytes::Buf::advance(&mut rest, wrote);
+    }
+}
+
+/// How the body of a response with this status and these headers ends, and whether the
+/// connection may serve another request after it (RFC 9112, section 6.3).
+fn framing(status: StatusCode, http10: bool, h: &HeaderMap) -> Result<(Framing, bool), Broken> {
+    let tokens = |name| {
+        h.get_all(name)
+            .iter()
+            .flat_map(|v| v.to_str().unwrap_or_default().split(','))
+            .map(|t| t.trim().to_ascii_lowercase())
+            .collect::<Vec<_>>()
+    };
+    let connection = tokens(http::header::CONNECTION);
+    let mut keep = if http10 {
+        connection.iter().any(|t| t == "keep-alive")
+    } else {
+        !connection.iter().any(|t| t == "close")
+    };
+    if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        return Ok((Framing::Done, keep));
+    }
+    let coding = tokens(http::header::TRANSFER_ENCODING);
+    if let Some(last) = coding.last() {
+        if last == "chunked" {
+            return Ok((Framing::Chunked(Chunk::Size { size: 0, digits: 0 }), keep));
+        }
+        return Ok((Framing::Eof, false));
+    }
+    let mut length = None;
+    for v in h.get_all(http::header::CONTENT_LENGTH) {
+        for part in v.to_str().unwrap_or("x").split(',') {
+            let n: u64 = part
+                .trim()
+                .parse()
+                .map_err(|_| Broken(format!("invalid content-length {v:?}")))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(Broken("conflicting content-length headers".into()));
+            }
+            length = Some(n);
+        }
+    }
+    Ok(match length {
+        Some(0) => (Framing::Done, keep),
+        Some(n) => (Framing::Length(n), keep),
+        None => {
+            keep = false;
+            (Framing::Eof, keep)
+        }
+    })
+}
+
+impl Response {
+    /// Waits for the body's next bytes: `Ok(true)` when a read brought data ([`Self::spans`]),
+    /// `Ok(false)` at the body's end (a kept-alive connection then goes back to the pool).
+    /// Cancel-safe: dropped while waiting, nothing read is lost (the connection goes with it).
+    pub(super) async fn next(&mut self) -> Result<bool, Broken> {
+        self.spans.clear();
+        loop {
+            if self.framing == Framing::Done {
+                if let Some(conn) = self.conn.take() {
+                    if self.keep_alive && self.pending == self.filled {
+                        self.pool.checkin(&self.key, conn);
+                    }
+                }
+                return Ok(false);
+            }
+            if self.pending < self.filled {
+                self.decode()?;
+                if !self.spans.is_empty() {
+                    return Ok(true);
+                }
+                continue;
+            }
+            let Some(conn) = self.conn.as_mut() else {
+                return Ok(false);
+            };
+            self.pending = 0;
+            self.filled = 0;
+            let n = conn
+                .sock
+                .read(&mut conn.buf)
+                .await
+                .map_err(|e| Broken(format!("connection error: {e}")))?;
+            if n == 0 {
+                if self.framing == Framing::Eof {
+                    self.framing = Framing::Done;
+                    self.keep_alive = false;
+                    continue;
+                }
+                return Err(Broken("connection closed before message completed".into()));
+            }
+            self.filled = n;
+        }
+    }
+
+    /// The `i`-th span of data the last [`Self::next`] brought.
+    pub(super) fn span(&self, i: usize) -> Option<&[u8]> {
+        let &(a, b) = self.spans.get(i)?;
+        Some(&self.conn.as_ref()?.buf[a..b])
+    }
+
+    /// Decodes `buf[pending..filled]` into data spans, moving the framing on.
+    fn decode(&mut self) -> Result<(), Broken> {
+        let buf = &self.conn.as_ref().expect("a connection while decoding").buf;
+        let end = self.filled;
+        let at = decode(
+            &mut self.framing,
+            &buf[..end],
+            self.pending,
+            &mut self.spans,
+        )?;
+        self.pending = end;
+        if at < end {
+            // Bytes after the message that nobody asked for: not a connection to reuse.
+            self.keep_alive = false;
+        }
+        Ok(())
+    }
+}
+
+/// Decodes `buf[at..]` under `framing`, pushing the data's ranges on `spans`; returns where it
+/// stopped: the buffer's end, or the message's when it ended inside the buffer.
+fn decode(
+    framing: &mut Framing,
+    buf: &[u8],
+    mut at: usize,
+    spans: &mut Vec<(usize, usize)>,
+) -> Result<usize, Broken> {
+    let end = buf.len();
+    let mut take = |at: usize, n: u64| {
+        let n = n.min((end - at) as u64) as usize;
+        spans.push((at, at + n));
+        n
+    };
+    while at < end {
+        match framing {
+            Framing::Done => break,
+            Framing::Eof => at += take(at, u64::MAX),
+            Framing::Length(left) => {
+                let n = take(at, *left);
+                at += n;
+                *left -= n as u64;
+                if *left == 0 {
+                    *framing = Framing::Done;
+                }
+            }
+            Framing::Chunked(Chunk::Data(left)) => {
+                let n = take(at, *left);
+                at += n;
+                *left -= n as u64;
+                if *left == 0 {
+                    *framing = Framing::Chunked(Chunk::DataCr);
+                }
+            }
+            Framing::Chunked(state) => {
+                *framing = match step(*state, buf[at])? {
+                    Some(next) => Framing::Chunked(next),
+                    None => Framing::Done,
+                };
+                at += 1;
+            }
+        }
+    }
+    Ok(at)
+}
+
+/// One framing byte of a chunked body: the next state, or `None` once the message ended.
+fn step(state: Chunk, b: u8) -> Result<Option<Chunk>, Broken> {
+    let bad = |what: &str| Err(Broken(format!("invalid chunked body: {what}")));
+    Ok(Some(match state {
+        Chunk::Size { size, digits } => match (b as char).to_digit(16) {
+            Some(d) if digits < 16 => Chunk::Size {
+                size: size << 4 | d as u64,
+                digits: digits + 1,
+            },
+            Some(_) => return bad("chunk size too large"),
+            None if digits == 0 => return bad("chunk size expected"),
+            None => match b {
+                b'\r' => Chunk::SizeLf(size),
+                b'\n' => after_size(size),
+                _ => Chunk::SizeRest(size),
+            },
+        },
+        Chunk::SizeRest(size) => match b {
+            b'\r' => Chunk::SizeLf(size),
+            b'\n' => after_size(size),
+            _ => Chunk::SizeRest(size),
+        },
+        Chunk::SizeLf(size) if b == b'\n' => after_size(size),
+        Chunk::SizeLf(_) => return bad("line feed expected after the chunk size"),
+        Chunk::Data(_) => unreachable!("data is taken whole, not byte by byte"),
+        Chunk::DataCr => match b {
+            b'\r' => Chunk::DataLf,
+            b'\n' => Chunk::Size { size: 0, digits: 0 },
+            _ => return bad("line end expected after the chunk data"),
+        },
+        Chunk::DataLf if b == b'\n' => Chunk::Size { size: 0, digits: 0 },
+        Chunk::DataLf => return bad("line feed expected after the chunk data"),
+        Chunk::Trailer { start: true } => match b {
+            b'\r' => Chunk::TrailerLf,
+            b'\n' => return Ok(None),
+            _ => Chunk::Trailer { start: false },
+        },
+        Chunk::Trailer { start: false } => Chunk::Trailer { start: b == b'\n' },
+        Chunk::TrailerLf if b == b'\n' => return Ok(None),
+        Chunk::TrailerLf => return bad("line feed expected at the end of the trailers"),
+    }))
+}
+
+fn after_size(size: u64) -> Chunk {
+    if size == 0 {
+        Chunk::Trailer { start: true }
+    } else {
+        Chunk::Data(size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes `wire` (everything after the head) as it would arrive in reads cut at `cuts`:
+    /// the data, and whether the message ended.
+    fn decode_in_reads(
+        mut framing: Framing,
+        wire: &[u8],
+        cuts: &[usize],
+    ) -> Result<(Vec<u8>, bool), Broken> {
+        let mut data = Vec::new();
+        let mut at = 0;
+        for &end in cuts.iter().chain([&wire.len()]) {
+            let read = &wire[at..end];
+            at = end;
+            let mut spans = Vec::new();
+            decode(&mut framing, read, 0, &mut spans)?;
+            spans
+                .iter()
+                .for_each(|&(a, b)| data.extend_from_slice(&read[a..b]));
+        }
+        Ok((data, framing == Framing::Done))
+    }
+
+    fn chunked() -> Framing {
+        Framing::Chunked(Chunk::Size { size: 0, digits: 0 })
+    }
+
+    #[test]
+    fn a_chunked_body_decodes_the_same_however_reads_cut_it() {
+        let wire = b"6\r\ndata: \r\n19;ext=1\r\n{\"choices\":[]}\n\ndata: [DO\r\n4 \r\nNE]\n\r\n0\r\nX-Trailer: 1\r\n\r\n";
+        let want = b"data: {\"choices\":[]}\n\ndata: [DONE]\n".to_vec();
+        for cut in 0..=wire.len() {
+            assert_eq!(
+                decode_in_reads(chunked(), wire, &[cut]),
+                Ok((want.clone(), true)),
+                "cut at {cut}"
+            );
+            for second in cut..=wire.len() {
+                assert_eq!(
+                    decode_in_reads(chunked(), wire, &[cut, second]).map(|d| d.0),
+                    Ok(want.clone())
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_broken_chunked_body_is_named_and_an_unfinished_one_is_not_ended() {
+        assert_eq!(
+            decode_in_reads(chunked(), b"zz\r\n", &[]),
+            Err(Broken("invalid chunked body: chunk size expected".into()))
+        );
+        assert_eq!(
+            decode_in_reads(chunked(), b"2\r\nabX", &[]),
+            Err(Broken(
+                "invalid chunked body: line end expected after the chunk data".into()
+            ))
+        );
+        assert_eq!(
+            decode_in_reads(chunked(), b"11111111111111111\r\n", &[]),
+            Err(Broken("invalid chunked body: chunk size too large".into()))
+        );
+        assert_eq!(
+            decode_in_reads(chunked(), b"5\r\nab", &[]),
+            Ok((b"ab".to_vec(), false))
+        );
+        assert_eq!(
+            decode_in_reads(Framing::Length(5), b"abcde", &[2]),
+            Ok((b"abcde".to_vec(), true))
+        );
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn the_framing_and_reuse_follow_rfc_9112() {
+        let ok = StatusCode::OK;
+        let f = |h: &[(&str, &str)]| framing(ok, false, &headers(h));
+        assert_eq!(
+            f(&[("transfer-encoding", "chunked"), ("content-length", "9")]),
+            Ok((chunked(), true))
+        );
+        assert_eq!(
+            f(&[("content-length", "12")]),
+            Ok((Framing::Length(12), true))
+        );
+        assert_eq!(f(&[("content-length", "0")]), Ok((Framing::Done, true)));
+        assert_eq!(f(&[]), Ok((Framing::Eof, false)));
+        assert_eq!(
+            f(&[("content-length", "3"), ("connection", "Close")]),
+            Ok((Framing::Length(3), false))
+        );
+        assert_eq!(
+            f(&[("transfer-encoding", "gzip")]),
+            Ok((Framing::Eof, false))
+        );
+        assert!(f(&[("content-length", "3"), ("content-length", "4")]).is_err());
+        assert!(f(&[("content-length", "-1")]).is_err());
+        assert_eq!(
+            framing(ok, true, &headers(&[("content-length", "3")])),
+            Ok((Framing::Length(3), false)),
+            "HTTP/1.0 closes unless it says keep-alive"
+        );
+        assert_eq!(
+            framing(StatusCode::NO_CONTENT, false, &headers(&[])),
+            Ok((Framing::Done, true))
+        );
+    }
+
+    #[test]
+    fn the_head_names_the_host_as_hyper_did_and_sends_the_exact_length() {
+        let uri: Uri = "http://127.0.0.1:8000/v1/chat/completions?x=1"
+            .parse()
+            .unwrap();
+        let (host, port) = authority(&uri).unwrap();
+        assert_eq!((host.as_str(), port), ("127.0.0.1:8000", 8000));
+        let (h, r) = (
+            headers(&[("x-api-key", "k")]),
+            headers(&[("x-request-id", "r1")]),
+        );
+        let body = Body::from(bytes::Bytes::from(vec![b'x'; 42]));
+        let ask = Ask::Post {
+            body: &body,
+            streaming: true,
+        };
+        let head = head(&uri, &host, &[&h, &r], &ask);
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "POST /v1/chat/completions?x=1 HTTP/1.1\r\nhost: 127.0.0.1:8000\r\n\
+             x-api-key: k\r\nx-request-id: r1\r\ncontent-type: application/json\r\n\
+             accept: text/event-stream\r\ncontent-length: 42\r\n\r\n"
+        );
+        let uri: Uri = "http://server/v1".parse().unwrap();
+        assert_eq!(authority(&uri), Some(("server".to_owned(), 80)));
+    }
+}
