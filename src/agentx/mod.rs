@@ -29,6 +29,7 @@ mod after;
 mod blocks;
 mod build;
 mod chains;
+mod json;
 mod parse;
 pub mod prompt;
 pub mod snapshot;
@@ -669,7 +670,7 @@ fn parse_batch(
     opts: &LoadOptions,
 ) -> Vec<Result<(Trace, parse::Unknown), AgentxError>> {
     let one = |(origin, text): (Origin, String)| {
-        let value: serde_json::Value =
+        let value: json::Json =
             serde_json::from_str(&text).map_err(|source| AgentxError::Json {
                 origin: origin.clone(),
                 source,

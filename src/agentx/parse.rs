@@ -3,7 +3,9 @@
 //! fatal (Hugging Face `datasets` may add keys, and a `null` for the other request variant's keys
 //! is what its merged row schema produces).
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+use super::json::Json;
 
 use super::{AgentxError, Origin, Transport, UnknownKey, UnknownMap};
 
@@ -125,7 +127,7 @@ impl Unknown {
 
 /// Reads fields of one object, naming them in errors.
 struct Fields<'a> {
-    obj: &'a Map<String, Value>,
+    obj: &'a [(String, Json)],
     /// `requests[2].` style prefix for field names.
     at: String,
     origin: &'a Origin,
@@ -143,18 +145,22 @@ impl<'a> Fields<'a> {
     }
 
     /// The value, treating `null` as absent.
-    fn get(&self, key: &str) -> Option<&'a Value> {
-        self.obj.get(key).filter(|v| !v.is_null())
+    fn get(&self, key: &str) -> Option<&'a Json> {
+        self.obj
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+            .filter(|v| !v.is_null())
     }
 
-    fn required(&self, key: &str) -> Result<&'a Value, AgentxError> {
+    fn required(&self, key: &str) -> Result<&'a Json, AgentxError> {
         self.get(key).ok_or_else(|| self.bad(key, "is missing"))
     }
 
     fn str(&self, key: &str) -> Result<Option<String>, AgentxError> {
         match self.get(key) {
             None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Json::Str(s)) => Ok(Some(s.clone())),
             Some(v) => Err(self.bad(key, format!("is {v}; expected a string"))),
         }
     }
@@ -181,27 +187,23 @@ impl<'a> Fields<'a> {
     }
 
     fn strings(&self, key: &str) -> Result<Vec<String>, AgentxError> {
-        match self.get(key) {
-            None => Ok(Vec::new()),
-            Some(Value::Array(a)) => a
-                .iter()
-                .enumerate()
-                .map(|(i, v)| match v {
-                    Value::String(s) => Ok(s.clone()),
-                    _ => {
-                        Err(self.bad(&format!("{key}[{i}]"), format!("is {v}; expected a string")))
-                    }
-                })
-                .collect(),
-            Some(v) => Err(self.bad(key, format!("is {v}; expected a list of strings"))),
-        }
+        let Some(v) = self.get(key) else {
+            return Ok(Vec::new());
+        };
+        let items = v
+            .items()
+            .ok_or_else(|| self.bad(key, format!("is {v}; expected a list of strings")))?;
+        let string = |(i, v): (usize, &Json)| match v {
+            Json::Str(s) => Ok(s.clone()),
+            _ => Err(self.bad(&format!("{key}[{i}]"), format!("is {v}; expected a string"))),
+        };
+        items.iter().enumerate().map(string).collect()
     }
 
-    fn array(&self, key: &str) -> Result<&'a Vec<Value>, AgentxError> {
-        match self.required(key)? {
-            Value::Array(a) => Ok(a),
-            v => Err(self.bad(key, format!("is {v}; expected a list"))),
-        }
+    fn array(&self, key: &str) -> Result<Cow<'a, [Json]>, AgentxError> {
+        let v = self.required(key)?;
+        v.items()
+            .ok_or_else(|| self.bad(key, format!("is {v}; expected a list")))
     }
 
     /// `in`/`input_length` style pairs: exactly one of the two names.
@@ -219,7 +221,7 @@ impl<'a> Fields<'a> {
     /// Notes keys outside `known`; a `null` under a key of `tolerated` (the other variant's
     /// keys) is the merged row schema, not an unknown key.
     fn unknown(&self, known: &[&str], tolerated: &[&str], level: &'static str, u: &mut Unknown) {
-        for (k, v) in self.obj {
+        for (k, v) in self.obj.iter() {
             let k = k.as_str();
             let defined = known.contains(&k) || (v.is_null() && tolerated.contains(&k));
             if !defined {
@@ -230,13 +232,13 @@ impl<'a> Fields<'a> {
 }
 
 fn object<'a>(
-    v: &'a Value,
+    v: &'a Json,
     at: String,
     origin: &'a Origin,
     trace: Option<&'a str>,
 ) -> Result<Fields<'a>, AgentxError> {
     match v {
-        Value::Object(obj) => Ok(Fields {
+        Json::Obj(obj) => Ok(Fields {
             obj,
             at,
             origin,
@@ -252,7 +254,7 @@ fn object<'a>(
 }
 
 /// Checks one trace object.
-pub(super) fn trace(v: &Value, origin: &Origin, u: &mut Unknown) -> Result<RawTrace, AgentxError> {
+pub(super) fn trace(v: &Json, origin: &Origin, u: &mut Unknown) -> Result<RawTrace, AgentxError> {
     let head = object(v, String::new(), origin, None)?;
     let id = match head.str("id")? {
         Some(id) if !id.trim().is_empty() => id,
@@ -340,12 +342,15 @@ fn request(
     }
     let hash_ids = match f.get("hash_ids") {
         None => Vec::new(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                // Block ids are local to a trace and numbered from 0 as first seen: 32 bits
-                // hold them and halve the memory of a ~100k-request corpus.
+        Some(Json::Ids(ids)) => ids.clone(),
+        Some(v) => {
+            let items = v.items().ok_or_else(|| {
+                f.bad("hash_ids", format!("is {v}; expected a list of block ids"))
+            })?;
+            // Block ids are local to a trace and numbered from 0 as first seen: 32 bits hold
+            // them and halve the memory of a ~100k-request corpus. A list of such ids arrives
+            // as `Json::Ids`; this is any other list, an empty one or one with a bad item.
+            let id = |(i, v): (usize, &Json)| {
                 v.as_u64()
                     .and_then(|n| u32::try_from(n).ok())
                     .ok_or_else(|| {
@@ -358,9 +363,9 @@ fn request(
                             ),
                         )
                     })
-            })
-            .collect::<Result<_, _>>()?,
-        Some(v) => return Err(f.bad("hash_ids", format!("is {v}; expected a list of block ids"))),
+            };
+            items.iter().enumerate().map(id).collect::<Result<_, _>>()?
+        }
     };
     f.strings("output_types")?;
     Ok(RawRequest {
