@@ -6,7 +6,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::Number;
 
 /// One JSON value.
@@ -156,7 +157,19 @@ impl<'de> Visitor<'de> for JsonVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
         let mut obj: Vec<(String, Json)> = Vec::new();
-        while let Some((k, v)) = map.next_entry::<String, Json>()? {
+        while let Some(k) = map.next_key::<String>()? {
+            let v = if k == "hash_ids" {
+                // The text of the value, already checked as JSON, read by `ids` where it is a
+                // plain list of ids (every trace's lists are): serde's visitor per number was
+                // still most of the load after the ids stopped being `Value`s.
+                let raw: &RawValue = map.next_value()?;
+                match ids(raw.get()) {
+                    Some(ids) => ids,
+                    None => serde_json::from_str(raw.get()).map_err(A::Error::custom)?,
+                }
+            } else {
+                map.next_value::<Json>()?
+            };
             match obj.iter_mut().find(|(have, _)| *have == k) {
                 Some(slot) => slot.1 = v,
                 None => obj.push((k, v)),
@@ -164,6 +177,37 @@ impl<'de> Visitor<'de> for JsonVisitor {
         }
         Ok(Json::Obj(obj))
     }
+}
+
+/// A JSON list of integers from 0 to `u32::MAX`, as ids; `None` for any other value (whose
+/// text is valid JSON: a list with anything else in it, a number out of range, not a list).
+fn ids(text: &str) -> Option<Json> {
+    let inner = text.trim().strip_prefix('[')?.strip_suffix(']')?;
+    let mut out = Vec::with_capacity(inner.len() / 4);
+    let (mut n, mut digits) = (0u64, 0u32);
+    for &c in inner.as_bytes() {
+        match c {
+            b'0'..=b'9' => {
+                n = n * 10 + u64::from(c - b'0');
+                digits += 1;
+                if digits > 10 {
+                    return None;
+                }
+            }
+            b',' => {
+                out.push(u32::try_from(n).ok().filter(|_| digits > 0)?);
+                (n, digits) = (0, 0);
+            }
+            b' ' | b'\n' | b'\r' | b'\t' => {}
+            _ => return None,
+        }
+    }
+    if digits == 0 {
+        // `[]` (valid JSON has no trailing comma, so nothing else ends without a digit).
+        return out.is_empty().then_some(Json::List(Vec::new()));
+    }
+    out.push(u32::try_from(n).ok()?);
+    Some(Json::Ids(out))
 }
 
 #[cfg(test)]
@@ -195,6 +239,34 @@ mod tests {
             parse("[5, 6]").items().unwrap().into_owned(),
             vec![Json::Num(5.into()), Json::Num(6.into())]
         );
+    }
+
+    #[test]
+    fn block_ids_read_from_their_text_equal_the_visitor_s_and_the_rest_falls_back() {
+        for list in [
+            "[0,7,4294967295]",
+            "[ 1 , 2 ,\n3 ]",
+            "[]",
+            "[5]",
+            "[4294967296]",
+            "[1,-1]",
+            "[1,2.0]",
+            "[1,2e3]",
+            "[1,\"2\"]",
+            "[[1],2]",
+            "null",
+            "7",
+            "[12345678901,1]",
+        ] {
+            let text = format!(r#"{{"hash_ids":{list},"other":{list}}}"#);
+            let Json::Obj(o) = parse(&text) else {
+                panic!("an object")
+            };
+            assert_eq!(o[0].1, o[1].1, "{list}");
+            assert_eq!(o[0].1.to_string(), parse(list).to_string(), "{list}");
+        }
+        assert_eq!(ids("[0, 4294967295]"), Some(Json::Ids(vec![0, u32::MAX])));
+        assert_eq!(ids("[4294967296]"), None);
     }
 
     #[test]
