@@ -328,10 +328,13 @@ impl Client {
         // could apply and is pushed forward when events moved the real deadline.
         let sleep = tokio::time::sleep_until(first_deadline.into());
         tokio::pin!(sleep);
+        // Registered with the token once for the stream, not once per event.
+        let stop = cancel.cancelled();
+        tokio::pin!(stop);
         loop {
             tokio::select! {
                 biased;
-                _ = cancel.cancelled() => return cancelled(rec, clock),
+                () = &mut stop => return cancelled(rec, clock),
                 more = body.next() => match more {
                     Ok(false) => break,
                     Err((kind, msg)) => {

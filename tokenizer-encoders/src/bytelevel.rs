@@ -159,13 +159,15 @@ impl ByteLevelBpe {
             // Every byte has its symbol, so no piece ever needs an unknown token or a fallback.
             byte_ids[b] = *vocab.get(&*c.encode_utf8(&mut buf))?;
         }
-        let char_byte: HashMap<char, u8> = chars
-            .iter()
-            .enumerate()
-            .map(|(b, c)| (*c, b as u8))
-            .collect();
+        // The alphabet's chars are all below U+0144: a table, not a map.
+        let mut char_byte = vec![None; chars.iter().map(|c| *c as usize + 1).max().unwrap_or(0)];
+        for (b, c) in chars.iter().enumerate() {
+            char_byte[*c as usize] = Some(b as u8);
+        }
+        let byte_of = |c: char| char_byte.get(c as usize).copied().flatten();
 
-        let mut merges = ahash::AHashMap::default();
+        let mut merges = ahash::AHashMap::with_capacity(model.merges.len());
+        let mut joined = String::new();
         for (rank, m) in model.merges.iter().enumerate() {
             let (a, b) = match m {
                 Merge::Legacy(s) => {
@@ -178,8 +180,10 @@ impl ByteLevelBpe {
                 }
                 Merge::Pair(a, b) => (&**a, &**b),
             };
-            let joined = format!("{a}{b}");
-            let (a, b, new) = (vocab.get(a)?, vocab.get(b)?, vocab.get(&*joined)?);
+            joined.clear();
+            joined.push_str(a);
+            joined.push_str(b);
+            let (a, b, new) = (vocab.get(a)?, vocab.get(b)?, vocab.get(joined.as_str())?);
             merges.insert(pair(*a, *b), (u32::try_from(rank).ok()?, *new));
         }
 
@@ -187,7 +191,7 @@ impl ByteLevelBpe {
         // any other token (an added one, typically) its own UTF-8.
         let to_bytes = |s: &str| -> Vec<u8> {
             s.chars()
-                .map(|c| char_byte.get(&c).copied())
+                .map(byte_of)
                 .collect::<Option<Vec<u8>>>()
                 .unwrap_or_else(|| s.as_bytes().to_vec())
         };
@@ -197,7 +201,7 @@ impl ByteLevelBpe {
             vocab
                 .iter()
                 .filter_map(|(k, id)| {
-                    let bytes = k.chars().map(|c| char_byte.get(&c).copied());
+                    let bytes = k.chars().map(byte_of);
                     Some((bytes.collect::<Option<Vec<u8>>>()?, *id))
                 })
                 .collect::<ahash::AHashMap<_, _>>()
@@ -394,6 +398,8 @@ fn each_piece(
     }
 }
 
+type Vocab<'a> = HashMap<Cow<'a, str>, u32, ahash::RandomState>;
+
 /// The parts of a `tokenizer.json` the byte-level path reads.
 #[derive(serde::Deserialize)]
 struct File<'a> {
@@ -418,8 +424,9 @@ struct Model<'a> {
     end_of_word_suffix: Option<String>,
     #[serde(default)]
     ignore_merges: bool,
+    /// ahash: the load hashes every key once and looks each merge's three strings up.
     #[serde(borrow)]
-    vocab: HashMap<Cow<'a, str>, u32>,
+    vocab: Vocab<'a>,
     #[serde(borrow)]
     merges: Vec<Merge<'a>>,
 }
@@ -440,10 +447,7 @@ struct AddedToken {
 /// content is in it, else the next id from the base vocabulary's size on. `None` for what the
 /// byte-level path does not reproduce: a token matched only as a single word or taking spaces
 /// beside it, or one content listed twice.
-fn added_ids<'t>(
-    tokens: &'t [AddedToken],
-    vocab: &HashMap<Cow<'_, str>, u32>,
-) -> Option<Vec<(u32, &'t str, bool)>> {
+fn added_ids<'t>(tokens: &'t [AddedToken], vocab: &Vocab<'_>) -> Option<Vec<(u32, &'t str, bool)>> {
     let mut seen = std::collections::HashSet::new();
     let mut next = u32::try_from(vocab.len()).ok()?;
     let mut ids = Vec::new();

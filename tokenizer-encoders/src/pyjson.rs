@@ -112,26 +112,42 @@ impl Writer<'_> {
 
 /// Python's `json` string escaping: `"`, `\\` and C0 controls; with `ensure_ascii` also every
 /// non-ASCII character as `\\uXXXX` (UTF-16 surrogate pairs above the BMP).
+///
+/// Runs of characters that need no escape are copied whole, and an escape is written without
+/// formatting machinery: request bodies of random multilingual prompts are mostly escapes.
 fn write_str(out: &mut String, s: &str, ensure_ascii: bool) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(s.len() + 2);
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || (ensure_ascii && !(' '..='~').contains(&c)) => {
-                let mut units = [0u16; 2];
-                for u in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{:04x}", u));
-                }
+    let mut plain = 0;
+    for (at, c) in s.char_indices() {
+        let short = match c {
+            '"' => "\\\"",
+            '\\' => "\\\\",
+            '\n' => "\\n",
+            '\r' => "\\r",
+            '\t' => "\\t",
+            '\u{8}' => "\\b",
+            '\u{c}' => "\\f",
+            c if (c as u32) < 0x20 || (ensure_ascii && !(' '..='~').contains(&c)) => "",
+            _ => continue,
+        };
+        out.push_str(&s[plain..at]);
+        plain = at + c.len_utf8();
+        if !short.is_empty() {
+            out.push_str(short);
+            continue;
+        }
+        let mut units = [0u16; 2];
+        for u in c.encode_utf16(&mut units) {
+            let u = *u as usize;
+            out.push_str("\\u");
+            for shift in [12, 8, 4, 0] {
+                out.push(HEX[(u >> shift) & 0xf] as char);
             }
-            c => out.push(c),
         }
     }
+    out.push_str(&s[plain..]);
     out.push('"');
 }
 
@@ -314,6 +330,33 @@ mod tests {
             dumps(&v).unwrap(),
             r#"{"b": 1, "a": [true, null, 1.5, 100.0, "q\"\\/\n\u0001é"], "c": {}, "d": []}"#
         );
+    }
+
+    #[test]
+    fn strings_escape_as_python_json_dumps_does_with_and_without_ensure_ascii() {
+        // Every escape class, between plain runs, at both ends: Python 3.11's own output.
+        let s = "a\"b\\c\nd\re\tf\u{8}g\u{c}h\u{1}i\u{1f}~\u{7f}\u{e9}\u{4e2d}\u{1f600} end";
+        let dump = |ascii| {
+            let mut out = String::new();
+            write_str(&mut out, s, ascii);
+            out
+        };
+        assert_eq!(
+            dump(true),
+            r#""a\"b\\c\nd\re\tf\bg\fh\u0001i\u001f~\u007f\u00e9\u4e2d\ud83d\ude00 end""#
+        );
+        assert_eq!(
+            dump(false),
+            "\"a\\\"b\\\\c\\nd\\re\\tf\\bg\\fh\\u0001i\\u001f~\u{7f}\u{e9}\u{4e2d}\u{1f600} end\""
+        );
+        for edge in ["", "\u{e9}", "plain", "\""] {
+            let mut out = String::new();
+            write_str(&mut out, edge, true);
+            let want = serde_json::to_string(edge)
+                .unwrap()
+                .replace('\u{e9}', "\\u00e9");
+            assert_eq!(out, want, "{edge:?}");
+        }
     }
 
     #[test]
