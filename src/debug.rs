@@ -44,6 +44,22 @@ pub(crate) fn ms(d: Duration) -> String {
     }
 }
 
+/// The process's resident memory now and at its highest so far, as a debug line shows it
+/// ("RSS 212 MiB, peak 240 MiB"), from `/proc/self/status`; "RSS unknown" where there is none.
+pub(crate) fn memory() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    };
+    match (kib("VmRSS:"), kib("VmHWM:")) {
+        (Some(now), Some(peak)) => format!("RSS {} MiB, peak {} MiB", now / 1024, peak / 1024),
+        _ => "RSS unknown".to_owned(),
+    }
+}
+
 /// `step!("scrape {url}: {status} in {}", debug::ms(t))`: one debug line when `-v` is on.
 macro_rules! step {
     ($($arg:tt)*) => {
@@ -57,6 +73,20 @@ pub(crate) use step;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_reads_the_resident_set_and_its_peak() {
+        let m = memory();
+        if cfg!(target_os = "linux") {
+            let n: Vec<u64> = m
+                .split(|c: char| !c.is_ascii_digit())
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            assert!(m.starts_with("RSS ") && n.len() == 2 && n[0] <= n[1], "{m}");
+        } else {
+            assert_eq!(m, "RSS unknown");
+        }
+    }
 
     #[test]
     fn durations_read_in_milliseconds_then_seconds() {

@@ -8,6 +8,7 @@ use super::phase::Measured;
 use super::prepare::Ready;
 use super::RunOutcome;
 use crate::config::RunConfig;
+use crate::debug::{self, step};
 use crate::metrics::{LoadMeta, RunMeta, TimeoutKind};
 use crate::schedule::{DispatchStats, Plan};
 use crate::side_task::SideTask;
@@ -70,7 +71,13 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         stopped_by,
         timeouts_s,
     };
+    let t = std::time::Instant::now();
     let mut summary = m.agg.summary(meta);
+    step!(
+        "finish: summary in {} ({})",
+        debug::ms(t.elapsed()),
+        debug::memory()
+    );
     summary.acceptance = m.acceptance;
     // Groups come from the --group-by field, else SPEED-Bench's category.
     summary.settle_spec(Some(
@@ -95,22 +102,25 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         .collect();
     summary.warnings.extend(run_warnings.iter().cloned());
     let mut artifact_error = m.agg.write_error.clone();
+    let err = &mut artifact_error;
     // Before summary.json, whose presence tells `specperf merge` the shard finished.
-    if let Err(e) = crate::report::write_histograms(&dir, &m.agg.histograms()) {
-        artifact_error.get_or_insert(e.to_string());
-    }
-    if let Err(e) = crate::report::write_artifacts(&dir, &summary) {
-        artifact_error.get_or_insert(e.to_string());
-    }
+    artifact_step("histograms.json", err, || {
+        crate::report::write_histograms(&dir, &m.agg.histograms()).map_err(|e| e.to_string())
+    });
+    artifact_step("summary and AIPerf exports", err, || {
+        crate::report::write_artifacts(&dir, &summary).map_err(|e| e.to_string())
+    });
     let slice_ns = u64::try_from(cfg.scrape.slice.as_nanos()).unwrap_or(u64::MAX);
-    if let Err(e) = crate::report::write_timeslices(&dir, &summary, slice_ns) {
-        artifact_error.get_or_insert(e.to_string());
-    }
+    artifact_step("timeslices", err, || {
+        crate::report::write_timeslices(&dir, &summary, slice_ns).map_err(|e| e.to_string())
+    });
     if let Some((result_dir, name)) = &cfg.result_file {
         let result_dir = result_dir.as_deref().unwrap_or(&dir);
-        if let Err(e) = crate::report::inferencex::write_raw_result(result_dir, name, &summary) {
-            artifact_error.get_or_insert(e.to_string());
-        }
+        artifact_step("InferenceX result", err, || {
+            crate::report::inferencex::write_raw_result(result_dir, name, &summary)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        });
     }
     let failed_requirement = m.side_failures.iter().find_map(|f| match f.task {
         SideTask::Aggregator => Some(f.to_string()),
@@ -127,6 +137,26 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         run_warnings,
         side_failures: m.side_failures,
         failed_requirement,
+    }
+}
+
+/// One end-of-run artifact: its first error kept in `error`, its time and the process's memory
+/// after it on the debug channel (the end of a long run reads its records back: where its peak
+/// memory would come from).
+fn artifact_step(
+    what: &str,
+    error: &mut Option<String>,
+    work: impl FnOnce() -> Result<(), String>,
+) {
+    let t = std::time::Instant::now();
+    let r = work();
+    step!(
+        "finish: {what} in {} ({})",
+        debug::ms(t.elapsed()),
+        debug::memory()
+    );
+    if let Err(e) = r {
+        error.get_or_insert(e);
     }
 }
 

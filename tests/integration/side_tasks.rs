@@ -161,12 +161,26 @@ fn verbose_prints_each_lifecycle_step_and_a_quiet_run_none() {
         format!("debug: connect {host}: open in "),
         format!("debug: scrape {}/metrics: HTTP 200, ", s.url()),
         "debug: telemetry read (dcgm): 1 frame(s), 1 GPU(s) in ".to_owned(),
+        // The end of the run, step by step, with the memory after each.
+        "debug: finish: summary in ".to_owned(),
+        "debug: finish: timeslices in ".to_owned(),
     ] {
         assert!(
             debug.iter().any(|l| l.contains(&step)),
             "no {step:?} in {debug:#?}"
         );
     }
+    let finish: Vec<&&str> = debug
+        .iter()
+        .filter(|l| l.contains("debug: finish: "))
+        .collect();
+    assert!(
+        finish.len() >= 4
+            && finish
+                .iter()
+                .all(|l| l.contains(" MiB, peak ") && l.ends_with(" MiB)")),
+        "{finish:#?}"
+    );
     // Each line starts with the time since the process started.
     assert!(debug
         .iter()
