@@ -255,6 +255,11 @@ const PER_SEC: f64 = 1e9;
 /// AIPerf's time-weighted metrics of `spans`, in its order (empty when there are none). Without
 /// a first token (a non-streaming run) only `effective_concurrency` was measured: AIPerf writes the
 /// others as zeros; we leave them out, as every other metric that needs token timing.
+///
+/// Each family's step functions (decode, prefill, concurrency and total, tokens in flight) are
+/// built, read and dropped in turn: a step holds two `f64`s per request edge, and holding all
+/// nine of them with their intervals at once cost ~700 bytes a request at the end of the run
+/// (half a gigabyte after an hour of AgentX).
 pub(crate) fn sweep_metrics(spans: &[Span]) -> Vec<SweepMetric> {
     let (Some(w0), Some(w1)) = (
         spans.iter().map(|s| s.sent_ns).min(),
@@ -264,153 +269,168 @@ pub(crate) fn sweep_metrics(spans: &[Span]) -> Vec<SweepMetric> {
     };
     let (w0, w1) = (w0 as f64, w1 as f64);
     let f = |ns: u64| ns as f64;
-    // (sent, first token, end, done) of the successes that had a first token.
-    let firsts: Vec<(f64, f64, f64, Done)> = spans
-        .iter()
-        .filter_map(|s| {
+    // (sent, first token, end, done) of the successes that had a first token, read off the spans
+    // each time they are needed rather than copied.
+    let firsts = || {
+        spans.iter().filter_map(|s| {
             let d = s.done?;
             Some((f(s.sent_ns), f(d.first_token_ns?), f(s.end_ns), d))
         })
-        .collect();
-    let all: Vec<_> = spans
-        .iter()
-        .map(|s| (f(s.sent_ns), f(s.end_ns), 1.0))
-        .collect();
-    let decode_conc: Vec<_> = firsts.iter().map(|&(_, g, e, _)| (g, e, 1.0)).collect();
-    let prefill_conc: Vec<_> = firsts.iter().map(|&(s, g, _, _)| (s, g, 1.0)).collect();
-    let decode: Vec<_> = firsts
-        .iter()
-        .filter(|&&(_, g, e, d)| e > g && d.osl >= 1)
-        .map(|&(_, g, e, d)| (g, e, (d.osl as f64 - 1.0) / (e - g)))
-        .collect();
-    let prefill: Vec<_> = firsts
-        .iter()
-        .filter_map(|&(s, g, _, d)| {
+    };
+    let decode_intervals = || {
+        firsts()
+            .filter(|&(_, g, e, d)| e > g && d.osl >= 1)
+            .map(|(_, g, e, d)| (g, e, (d.osl as f64 - 1.0) / (e - g)))
+    };
+    let prefill_intervals = || {
+        firsts().filter_map(|(s, g, _, d)| {
             let isl = d.isl? as f64;
             (g > s).then(|| (s, g, isl / (g - s)))
         })
-        .collect();
-    let total: Vec<_> = prefill.iter().chain(&decode).copied().collect();
-    let in_flight: Vec<_> = firsts
-        .iter()
-        .filter_map(|&(s, g, e, d)| d.isl.filter(|_| g > s).map(|isl| (s, e, isl as f64)))
-        .chain(
-            firsts
-                .iter()
-                .filter(|&&(_, g, e, _)| e > g)
-                .map(|&(_, g, e, d)| (g, e, d.osl as f64)),
-        )
-        .collect();
-
-    let conc = Step::sweep(&all);
-    let concurrency = |stat| SweepMetric {
-        tag: "effective_concurrency",
-        header: "Effective Concurrency",
-        unit: "requests",
-        stat,
     };
-    if firsts.is_empty() {
-        return vec![concurrency(conc.time_weighted(w0, w1))];
-    }
-    let decode_conc = Step::sweep(&decode_conc);
-    let prefill_conc = Step::sweep(&prefill_conc);
-    let decode = Step::sweep(&decode);
-    let prefill = Step::sweep(&prefill);
-    let total = Step::sweep(&total);
-    let decode_user = decode.divide(&decode_conc);
-    let prefill_user = prefill.divide(&prefill_conc);
-    let in_flight = Step::sweep(&in_flight);
-
+    let sweep = |intervals: &mut dyn Iterator<Item = (f64, f64, f64)>| {
+        Step::sweep(&intervals.collect::<Vec<_>>())
+    };
     let tw = |s: &Step, k: f64| s.time_weighted(w0, w1).scaled(k);
     let act = |s: &Step, mask: &Step| s.active(mask, w0, w1).scaled(PER_SEC);
-    let m = |tag, header, unit, stat| SweepMetric {
+
+    // Concurrency, and the total throughput whose active form it masks.
+    let conc = sweep(&mut spans.iter().map(|s| (f(s.sent_ns), f(s.end_ns), 1.0)));
+    let concurrency = tw(&conc, 1.0);
+    if firsts().next().is_none() {
+        return vec![SweepMetric {
+            tag: "effective_concurrency",
+            header: "Effective Concurrency",
+            unit: "requests",
+            stat: concurrency,
+        }];
+    }
+    let total = sweep(&mut prefill_intervals().chain(decode_intervals()));
+    let (total_tw, total_act) = (tw(&total, PER_SEC), act(&total, &conc));
+    drop((conc, total));
+
+    // Decode, then prefill: the rate, its concurrency, and the rate per user.
+    let family = |rate: Step, conc: Step| {
+        let per_user = rate.divide(&conc);
+        [
+            tw(&rate, PER_SEC),
+            tw(&conc, 1.0),
+            tw(&per_user, PER_SEC),
+            act(&rate, &conc),
+            act(&per_user, &conc),
+        ]
+    };
+    let [decode, decode_conc, decode_user, decode_act, decode_user_act] = family(
+        sweep(&mut decode_intervals()),
+        sweep(&mut firsts().map(|(_, g, e, _)| (g, e, 1.0))),
+    );
+    let [prefill, prefill_conc, prefill_user, prefill_act, prefill_user_act] = family(
+        sweep(&mut prefill_intervals()),
+        sweep(&mut firsts().map(|(s, g, _, _)| (s, g, 1.0))),
+    );
+    let in_flight = tw(
+        &sweep(
+            &mut firsts()
+                .filter_map(|(s, g, e, d)| d.isl.filter(|_| g > s).map(|isl| (s, e, isl as f64)))
+                .chain(
+                    firsts()
+                        .filter(|&(_, g, e, _)| e > g)
+                        .map(|(_, g, e, d)| (g, e, d.osl as f64)),
+                ),
+        ),
+        1.0,
+    );
+
+    let (tps, tpsu, req) = ("tokens/sec", "tokens/sec/user", "requests");
+    [
+        (
+            "effective_concurrency",
+            "Effective Concurrency",
+            req,
+            concurrency,
+        ),
+        (
+            "effective_decode_throughput",
+            "Effective Decode Throughput",
+            tps,
+            decode,
+        ),
+        (
+            "effective_prefill_throughput",
+            "Effective Prefill Throughput",
+            tps,
+            prefill,
+        ),
+        (
+            "effective_decode_concurrency",
+            "Effective Decode Concurrency",
+            req,
+            decode_conc,
+        ),
+        (
+            "effective_prefill_concurrency",
+            "Effective Prefill Concurrency",
+            req,
+            prefill_conc,
+        ),
+        (
+            "effective_total_throughput",
+            "Effective Total Throughput",
+            tps,
+            total_tw,
+        ),
+        (
+            "effective_decode_throughput_per_user",
+            "Effective Decode Throughput Per User",
+            tpsu,
+            decode_user,
+        ),
+        (
+            "effective_prefill_throughput_per_user",
+            "Effective Prefill Throughput Per User",
+            tpsu,
+            prefill_user,
+        ),
+        ("tokens_in_flight", "Tokens In Flight", "tokens", in_flight),
+        (
+            "active_decode_throughput",
+            "Active Decode Throughput",
+            tps,
+            decode_act,
+        ),
+        (
+            "active_prefill_throughput",
+            "Active Prefill Throughput",
+            tps,
+            prefill_act,
+        ),
+        (
+            "active_decode_throughput_per_user",
+            "Active Decode Throughput Per User",
+            tpsu,
+            decode_user_act,
+        ),
+        (
+            "active_prefill_throughput_per_user",
+            "Active Prefill Throughput Per User",
+            tpsu,
+            prefill_user_act,
+        ),
+        (
+            "active_total_throughput",
+            "Active Total Throughput",
+            tps,
+            total_act,
+        ),
+    ]
+    .into_iter()
+    .map(|(tag, header, unit, stat)| SweepMetric {
         tag,
         header,
         unit,
         stat,
-    };
-    let (tps, tpsu, req) = ("tokens/sec", "tokens/sec/user", "requests");
-    vec![
-        concurrency(tw(&conc, 1.0)),
-        m(
-            "effective_decode_throughput",
-            "Effective Decode Throughput",
-            tps,
-            tw(&decode, PER_SEC),
-        ),
-        m(
-            "effective_prefill_throughput",
-            "Effective Prefill Throughput",
-            tps,
-            tw(&prefill, PER_SEC),
-        ),
-        m(
-            "effective_decode_concurrency",
-            "Effective Decode Concurrency",
-            req,
-            tw(&decode_conc, 1.0),
-        ),
-        m(
-            "effective_prefill_concurrency",
-            "Effective Prefill Concurrency",
-            req,
-            tw(&prefill_conc, 1.0),
-        ),
-        m(
-            "effective_total_throughput",
-            "Effective Total Throughput",
-            tps,
-            tw(&total, PER_SEC),
-        ),
-        m(
-            "effective_decode_throughput_per_user",
-            "Effective Decode Throughput Per User",
-            tpsu,
-            tw(&decode_user, PER_SEC),
-        ),
-        m(
-            "effective_prefill_throughput_per_user",
-            "Effective Prefill Throughput Per User",
-            tpsu,
-            tw(&prefill_user, PER_SEC),
-        ),
-        m(
-            "tokens_in_flight",
-            "Tokens In Flight",
-            "tokens",
-            tw(&in_flight, 1.0),
-        ),
-        m(
-            "active_decode_throughput",
-            "Active Decode Throughput",
-            tps,
-            act(&decode, &decode_conc),
-        ),
-        m(
-            "active_prefill_throughput",
-            "Active Prefill Throughput",
-            tps,
-            act(&prefill, &prefill_conc),
-        ),
-        m(
-            "active_decode_throughput_per_user",
-            "Active Decode Throughput Per User",
-            tpsu,
-            act(&decode_user, &decode_conc),
-        ),
-        m(
-            "active_prefill_throughput_per_user",
-            "Active Prefill Throughput Per User",
-            tpsu,
-            act(&prefill_user, &prefill_conc),
-        ),
-        m(
-            "active_total_throughput",
-            "Active Total Throughput",
-            tps,
-            act(&total, &conc),
-        ),
-    ]
+    })
+    .collect()
 }
 
 #[cfg(test)]
