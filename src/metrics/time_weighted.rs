@@ -259,7 +259,7 @@ const PER_SEC: f64 = 1e9;
 /// Each family's step functions (decode, prefill, concurrency and total, tokens in flight) are
 /// built, read and dropped in turn: a step holds two `f64`s per request edge, and holding all
 /// nine of them with their intervals at once cost ~700 bytes a request at the end of the run
-/// (half a gigabyte after an hour of AgentX).
+/// (some 700 MB after an hour of AgentX).
 pub(crate) fn sweep_metrics(spans: &[Span]) -> Vec<SweepMetric> {
     let (Some(w0), Some(w1)) = (
         spans.iter().map(|s| s.sent_ns).min(),
