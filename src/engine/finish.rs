@@ -71,13 +71,7 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
         stopped_by,
         timeouts_s,
     };
-    let t = std::time::Instant::now();
-    let mut summary = m.agg.summary(meta);
-    step!(
-        "finish: summary in {} ({})",
-        debug::ms(t.elapsed()),
-        debug::memory()
-    );
+    let mut summary = timed("summary", || m.agg.summary(meta));
     summary.acceptance = m.acceptance;
     // Groups come from the --group-by field, else SPEED-Bench's category.
     summary.settle_spec(Some(
@@ -140,22 +134,26 @@ pub(super) fn finish(ready: Ready, m: Measured, stop: &Stopper) -> RunOutcome {
     }
 }
 
-/// One end-of-run artifact: its first error kept in `error`, its time and the process's memory
-/// after it on the debug channel (the end of a long run reads its records back: where its peak
-/// memory would come from).
-fn artifact_step(
-    what: &str,
-    error: &mut Option<String>,
-    work: impl FnOnce() -> Result<(), String>,
-) {
+/// One end-of-run step, its time and the process's memory after it on the debug channel (the
+/// end of a long run reads its records back: where its peak memory would come from).
+fn timed<T>(what: &str, work: impl FnOnce() -> T) -> T {
     let t = std::time::Instant::now();
-    let r = work();
+    let out = work();
     step!(
         "finish: {what} in {} ({})",
         debug::ms(t.elapsed()),
         debug::memory()
     );
-    if let Err(e) = r {
+    out
+}
+
+/// One end-of-run artifact, [`timed`], its first error kept in `error`.
+fn artifact_step(
+    what: &str,
+    error: &mut Option<String>,
+    work: impl FnOnce() -> Result<(), String>,
+) {
+    if let Err(e) = timed(what, work) {
         error.get_or_insert(e);
     }
 }
