@@ -29,6 +29,7 @@ mod after;
 mod blocks;
 mod build;
 mod chains;
+mod default_rng;
 mod json;
 mod parse;
 pub mod prompt;

@@ -7,9 +7,7 @@
 //! and how long after t* each next turn was recorded. Warmup primers send turn `next − 1` of
 //! every state ([`StreamState::primer`]).
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
+use super::default_rng::DefaultRng;
 use super::prompt::ConvRef;
 use super::{StartRatios, Trace};
 
@@ -26,18 +24,19 @@ pub fn t_star_seed(random_seed: u64, trace_id: &str, lane: usize) -> u64 {
     super::hash64(&format!("{random_seed}:{trace_id}:{lane}"))
 }
 
-/// t*, ms: uniform in the trace's window ([`Trace::t_star_window_ms`]). The draw is our own
-/// (one `f64` from ChaCha8 seeded by [`t_star_seed`]), not numpy's PCG64: the seed and the window
-/// are AIPerf's, the exact instant is not byte-identical to its draw (the replay does not need
-/// it to be; what matters is that it is fixed by `--random-seed`, the trace and the lane).
+/// t*, ms: uniform in the trace's window ([`Trace::t_star_window_ms`]), drawn as AIPerf draws it:
+/// `np.random.default_rng(t_star_seed(..)).uniform(lo, hi)`, the same f64 bit for bit; `lo` when
+/// the window is empty.
 pub fn t_star_ms(trace: &Trace, lane: usize, random_seed: u64, ratios: StartRatios) -> f64 {
     let (lo, hi) = trace.t_star_window_ms(ratios);
+    draw_in_window(t_star_seed(random_seed, &trace.id, lane), lo, hi)
+}
+
+fn draw_in_window(seed: u64, lo: f64, hi: f64) -> f64 {
     if hi <= lo {
         return lo;
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(t_star_seed(random_seed, &trace.id, lane));
-    let u: f64 = rng.random();
-    lo + u * (hi - lo)
+    DefaultRng::new(seed).uniform(lo, hi)
 }
 
 /// One stream of a tree at t*.
@@ -228,6 +227,64 @@ mod tests {
         let d = ring::digest::digest(&ring::digest::SHA256, b"42:fx-simple-001:0");
         let want = u64::from_be_bytes(d.as_ref()[..8].try_into().unwrap());
         assert_eq!(t_star_seed(42, "fx-simple-001", 0), want);
+    }
+
+    /// t* against numpy and AIPerf themselves: `scripts/numpy_default_rng.py` prints numpy's
+    /// `default_rng` outputs over 411 seeds (one- and two-word seeds, the edges) and 400 t*
+    /// draws made the way AIPerf 0.13 makes them (its own seed function, then
+    /// `default_rng(seed).uniform(lo, hi)`), over seeds, trace ids, lanes, ratios and empty
+    /// windows; every value must match bit for bit.
+    #[test]
+    fn t_star_matches_aiperf_and_numpy_bit_for_bit() {
+        use super::DefaultRng;
+        let python = crate::test_tools::Tool::Aiperf.path().join("bin/python");
+        let script = crate::test_tools::workspace_root().join("scripts/numpy_default_rng.py");
+        let out = std::process::Command::new(&python)
+            .arg(&script)
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
+        assert!(
+            out.status.success(),
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (mut raw, mut rnd, mut tstar) = (0, 0, 0);
+        for line in text.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let u = |i: usize| -> u64 { f[i].parse().unwrap() };
+            match f[0] {
+                "RAW" => {
+                    let mut g = DefaultRng::new(u(1));
+                    for i in 0..u(2) as usize {
+                        assert_eq!(g.next_u64(), u(3 + i), "{line}");
+                    }
+                    raw += 1;
+                }
+                "RND" => {
+                    assert_eq!(DefaultRng::new(u(1)).random().to_bits(), u(2), "{line}");
+                    rnd += 1;
+                }
+                "TSTAR" => {
+                    let bytes: Vec<u8> = (0..f[2].len())
+                        .step_by(2)
+                        .map(|i| u8::from_str_radix(&f[2][i..i + 2], 16).unwrap())
+                        .collect();
+                    let id = String::from_utf8(bytes).unwrap();
+                    let seed = t_star_seed(u(1), &id, u(3) as usize);
+                    let (lo, hi) = (f64::from_bits(u(4)), f64::from_bits(u(5)));
+                    assert_eq!(draw_in_window(seed, lo, hi).to_bits(), u(6), "{line}");
+                    tstar += 1;
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(
+            (raw, rnd, tstar),
+            (411, 411, 400),
+            "the script's output is short"
+        );
     }
 
     #[test]

@@ -385,7 +385,19 @@ fn the_replay_matches_aiperf_0_13_on_the_same_traces_and_server() {
     let a_out = tmp.path().join("aiperf");
     let s_out = tmp.path().join("specperf");
 
-    let args = crate::common::agentx_argv(&s.url(), &a_out, 12, &tok);
+    // InferenceX's start ratios (0.25/0.75), so each lane's t* is drawn: the same draw as
+    // AIPerf's (numpy's default_rng) or the primers differ.
+    let ix_ratios = |mut a: Vec<String>| {
+        for (flag, v) in [
+            ("--trajectory-start-min-ratio", "0.25"),
+            ("--trajectory-start-max-ratio", "0.75"),
+        ] {
+            let i = a.iter().position(|x| x == flag).unwrap();
+            a[i + 1] = v.into();
+        }
+        a
+    };
+    let args = ix_ratios(crate::common::agentx_argv(&s.url(), &a_out, 12, &tok));
     // Not HF_HUB_OFFLINE: AIPerf 0.13 then reads a local tokenizer path as a hub id and fails.
     // A local directory never reaches the hub either way.
     let mut child = Command::new(&aiperf)
@@ -404,7 +416,7 @@ fn the_replay_matches_aiperf_0_13_on_the_same_traces_and_server() {
     );
 
     profile(
-        &argv(&s.url(), &s_out, 12),
+        &ix_ratios(argv(&s.url(), &s_out, 12)),
         scaled(Duration::from_secs(150)),
     );
 
