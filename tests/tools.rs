@@ -126,3 +126,23 @@ pub(crate) fn workspace_root() -> &'static Path {
         .find(|d| d.join("scripts/test.sh").is_file())
         .unwrap_or(manifest)
 }
+
+/// The standard output of `scripts/NAME` run by the AIPerf venv's Python (numpy, aiperf);
+/// panics with its standard error unless it succeeds. The unit tests that compare ports with
+/// numpy itself use it.
+#[allow(dead_code)]
+pub(crate) fn venv_script_stdout(name: &str) -> String {
+    let python = Tool::Aiperf.path().join("bin/python");
+    let script = workspace_root().join("scripts").join(name);
+    let out = std::process::Command::new(&python)
+        .arg(&script)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
+    assert!(
+        out.status.success(),
+        "{} failed: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}

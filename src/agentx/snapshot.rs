@@ -237,19 +237,7 @@ mod tests {
     #[test]
     fn t_star_matches_aiperf_and_numpy_bit_for_bit() {
         use super::DefaultRng;
-        let python = crate::test_tools::Tool::Aiperf.path().join("bin/python");
-        let script = crate::test_tools::workspace_root().join("scripts/numpy_default_rng.py");
-        let out = std::process::Command::new(&python)
-            .arg(&script)
-            .output()
-            .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
-        assert!(
-            out.status.success(),
-            "{} failed: {}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
+        let text = crate::test_tools::venv_script_stdout("numpy_default_rng.py");
         let (mut raw, mut rnd, mut tstar) = (0, 0, 0);
         for line in text.lines() {
             let f: Vec<&str> = line.split_whitespace().collect();

@@ -464,19 +464,7 @@ mod tests {
     /// runs this under qemu against an x86-64 numpy), so there it may be 4 ulps apart.
     #[test]
     fn matches_numpy_itself_over_many_seeds_ranges_and_shapes() {
-        let python = crate::test_tools::Tool::Aiperf.path().join("bin/python");
-        let script = crate::test_tools::workspace_root().join("scripts/numpy_draws.py");
-        let out = std::process::Command::new(&python)
-            .arg(&script)
-            .output()
-            .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
-        assert!(
-            out.status.success(),
-            "{} failed: {}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
+        let text = crate::test_tools::venv_script_stdout("numpy_draws.py");
         let exact_libm = cfg!(target_arch = "x86_64");
         let (mut rs, mut compared, mut cases) = (None, 0usize, 0usize);
         let mut version = "";
