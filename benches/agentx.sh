@@ -123,13 +123,20 @@ t = open(timefile).read()
 rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1))
 cpu = float(re.search(r"User time \(seconds\): ([\d.]+)", t).group(1)) + float(re.search(r"System time \(seconds\): ([\d.]+)", t).group(1))
 wall = re.search(r"Elapsed \(wall clock\) time .*: (.*)", t).group(1)
-rows = [json.loads(l) for l in open(f"{art}/profile_export.jsonl")]
-first = min(r["metadata"]["request_start_ns"] for r in rows)
-prof = [r for r in rows if r["metadata"].get("benchmark_phase", "profiling") == "profiling" and not r.get("error")]
-warm = [r for r in rows if r["metadata"].get("benchmark_phase") == "warmup"]
-n = len(rows)
+# Streamed line by line: an hour's file holds ~930k rows (more memory than the VM has as dicts).
+n, first, prof, warm = 0, None, 0, 0
+for l in open(f"{art}/profile_export.jsonl"):
+    r = json.loads(l)
+    m = r["metadata"]
+    n += 1
+    t = m["request_start_ns"]
+    first = t if first is None else min(first, t)
+    phase = m.get("benchmark_phase", "profiling")
+    prof += phase == "profiling" and not r.get("error")
+    warm += phase == "warmup"
+first = first if first is not None else start_ns
 print(f"{name}: load-to-first-request {(first - start_ns) / 1e9:.1f} s; records {n} "
-      f"(warmup {len(warm)}, profiling ok {len(prof)}); peak RSS {rss_kb / 1024:.0f} MiB "
+      f"(warmup {warm}, profiling ok {prof}); peak RSS {rss_kb / 1024:.0f} MiB "
       f"({rss_kb / int(sys.argv[5]):.0f} KiB per lane); CPU {cpu:.1f} s "
       f"({cpu / max(n, 1) * 1000:.2f} s per 1,000 requests); wall {wall}")
 PY

@@ -4,7 +4,7 @@
     benches/heaptrack_diff.py HEAPTRACK_FILE T1 T2 [--top 40] [--detail TEXT]
 
 HEAPTRACK_FILE is what `heaptrack -o F <command>` wrote (`F.zst`, read through `zstdcat`, or
-already decompressed). T1 and T2 are seconds from the start of the recording. The recording's
+already decompressed), finished or still being written (it is read up to T2). T1 and T2 are seconds from the start of the recording. The recording's
 allocation and free events are replayed up to each moment; the live bytes of every allocation
 site are compared, and the sites are grouped by the first four frames in specperf's own code
 (`src/...`). Prints the heap at both moments, then the groups that grew most and shrank most.
@@ -44,6 +44,8 @@ def main():
     snaps = []
     now = 0
     for line in events(a.file):
+        if not line.endswith(b"\n"):
+            break  # a recording still being written (or cut off) ends mid-line
         c = line[:1]
         if c == b"+":
             live[int(line[2:], 16)] += 1
@@ -58,6 +60,8 @@ def main():
             now = int(line[2:], 16)
             while len(snaps) < 2 and now >= (t1, t2)[len(snaps)]:
                 snaps.append(list(live))
+            if len(snaps) == 2:
+                break  # nothing later matters; a recording still being written can be read
         elif c == b"s":
             strings.append(line[2:].rstrip(b"\n").split(b" ", 1)[1].decode(errors="replace"))
         elif c == b"i":  # ip, module, then (function, file, line) per inlined frame

@@ -17,7 +17,8 @@ pub struct Progress {
     pub output_tokens: u64,
     /// Prompt tokens (`usage.prompt_tokens`) of successful records.
     pub input_tokens: u64,
-    /// Median TTFT of the run's successful records so far, ms (refreshed about once a second).
+    /// Median TTFT of the run's successful records so far, ms, within 0.1 % (a histogram's;
+    /// refreshed about once a second).
     pub ttft_p50_ms: Option<f64>,
     /// Median ITL of the run's successful records so far, ms (refreshed with the TTFT).
     pub itl_p50_ms: Option<f64>,

@@ -158,6 +158,10 @@ impl Store {
                 self.failed = Some(e.to_string());
             }
             self.held = 0;
+            // The columns' buffers just freed (and the request path's freed since the last
+            // write) go back to the OS: glibc would keep them resident for the rest of the run,
+            // and an hour's run is judged by its size (issue 38's soak).
+            crate::heap::trim();
         }
     }
 
