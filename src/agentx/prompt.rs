@@ -45,6 +45,7 @@ use rand_chacha::ChaCha8Rng;
 use ring::digest::{digest, SHA256};
 use tokenizer_encoders::Tokenizer;
 
+pub(crate) use super::text::Chunk;
 pub use super::text::Text;
 
 use super::{hash64, Conversation, Trace};
@@ -241,15 +242,13 @@ impl Pool {
         self.bounds.len() - 1
     }
 
-    /// Appends the slices of `n` tokens from `start`, wrapping around the pool.
-    fn push(&self, out: &mut Vec<Bytes>, start: usize, mut n: usize) {
+    /// Appends the slices of `n` tokens from `start`, wrapping around the pool, to `out` (a
+    /// text of [`Self::text`]).
+    fn push(&self, out: &mut Text, start: usize, mut n: usize) {
         let mut at = start % self.len();
         while n > 0 {
             let take = n.min(self.len() - at);
-            out.push(
-                self.text
-                    .slice(self.bounds[at] as usize..self.bounds[at + take] as usize),
-            );
+            out.push_base(self.bounds[at] as usize, self.bounds[at + take] as usize);
             n -= take;
             at = 0;
         }
@@ -617,7 +616,7 @@ impl StreamPrompts {
                 let tail = s.tail.map_or(0, |t| t.tokens);
                 let n = s.block_count * bs + tail;
                 tokens += n;
-                let mut parts = Vec::with_capacity(s.block_count + 2);
+                let mut parts = Text::of_base(&synth.pool.text, s.block_count + 2);
                 for &off in &self.offsets[s.block_start..s.block_start + s.block_count] {
                     synth.pool.push(&mut parts, off as usize, bs);
                 }
@@ -627,7 +626,7 @@ impl StreamPrompts {
                 }
                 Message {
                     role: s.role,
-                    content: Text::slices_of(&synth.pool.text, parts),
+                    content: parts,
                 }
             })
             .collect();

@@ -124,15 +124,33 @@ fn offset_in(outer: &[u8], inner: &[u8]) -> Option<usize> {
 
 impl BodyBuilder {
     /// Makes slices of `b` cost an offset (a shared corpus, the request's own bytes). Before
-    /// any [`Self::push`].
-    pub(crate) fn base(&mut self, b: &Bytes) {
+    /// any [`Self::push`]. Returns the index [`Self::push_range`] takes for it, or `None` when
+    /// it cannot be a base (over 4 GiB, or slices were pushed already).
+    pub(crate) fn base(&mut self, b: &Bytes) -> Option<u32> {
         debug_assert!(self.pieces.is_empty(), "bases come before the slices");
         let known = self.sources[..self.bases]
             .iter()
-            .any(|s| s.as_ptr() == b.as_ptr() && s.len() == b.len());
-        if !known && b.len() <= u32::MAX as usize && self.sources.len() == self.bases {
+            .position(|s| s.as_ptr() == b.as_ptr() && s.len() == b.len());
+        if let Some(i) = known {
+            return Some(i as u32);
+        }
+        if b.len() <= u32::MAX as usize && self.sources.len() == self.bases {
             self.sources.push(b.clone());
             self.bases += 1;
+            return Some(self.bases as u32 - 1);
+        }
+        None
+    }
+
+    /// Appends `range` of the base numbered `base` by [`Self::base`] (an empty range is
+    /// nothing): no reference count touched.
+    pub(crate) fn push_range(&mut self, base: u32, range: std::ops::Range<usize>) {
+        assert!(
+            (base as usize) < self.bases && range.end <= self.sources[base as usize].len(),
+            "a range of a known base"
+        );
+        if !range.is_empty() {
+            self.add(base as usize, range.start, range.len());
         }
     }
 

@@ -45,16 +45,16 @@ fn child_ref(t: &Trace, agent: &str) -> ConvRef {
 
 /// The text of hash id `h` of trace `t`.
 fn block(s: &PromptSynth, t: &Trace, h: u32) -> String {
-    let mut out = Vec::new();
+    let mut out = Text::of_base(&s.pool.text, 1);
     s.pool
         .push(&mut out, s.block_offset(&t.id, h), t.block_size as usize);
-    Text::verbatim(out).to_plain()
+    out.to_plain()
 }
 
 fn tail(s: &PromptSynth, session: &str, k: usize, n: usize) -> String {
-    let mut out = Vec::new();
+    let mut out = Text::of_base(&s.pool.text, 1);
     s.pool.push(&mut out, s.tail_offset(session, k), n);
-    Text::verbatim(out).to_plain()
+    out.to_plain()
 }
 
 /// A segment expected on the wire: role, hash ids, tail (tokens, turn).

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{json, Map, Value};
 
-use crate::agentx::prompt::Message;
+use crate::agentx::prompt::{Chunk, Message};
 use crate::client::Body;
 use crate::config::{RunConfig, SessionRouting};
 
@@ -137,14 +137,22 @@ impl Wire {
     }
 }
 
-/// A body being written: its own bytes (`glue`) between the messages' shared slices. `cuts`
-/// marks, in order, where each shared slice goes in the glue.
+/// A body being written: its own bytes (`glue`) between the messages' slices. `cuts` marks, in
+/// order, where each slice goes in the glue.
 #[derive(Default)]
 struct Parts {
     glue: Vec<u8>,
-    cuts: Vec<(usize, Bytes)>,
-    /// The buffers the shared slices are cut from (the corpus pool).
+    cuts: Vec<(usize, Cut)>,
+    /// The buffers the messages' ranges index (the corpus pool).
     bases: Vec<Bytes>,
+}
+
+/// A slice of a message, cut into the glue.
+enum Cut {
+    /// `range` of `Parts::bases[i]`.
+    Base(usize, std::ops::Range<usize>),
+    /// Bytes of the message's own (the cache-bust marker).
+    Own(Bytes),
 }
 
 impl Parts {
@@ -165,13 +173,21 @@ impl Parts {
                 self.glue.push(b',');
             }
             self.glue.extend_from_slice(b"\"content\":\"");
-            if let Some(b) = m.content.base() {
-                if !self.bases.iter().any(|k| k.as_ptr() == b.as_ptr()) {
-                    self.bases.push(b.clone());
+            let base = m.content.base().map(|b| {
+                match self.bases.iter().position(|k| k.as_ptr() == b.as_ptr()) {
+                    Some(i) => i,
+                    None => {
+                        self.bases.push(b.clone());
+                        self.bases.len() - 1
+                    }
                 }
-            }
-            for p in m.content.parts() {
-                self.cuts.push((self.glue.len(), p.clone()));
+            });
+            for c in m.content.chunks() {
+                let cut = match c {
+                    Chunk::Base(r) => Cut::Base(base.expect("a range has its base"), r),
+                    Chunk::Own(b) => Cut::Own(b.clone()),
+                };
+                self.cuts.push((self.glue.len(), cut));
             }
             self.glue.push(b'"');
             if !role_first() {
@@ -183,20 +199,26 @@ impl Parts {
         self.glue.push(b']');
     }
 
-    /// The glue frozen once and cut around the shared slices: no byte is copied twice, and
-    /// each slice is an offset into the glue or the pool.
+    /// The glue frozen once and cut around the slices: no byte is copied twice, and each slice
+    /// is an offset into the glue or the pool.
     fn finish(self) -> Body {
         let glue = Bytes::from(self.glue);
         let mut body = Body::builder();
-        body.base(&glue);
-        self.bases.iter().for_each(|b| body.base(b));
+        let own = body.base(&glue).expect("nothing pushed yet");
+        let bases: Vec<Option<u32>> = self.bases.iter().map(|b| body.base(b)).collect();
         let mut at = 0;
-        for (cut, shared) in self.cuts {
-            body.push(glue.slice(at..cut));
-            body.push(shared);
+        for (cut, slice) in self.cuts {
+            body.push_range(own, at..cut);
+            match slice {
+                Cut::Base(i, r) => match bases[i] {
+                    Some(b) => body.push_range(b, r),
+                    None => body.push(self.bases[i].slice(r)),
+                },
+                Cut::Own(b) => body.push(b),
+            }
             at = cut;
         }
-        body.push(glue.slice(at..));
+        body.push_range(own, at..glue.len());
         body.finish()
     }
 }
