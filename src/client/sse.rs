@@ -61,7 +61,7 @@ impl SseParser {
     /// Consumes `chunk`, calling `on_event` with the data of every event completed by it.
     pub fn push(&mut self, chunk: &[u8], mut on_event: impl FnMut(&[u8])) -> Result<(), SseError> {
         let mut rest = chunk;
-        while let Some(nl) = memchr(b'\n', rest) {
+        while let Some(nl) = memchr::memchr(b'\n', rest) {
             let (line_part, tail) = rest.split_at(nl);
             rest = &tail[1..];
             if self.partial.is_empty() {
@@ -105,7 +105,7 @@ impl SseParser {
         if line[0] == b':' {
             return Ok(()); // comment / keep-alive
         }
-        let (field, value) = match memchr(b':', line) {
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(i) => {
                 let v = &line[i + 1..];
                 (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
@@ -125,10 +125,6 @@ impl SseParser {
         // `event:`, `id:`, `retry:` and unknown fields carry nothing the metrics use.
         Ok(())
     }
-}
-
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&b| b == needle)
 }
 
 /// Token usage as OpenAI-compatible servers report it.
@@ -211,7 +207,7 @@ pub struct Malformed(pub String);
 #[derive(Deserialize)]
 struct WireChunk<'a> {
     #[serde(default, borrow)]
-    choices: Option<Vec<WireChoice<'a>>>,
+    choices: Option<Choices<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
     #[serde(default, borrow)]
@@ -229,6 +225,61 @@ struct WireChunk<'a> {
     /// llama.cpp's `draft_n` / `draft_n_accepted` live under it.
     #[serde(default, borrow)]
     timings: Option<&'a RawValue>,
+}
+
+/// A chunk's `choices`, folded one by one as they are read: no vector per event.
+#[derive(Default)]
+struct Choices<'a> {
+    /// Some choice carried content (`text`, or `content` in its delta or message).
+    content: bool,
+    /// Some choice carried reasoning.
+    reasoning: bool,
+    /// The last non-null `finish_reason`.
+    finish_reason: Option<&'a str>,
+    /// TensorRT-LLM's `avg_decoded_tokens_per_iter` of the first choice (index 0 or none).
+    tokens_per_iter: Option<&'a RawValue>,
+}
+
+impl<'a> Choices<'a> {
+    fn add(&mut self, choice: WireChoice<'a>) {
+        self.content |= non_empty(choice.text);
+        for m in [&choice.delta, &choice.message].into_iter().flatten() {
+            self.content |= non_empty(m.content);
+            self.reasoning |= non_empty(m.reasoning_content) || non_empty(m.reasoning);
+        }
+        if choice.finish_reason.is_some() {
+            self.finish_reason = choice.finish_reason;
+        }
+        if let Some(raw) = choice.avg_decoded_tokens_per_iter {
+            // The first choice's only, as the other servers report n = 1 alone.
+            if self.tokens_per_iter.is_none() && choice.index.is_none_or(|i| i.get() == "0") {
+                self.tokens_per_iter = Some(raw);
+            }
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Choices<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fold<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Fold<'a> {
+            type Value = Choices<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = Choices::default();
+                while let Some(choice) = seq.next_element::<WireChoice<'de>>()? {
+                    out.add(choice);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(Fold(std::marker::PhantomData))
+    }
 }
 
 #[derive(Deserialize)]
@@ -294,23 +345,12 @@ pub fn classify(data: &[u8]) -> Result<Event, Malformed> {
     if chunk.metrics.is_some() || chunk.sglext.is_some() || chunk.timings.is_some() {
         info.spec = spec::from_root(chunk.metrics, chunk.sglext, chunk.timings);
     }
-    for choice in chunk.choices.iter().flatten() {
-        if non_empty(choice.text) {
-            info.content = true;
-        }
-        for m in [&choice.delta, &choice.message].into_iter().flatten() {
-            info.content |= non_empty(m.content);
-            info.reasoning |= non_empty(m.reasoning_content) || non_empty(m.reasoning);
-        }
-        if let Some(r) = choice.finish_reason {
-            info.finish_reason = Some(r.to_owned());
-        }
-        if let Some(raw) = choice.avg_decoded_tokens_per_iter {
-            // The first choice's only, as the other servers report n = 1 alone.
-            let first = choice.index.is_none_or(|i| i.get() == "0");
-            if first && info.spec.is_none() {
-                info.spec = Some(spec::tokens_per_iter(raw));
-            }
+    if let Some(c) = chunk.choices {
+        info.content = c.content;
+        info.reasoning = c.reasoning;
+        info.finish_reason = c.finish_reason.map(str::to_owned);
+        if let (None, Some(raw)) = (&info.spec, c.tokens_per_iter) {
+            info.spec = Some(spec::tokens_per_iter(raw));
         }
     }
     Ok(Event::Chunk(info))
