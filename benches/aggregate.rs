@@ -5,14 +5,19 @@
 //! Records look like a 256-token streamed chat answer under speculative decoding: 100 content
 //! chunks of ~2.5 tokens (per-chunk usage), so each `add` also folds 100 gaps into the HDR
 //! histograms. Throughput is in elements = records.
+//!
+//! `SUMMARY_MEMORY=N cargo bench --bench aggregate` instead adds `N` such records (one in 40
+//! failed) and prints what `summary` adds to the process's peak resident memory (the end of a
+//! long run reads its per-request values and spans back: an hour of AgentX at 1,536 lanes is
+//! ~910,000 records).
 #![allow(missing_docs)]
 
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 use specperf::{
-    Aggregate, ChunkGap, LoadMeta, Outcome, Phase, RequestRecord, RunMeta, Slo, SloMetric,
-    TokenSource,
+    Aggregate, ChunkGap, FailureKind, LoadMeta, Outcome, Phase, RequestRecord, RunMeta, Slo,
+    SloMetric, TokenSource,
 };
 
 const MS: u64 = 1_000_000;
@@ -143,5 +148,58 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
+/// `VmRSS` and `VmHWM` of this process, in KiB.
+fn rss_and_peak_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn summary_memory(n: u64) {
+    let mut agg = Aggregate::new();
+    for i in 0..n {
+        let mut r = record(i);
+        if i % 40 == 39 {
+            r.outcome = Outcome::Failed(FailureKind::ConnectionClosed);
+            r.error = Some("connection closed".into());
+            r.first_token_ns = None;
+            r.completion_tokens = None;
+        }
+        agg.add(&r);
+    }
+    // Peak RSS from here on (Linux: `5` resets VmHWM to the current RSS).
+    std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak RSS");
+    let (before, _) = rss_and_peak_kib();
+    let t = std::time::Instant::now();
+    let summary = agg.summary(meta());
+    let took = t.elapsed();
+    let (after, peak) = rss_and_peak_kib();
+    println!(
+        "summary of {n} records: {:.0} ms; RSS before {} MiB, after {} MiB; peak {} MiB (+{} MiB); {} requests counted",
+        took.as_secs_f64() * 1e3,
+        before / 1024,
+        after / 1024,
+        peak / 1024,
+        peak.saturating_sub(before) / 1024,
+        summary.counts.total,
+    );
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(n) = std::env::var("SUMMARY_MEMORY") {
+        let n = n
+            .parse()
+            .unwrap_or_else(|_| panic!("SUMMARY_MEMORY={n:?}: a number of records, e.g. 910000"));
+        return summary_memory(n);
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

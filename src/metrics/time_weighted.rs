@@ -84,88 +84,137 @@ pub(crate) struct SweepMetric {
     pub(crate) stat: TimeWeighted,
 }
 
-/// A step function: `v[i]` holds from `ts[i]` to `ts[i + 1]`, 0 before `ts[0]`. Times may repeat
-/// (several events at one instant); the last value at a time is the one that holds.
+/// A step function: `pts[i].1` holds from `pts[i].0` to `pts[i + 1].0`, 0 before the first
+/// time. Times may repeat (several events at one instant); the last value at a time is the one
+/// that holds. One vector of pairs, sorted by time and summed in place: a sweep of `n` intervals
+/// holds `32 n` bytes and a sort's scratch, nothing else.
 #[derive(Debug, Default)]
 struct Step {
-    ts: Vec<f64>,
-    v: Vec<f64>,
+    pts: Vec<(f64, f64)>,
+}
+
+/// Reads a [`Step`]'s value at times that never decrease, in O(1) amortized each.
+struct Cursor<'a> {
+    pts: &'a [(f64, f64)],
+    /// Points at or before the last time asked.
+    at: usize,
+}
+
+impl Cursor<'_> {
+    /// The value at `t` (the last point at or before it; 0 before the first), `t` at or after
+    /// the previous call's.
+    fn at(&mut self, t: f64) -> f64 {
+        while self.at < self.pts.len() && self.pts[self.at].0 <= t {
+            self.at += 1;
+        }
+        match self.at {
+            0 => 0.0,
+            i => self.pts[i - 1].1,
+        }
+    }
+}
+
+/// The sorted, deduplicated union of two steps' times.
+fn union_times<'a>(a: &'a [(f64, f64)], b: &'a [(f64, f64)]) -> impl Iterator<Item = f64> + 'a {
+    let (mut i, mut j) = (0, 0);
+    let mut last: Option<f64> = None;
+    std::iter::from_fn(move || loop {
+        let t = match (a.get(i), b.get(j)) {
+            (None, None) => return None,
+            (Some(x), None) => {
+                i += 1;
+                x.0
+            }
+            (None, Some(y)) => {
+                j += 1;
+                y.0
+            }
+            (Some(x), Some(y)) => {
+                if x.0.total_cmp(&y.0).is_le() {
+                    i += 1;
+                    x.0
+                } else {
+                    j += 1;
+                    y.0
+                }
+            }
+        };
+        if last != Some(t) {
+            last = Some(t);
+            return Some(t);
+        }
+    })
 }
 
 impl Step {
-    /// The sum of intervals: each `(from, to, rate)` adds `rate` over `[from, to)`.
-    fn sweep(intervals: &[(f64, f64, f64)]) -> Step {
-        let mut ev: Vec<(f64, f64)> = intervals
-            .iter()
-            .map(|&(from, _, r)| (from, r))
-            .chain(intervals.iter().map(|&(_, to, r)| (to, -r)))
-            .collect();
+    /// The sum of the intervals `intervals()` yields (called twice: once for the starts, once
+    /// for the ends, each in the same order): each `(from, to, rate)` adds `rate` over
+    /// `[from, to)`.
+    fn sweep<I: Iterator<Item = (f64, f64, f64)>>(intervals: impl Fn() -> I) -> Step {
+        let n = intervals().count();
+        let mut pts: Vec<(f64, f64)> = Vec::with_capacity(2 * n);
+        pts.extend(intervals().map(|(from, _, r)| (from, r)));
+        pts.extend(intervals().map(|(_, to, r)| (to, -r)));
         // By time, then ends (non-positive deltas) before starts; stable, as AIPerf's lexsort.
-        ev.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1 > 0.0).cmp(&(b.1 > 0.0))));
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1 > 0.0).cmp(&(b.1 > 0.0))));
         let mut sum = 0.0;
-        let mut v: Vec<f64> = ev
-            .iter()
-            .map(|&(_, d)| {
-                sum += d;
-                sum
-            })
-            .collect();
+        for p in &mut pts {
+            sum += p.1;
+            p.1 = sum;
+        }
         // Adding and taking away large rates leaves residues of ~1e-12 of the peak where the
         // true value is 0; AIPerf snaps them to 0, so do we.
-        let peak = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        let peak = pts.iter().fold(0.0f64, |m, p| m.max(p.1.abs()));
         if peak > 0.0 {
-            for x in &mut v {
-                if x.abs() < 1e-9 * peak {
-                    *x = 0.0;
+            for p in &mut pts {
+                if p.1.abs() < 1e-9 * peak {
+                    p.1 = 0.0;
                 }
             }
         }
-        Step {
-            ts: ev.into_iter().map(|(t, _)| t).collect(),
-            v,
+        Step { pts }
+    }
+
+    /// The value at `t` (the last point at or before it; 0 before the first).
+    fn at(&self, t: f64) -> f64 {
+        match self.pts.partition_point(|p| p.0 <= t) {
+            0 => 0.0,
+            i => self.pts[i - 1].1,
         }
     }
 
-    /// The value at `t` (the last event at or before it; 0 before the first).
-    fn at(&self, t: f64) -> f64 {
-        match self.ts.partition_point(|&x| x <= t) {
-            0 => 0.0,
-            i => self.v[i - 1],
+    fn cursor(&self) -> Cursor<'_> {
+        Cursor {
+            pts: &self.pts,
+            at: 0,
         }
     }
 
     /// `self / den` on the union of both functions' times; 0 where `den` is 0.
     fn divide(&self, den: &Step) -> Step {
-        if self.ts.is_empty() || den.ts.is_empty() {
+        if self.pts.is_empty() || den.pts.is_empty() {
             return Step::default();
         }
-        let mut ts: Vec<f64> = self.ts.iter().chain(&den.ts).copied().collect();
-        ts.sort_by(f64::total_cmp);
-        ts.dedup();
-        let v = ts
-            .iter()
-            .map(|&t| {
-                let d = den.at(t);
-                if d > 0.0 {
-                    self.at(t) / d
-                } else {
-                    0.0
-                }
+        let (mut num, mut by) = (self.cursor(), den.cursor());
+        let pts = union_times(&self.pts, &den.pts)
+            .map(|t| {
+                let d = by.at(t);
+                (t, if d > 0.0 { num.at(t) / d } else { 0.0 })
             })
             .collect();
-        Step { ts, v }
+        Step { pts }
     }
 
     /// Time-weighted statistics over `[w0, w1]`.
     fn time_weighted(&self, w0: f64, w1: f64) -> TimeWeighted {
         let total = w1 - w0;
-        if self.ts.is_empty() || total <= 0.0 {
+        if self.pts.is_empty() || total <= 0.0 {
             return TimeWeighted::default();
         }
         let mut segs = Vec::new();
         let (mut t, mut v) = (w0, self.at(w0));
-        let lo = self.ts.partition_point(|&x| x <= w0);
-        for (&ti, &vi) in self.ts[lo..].iter().zip(&self.v[lo..]) {
+        let lo = self.pts.partition_point(|p| p.0 <= w0);
+        for &(ti, vi) in &self.pts[lo..] {
             if ti >= w1 {
                 break;
             }
@@ -177,30 +226,25 @@ impl Step {
         stats(segs, total)
     }
 
-    /// Time-weighted statistics of `self` over the parts of `[w0, w1]` where `mask` > 0.
+    /// Time-weighted statistics of `self` over the parts of `[w0, w1]` where `mask` > 0: the
+    /// segments between consecutive times of either function (and the window's ends), walked
+    /// in order rather than collected and sorted.
     fn active(&self, mask: &Step, w0: f64, w1: f64) -> TimeWeighted {
-        if w1 <= w0 || self.ts.is_empty() || mask.ts.is_empty() {
+        if w1 <= w0 || self.pts.is_empty() || mask.pts.is_empty() {
             return TimeWeighted::default();
         }
-        let mut grid: Vec<f64> = [w0, w1]
-            .into_iter()
-            .chain(
-                self.ts
-                    .iter()
-                    .chain(&mask.ts)
-                    .copied()
-                    .filter(|&t| t > w0 && t < w1),
-            )
-            .collect();
-        grid.sort_by(f64::total_cmp);
-        grid.dedup();
-        let segs: Vec<(f64, f64)> = grid
-            .windows(2)
-            .filter_map(|w| {
-                let d = w[1] - w[0];
-                (d > 0.0 && mask.at(w[0]) > 0.0).then(|| (self.at(w[0]), d))
-            })
-            .collect();
+        let inner = union_times(&self.pts, &mask.pts).filter(|&t| t > w0 && t < w1);
+        let mut grid = std::iter::once(w0).chain(inner).chain(std::iter::once(w1));
+        let (mut val, mut on) = (self.cursor(), mask.cursor());
+        let mut segs: Vec<(f64, f64)> = Vec::new();
+        let mut from = grid.next().expect("the window's start");
+        for to in grid {
+            let d = to - from;
+            if d > 0.0 && on.at(from) > 0.0 {
+                segs.push((val.at(from), d));
+            }
+            from = to;
+        }
         let active: f64 = segs.iter().map(|s| s.1).sum();
         if active <= 0.0 {
             return TimeWeighted::default();
@@ -224,28 +268,30 @@ fn stats(mut segs: Vec<(f64, f64)>, total: f64) -> TimeWeighted {
         / total)
         .sqrt();
     segs.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut acc = 0.0;
-    let cum: Vec<f64> = segs
-        .iter()
-        .map(|s| {
-            acc += s.1;
-            acc
-        })
-        .collect();
-    let all = cum[cum.len() - 1];
-    // The first segment whose cumulative share reaches q (numpy `searchsorted`, side left).
-    let p = |q: f64| {
-        let i = cum.partition_point(|&c| c / all < q).min(segs.len() - 1);
-        segs[i].0
-    };
+    let all: f64 = segs.iter().map(|s| s.1).sum();
+    // The first segment whose cumulative share reaches q (numpy `searchsorted`, side left),
+    // for each q in increasing order, in one pass.
+    let qs = [0.50, 0.90, 0.95, 0.99];
+    let mut ps = [segs[segs.len() - 1].0; 4];
+    let (mut acc, mut k) = (0.0, 0);
+    for s in &segs {
+        acc += s.1;
+        while k < qs.len() && acc / all >= qs[k] {
+            ps[k] = s.0;
+            k += 1;
+        }
+        if k == qs.len() {
+            break;
+        }
+    }
     TimeWeighted {
         avg,
         min,
         max,
-        p50: p(0.50),
-        p90: p(0.90),
-        p95: p(0.95),
-        p99: p(0.99),
+        p50: ps[0],
+        p90: ps[1],
+        p95: ps[2],
+        p99: ps[3],
         std,
     }
 }
@@ -288,14 +334,11 @@ pub(crate) fn sweep_metrics(spans: &[Span]) -> Vec<SweepMetric> {
             (g > s).then(|| (s, g, isl / (g - s)))
         })
     };
-    let sweep = |intervals: &mut dyn Iterator<Item = (f64, f64, f64)>| {
-        Step::sweep(&intervals.collect::<Vec<_>>())
-    };
     let tw = |s: &Step, k: f64| s.time_weighted(w0, w1).scaled(k);
     let act = |s: &Step, mask: &Step| s.active(mask, w0, w1).scaled(PER_SEC);
 
     // Concurrency, and the total throughput whose active form it masks.
-    let conc = sweep(&mut spans.iter().map(|s| (f(s.sent_ns), f(s.end_ns), 1.0)));
+    let conc = Step::sweep(|| spans.iter().map(|s| (f(s.sent_ns), f(s.end_ns), 1.0)));
     let concurrency = tw(&conc, 1.0);
     if firsts().next().is_none() {
         return vec![SweepMetric {
@@ -305,7 +348,7 @@ pub(crate) fn sweep_metrics(spans: &[Span]) -> Vec<SweepMetric> {
             stat: concurrency,
         }];
     }
-    let total = sweep(&mut prefill_intervals().chain(decode_intervals()));
+    let total = Step::sweep(|| prefill_intervals().chain(decode_intervals()));
     let (total_tw, total_act) = (tw(&total, PER_SEC), act(&total, &conc));
     drop((conc, total));
 
@@ -321,23 +364,23 @@ pub(crate) fn sweep_metrics(spans: &[Span]) -> Vec<SweepMetric> {
         ]
     };
     let [decode, decode_conc, decode_user, decode_act, decode_user_act] = family(
-        sweep(&mut decode_intervals()),
-        sweep(&mut firsts().map(|(_, g, e, _)| (g, e, 1.0))),
+        Step::sweep(decode_intervals),
+        Step::sweep(|| firsts().map(|(_, g, e, _)| (g, e, 1.0))),
     );
     let [prefill, prefill_conc, prefill_user, prefill_act, prefill_user_act] = family(
-        sweep(&mut prefill_intervals()),
-        sweep(&mut firsts().map(|(s, g, _, _)| (s, g, 1.0))),
+        Step::sweep(prefill_intervals),
+        Step::sweep(|| firsts().map(|(s, g, _, _)| (s, g, 1.0))),
     );
     let in_flight = tw(
-        &sweep(
-            &mut firsts()
+        &Step::sweep(|| {
+            firsts()
                 .filter_map(|(s, g, e, d)| d.isl.filter(|_| g > s).map(|isl| (s, e, isl as f64)))
                 .chain(
                     firsts()
                         .filter(|&(_, g, e, _)| e > g)
                         .map(|(_, g, e, d)| (g, e, d.osl as f64)),
-                ),
-        ),
+                )
+        }),
         1.0,
     );
 
@@ -524,5 +567,27 @@ mod tests {
     #[test]
     fn sweep_metrics_of_no_requests_are_none() {
         assert!(sweep_metrics(&[]).is_empty());
+    }
+
+    #[test]
+    fn union_times_merge_in_order_once_each_and_cursors_read_as_lookups() {
+        let a = Step {
+            pts: vec![(1.0, 1.0), (3.0, 2.0), (3.0, 4.0), (7.0, 0.0)],
+        };
+        let b = Step {
+            pts: vec![(0.0, 5.0), (3.0, 1.0), (8.0, 0.0)],
+        };
+        let got: Vec<f64> = union_times(&a.pts, &b.pts).collect();
+        assert_eq!(got, [0.0, 1.0, 3.0, 7.0, 8.0]);
+        let mut c = a.cursor();
+        for t in [-1.0, 0.5, 1.0, 2.9, 3.0, 6.0, 7.0, 9.0] {
+            assert_eq!(c.at(t), a.at(t), "at {t}");
+        }
+        // The last value at a repeated time holds; the quotient is taken on the union.
+        let q = a.divide(&b);
+        assert_eq!(
+            q.pts,
+            [(0.0, 0.0), (1.0, 0.2), (3.0, 4.0), (7.0, 0.0), (8.0, 0.0)]
+        );
     }
 }
