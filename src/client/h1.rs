@@ -569,6 +569,21 @@ fn decode(
                 }
             }
             Framing::Chunked(state) => {
+                // A whole `HEX\r\n` size line, or the `\r\n` after a chunk's data, in one go
+                // (the usual case: a server writes each chunk whole); anything else byte by byte.
+                let rest = &buf[at..];
+                if *state == (Chunk::Size { size: 0, digits: 0 }) {
+                    if let Some((size, used)) = size_line(rest) {
+                        *framing = Framing::Chunked(after_size(size));
+                        at += used;
+                        continue;
+                    }
+                }
+                if *state == Chunk::DataCr && rest.starts_with(b"\r\n") {
+                    *framing = Framing::Chunked(Chunk::Size { size: 0, digits: 0 });
+                    at += 2;
+                    continue;
+                }
                 *framing = match step(*state, buf[at])? {
                     Some(next) => Framing::Chunked(next),
                     None => Framing::Done,
@@ -578,6 +593,29 @@ fn decode(
         }
     }
     Ok(at)
+}
+
+/// A chunk-size line of 1 to 16 hex digits and its line end (`\r\n` or `\n`) at the start of
+/// `b`: the size and the bytes it took. `None` for anything else (an extension, a line not
+/// all here, a malformed one), which [`step`] then reads byte by byte.
+fn size_line(b: &[u8]) -> Option<(u64, usize)> {
+    let digits = b
+        .iter()
+        .take(17)
+        .take_while(|c| c.is_ascii_hexdigit())
+        .count();
+    if digits == 0 || digits > 16 {
+        return None;
+    }
+    let end = match &b[digits..] {
+        [b'\r', b'\n', ..] => digits + 2,
+        [b'\n', ..] => digits + 1,
+        _ => return None,
+    };
+    let size = b[..digits].iter().fold(0u64, |n, &c| {
+        n << 4 | u64::from((c as char).to_digit(16).expect("a hex digit"))
+    });
+    Some((size, end))
 }
 
 /// One framing byte of a chunked body: the next state, or `None` once the message ended.
