@@ -94,11 +94,9 @@ impl Text {
 
     /// The escaped slices, in order.
     pub fn parts(&self) -> impl Iterator<Item = &[u8]> {
-        self.pieces.iter().map(|p| match *p {
-            Piece::Base { start, end } => {
-                &self.base.as_ref().expect("a range has its base")[start as usize..end as usize]
-            }
-            Piece::Own(i) => &self.own[i as usize][..],
+        self.chunks().map(|c| match c {
+            Chunk::Base(r) => &self.base.as_ref().expect("a range has its base")[r],
+            Chunk::Own(b) => &b[..],
         })
     }
 
@@ -177,13 +175,13 @@ impl Text {
 impl From<&str> for Text {
     fn from(s: &str) -> Text {
         let own = Bytes::from(escape(s));
+        let (own, pieces) = match own.is_empty() {
+            true => (Vec::new(), Vec::new()),
+            false => (vec![own], vec![Piece::Own(0)]),
+        };
         Text {
-            pieces: if own.is_empty() {
-                Vec::new()
-            } else {
-                vec![Piece::Own(0)]
-            },
-            own: vec![own],
+            own,
+            pieces,
             base: None,
         }
     }

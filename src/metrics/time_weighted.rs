@@ -107,11 +107,13 @@ impl Cursor<'_> {
         while self.at < self.pts.len() && self.pts[self.at].0 <= t {
             self.at += 1;
         }
-        match self.at {
-            0 => 0.0,
-            i => self.pts[i - 1].1,
-        }
+        value_after(self.pts, self.at)
     }
+}
+
+/// The value once the first `n` points have passed (0 before any).
+fn value_after(pts: &[(f64, f64)], n: usize) -> f64 {
+    n.checked_sub(1).map_or(0.0, |i| pts[i].1)
 }
 
 /// The sorted, deduplicated union of two steps' times.
@@ -177,10 +179,7 @@ impl Step {
 
     /// The value at `t` (the last point at or before it; 0 before the first).
     fn at(&self, t: f64) -> f64 {
-        match self.pts.partition_point(|p| p.0 <= t) {
-            0 => 0.0,
-            i => self.pts[i - 1].1,
-        }
+        value_after(&self.pts, self.pts.partition_point(|p| p.0 <= t))
     }
 
     fn cursor(&self) -> Cursor<'_> {
