@@ -1,4 +1,5 @@
-//! Rendering a 20,000-character prompt through each renderer, and counting its tokens.
+//! Rendering a 20,000-character prompt through each renderer, counting its tokens, loading the
+//! tokenizer, and bench-serving's random prompts (random ids decoded, the text encoded again).
 //!
 //! Rendering and counting run once per request before the clock starts (never on the hot path),
 //! so these bound how long preparing a large collection takes. The prompt is the 20k code-review
@@ -69,7 +70,54 @@ fn bench(c: &mut Criterion) {
         b.iter(|| tok.count(black_box(&rendered)).unwrap())
     });
     g.finish();
+
+    let bytes = std::fs::read(&path).unwrap();
+    let mut g = c.benchmark_group("load");
+    g.throughput(Throughput::Bytes(bytes.len() as u64));
+    g.sample_size(10);
+    g.bench_function("dsv4", |b| {
+        b.iter(|| Tokenizer::from_path(black_box(&path)).unwrap())
+    });
+    g.finish();
+
+    // bench-serving's random datasets: random ids decoded to text, the text encoded, cut to the
+    // input length, decoded and encoded again (upstream's loop runs about two rounds a prompt).
+    // New ids every iteration from a fixed xorshift stream, as a run's prompts all differ.
+    let vocab = tok.base_vocab_size() as u64;
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut random_ids = move |n: usize| -> Vec<u32> {
+        (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state % vocab) as u32
+            })
+            .collect()
+    };
+    let mut g = c.benchmark_group("random_prompts");
+    g.throughput(Throughput::Elements(PROMPTS as u64));
+    g.sample_size(20);
+    g.bench_function("dsv4_64x256_two_rounds", |b| {
+        b.iter(|| {
+            (0..PROMPTS)
+                .map(|_| {
+                    let text = tok.decode(&random_ids(ISL)).unwrap();
+                    let mut ids = tok.ids(&text).unwrap();
+                    ids.truncate(ISL);
+                    let text = tok.decode(&ids).unwrap();
+                    tok.ids(black_box(&text)).unwrap().len()
+                })
+                .sum::<usize>()
+        })
+    });
+    g.finish();
 }
+
+/// Prompts per iteration of `random_prompts`, and their length in random ids (InferenceX's
+/// ISL 256 point).
+const PROMPTS: usize = 64;
+const ISL: usize = 256;
 
 criterion_group!(benches, bench);
 criterion_main!(benches);

@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use regex_automata::{Anchored, Input};
 use serde_json::Value;
 
 /// GPT-2's pre-tokenizer regex, applied by a `ByteLevel` pre-tokenizer with `use_regex`.
@@ -62,9 +63,85 @@ impl Added {
     }
 }
 
-/// Merge map key: the two ids of a pair.
-fn pair(a: u32, b: u32) -> u64 {
-    (u64::from(a) << 32) | u64::from(b)
+/// The merges: `(left, right)` ─► rank, in one open-addressed table of packed words, and the id
+/// each rank makes. Random prompts are mostly pieces never seen before, so BPE looks a pair up
+/// several times per byte of text, nearly always in a part of the table no recent lookup
+/// touched: 8 bytes a slot (a general map's entry was 16, plus its control bytes) halve what
+/// those lookups pull in.
+#[derive(Debug)]
+struct Merges {
+    /// `left << 42 | right << 21 | rank` per slot, [`Merges::EMPTY`] where none.
+    slots: Box<[u64]>,
+    /// `made[rank]`: the id that merge makes.
+    made: Vec<u32>,
+    /// Slot of a key: the top bits of its product with an odd constant.
+    shift: u32,
+}
+
+impl Merges {
+    /// Ids and ranks are below `1 << BITS` (a vocabulary of 2M tokens), or the file is left to
+    /// `tokenizers`.
+    const BITS: u32 = 21;
+    const FIELD: u64 = (1 << Self::BITS) - 1;
+    const EMPTY: u64 = u64::MAX;
+
+    /// A table for `n` merges, at most half full.
+    fn with_capacity(n: usize) -> Option<Merges> {
+        let slots = (2 * n).max(16).checked_next_power_of_two()?;
+        Some(Merges {
+            slots: vec![Self::EMPTY; slots].into_boxed_slice(),
+            made: Vec::with_capacity(n),
+            shift: 64 - slots.trailing_zeros(),
+        })
+    }
+
+    fn key(a: u32, b: u32) -> Option<u64> {
+        let (a, b) = (u64::from(a), u64::from(b));
+        (a <= Self::FIELD && b <= Self::FIELD).then_some(a << Self::BITS | b)
+    }
+
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+
+    /// Adds the merge of rank `rank` (each rank once, in order); a later duplicate of a pair
+    /// replaces the earlier one, as `tokenizers`' map does.
+    fn insert(&mut self, a: u32, b: u32, rank: u32, made: u32) -> Option<()> {
+        let key = Self::key(a, b)?;
+        if u64::from(rank) > Self::FIELD || rank as usize != self.made.len() {
+            return None;
+        }
+        self.made.push(made);
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let slot = &mut self.slots[i];
+            if *slot == Self::EMPTY || *slot >> Self::BITS == key {
+                *slot = key << Self::BITS | u64::from(rank);
+                return Some(());
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The rank of merging `a` and `b`, `u32::MAX` when they do not merge.
+    fn rank(&self, a: u32, b: u32) -> u32 {
+        let Some(key) = Self::key(a, b) else {
+            return u32::MAX;
+        };
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let slot = self.slots[i];
+            if slot == Self::EMPTY {
+                return u32::MAX;
+            }
+            if slot >> Self::BITS == key {
+                return (slot & Self::FIELD) as u32;
+            }
+            i = (i + 1) & mask;
+        }
+    }
 }
 
 /// Distinguishes tables in the per-thread scratch.
@@ -87,12 +164,14 @@ struct Scratch {
 #[derive(Default)]
 struct Words {
     symbols: Vec<u32>,
-    ranks: Vec<(u32, u32)>,
+    ranks: Vec<u32>,
     /// Pieces already merged by this thread: piece bytes ─► `ids[start..end]`. A text encoded
     /// again (the random datasets' decode/re-encode rounds) or sharing words with another is
     /// mostly hits; BPE of a piece depends on nothing else, so a hit is exact.
     seen: ahash::AHashMap<Box<[u8]>, (u32, u32)>,
     ids: Vec<u32>,
+    /// The matches of the splits in progress, the outermost first (see `split`).
+    stack: Vec<(usize, usize)>,
 }
 
 impl Words {
@@ -121,8 +200,7 @@ pub(crate) struct ByteLevelBpe {
     normalized_added: Added,
     splits: Vec<Splitter>,
     byte_ids: [u32; 256],
-    /// `(left, right)` ─► `(rank, merged id)`; a later duplicate replaces an earlier one.
-    merges: ahash::AHashMap<u64, (u32, u32)>,
+    merges: Merges,
     /// `ignore_merges`: a whole piece found here is one token.
     whole: Option<ahash::AHashMap<Vec<u8>, u32>>,
     /// Decoded bytes of id `i`: `decoded[starts[i]..starts[i + 1]]`; `present[i]` false for ids
@@ -166,7 +244,7 @@ impl ByteLevelBpe {
         }
         let byte_of = |c: char| char_byte.get(c as usize).copied().flatten();
 
-        let mut merges = ahash::AHashMap::with_capacity(model.merges.len());
+        let mut merges = Merges::with_capacity(model.merges.len())?;
         let mut joined = String::new();
         for (rank, m) in model.merges.iter().enumerate() {
             let (a, b) = match m {
@@ -184,7 +262,7 @@ impl ByteLevelBpe {
             joined.push_str(a);
             joined.push_str(b);
             let (a, b, new) = (vocab.get(a)?, vocab.get(b)?, vocab.get(joined.as_str())?);
-            merges.insert(pair(*a, *b), (u32::try_from(rank).ok()?, *new));
+            merges.insert(*a, *b, u32::try_from(rank).ok()?, *new)?;
         }
 
         // ByteLevel's decoder: a token all of whose chars are in the alphabet is those bytes,
@@ -275,8 +353,14 @@ impl ByteLevelBpe {
             self.word(text.as_bytes(), out, words);
             return;
         };
+        // The matches go on one stack shared by every depth: this depth's are
+        // `stack[base..top]`, the deeper calls push theirs above and take them off again.
+        let base = words.stack.len();
+        re.matches(text, &mut words.stack);
+        let top = words.stack.len();
         let mut prev = 0;
-        for (start, end) in re.matches(text) {
+        for i in base..top {
+            let (start, end) = words.stack[i];
             if prev != start {
                 self.split(rest, &text[prev..start], out, words);
             }
@@ -288,6 +372,7 @@ impl ByteLevelBpe {
         if prev != text.len() {
             self.split(rest, &text[prev..], out, words);
         }
+        words.stack.truncate(base);
     }
 
     /// BPE of one pre-tokenized piece.
@@ -311,32 +396,28 @@ impl ByteLevelBpe {
             ranks,
             seen,
             ids,
+            ..
         } = words;
         symbols.clear();
         symbols.extend(bytes.iter().map(|b| self.byte_ids[*b as usize]));
-        // ranks[i]: the rank of merging symbols i and i + 1 and the id it makes (rank
-        // u32::MAX: no merge), so a merge is looked up once.
-        let rank = |a: u32, b: u32| {
-            self.merges
-                .get(&pair(a, b))
-                .copied()
-                .unwrap_or((u32::MAX, 0))
-        };
+        // ranks[i]: the rank of merging symbols i and i + 1 (u32::MAX: no merge), so a pair
+        // is looked up once.
+        let rank = |a: u32, b: u32| self.merges.rank(a, b);
         ranks.clear();
         ranks.extend(symbols.windows(2).map(|w| rank(w[0], w[1])));
         loop {
             let mut best = u32::MAX;
             let mut at = 0;
             for (i, r) in ranks.iter().enumerate() {
-                if r.0 < best {
-                    best = r.0;
+                if *r < best {
+                    best = *r;
                     at = i;
                 }
             }
             if best == u32::MAX {
                 break;
             }
-            let merged = ranks[at].1;
+            let merged = self.merges.made[best as usize];
             symbols[at] = merged;
             symbols.remove(at + 1);
             ranks.remove(at);
@@ -554,10 +635,117 @@ fn splits(p: &Value) -> Option<Vec<Splitter>> {
 /// branches before the lookahead matches at its start, and that a non-space follows, gives up its
 /// last character when it has more than one (`\s+(?!\S)` backtracks by one; a single space is
 /// `\s+`'s).
+///
+/// A pattern that is one character class repeated (`\p{N}{1,3}`, `[一-龥…]+`) needs no automaton
+/// at all: its matches are the class's runs, cut every `max` characters ([`ClassRun`]).
 #[derive(Clone, Debug)]
 struct Splitter {
     exact: fancy_regex::Regex,
-    plain: Option<Plain>,
+    fast: Option<Fast>,
+}
+
+/// A form of a [`Splitter`]'s pattern that answers faster than fancy-regex, used only once it
+/// has split [`SPLIT_PROBES`] exactly as the pattern does.
+#[derive(Clone, Debug)]
+enum Fast {
+    Run(ClassRun),
+    Plain(Plain),
+}
+
+/// A pattern that is a greedy repetition of one Unicode class, `C{min,max}` with `min >= 1`
+/// (`C+` is `C{1,}`). Its leftmost-first matches are the runs of `C`'s characters, each cut into
+/// pieces of `max` characters, and of those the pieces of at least `min`.
+#[derive(Clone, Debug)]
+struct ClassRun {
+    /// Bit `c` is set when code point `c` (below U+10000) is in the class.
+    bmp: Box<[u64; 1024]>,
+    /// The class's ranges of code points, sorted and disjoint (regex-syntax's form), for the
+    /// code points past the BMP.
+    ranges: Box<[(u32, u32)]>,
+    min: u32,
+    max: u32,
+}
+
+impl ClassRun {
+    fn new(pattern: &str) -> Option<ClassRun> {
+        use regex_syntax::hir::{Class, HirKind};
+        let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+        let HirKind::Repetition(rep) = hir.kind() else {
+            return None;
+        };
+        let HirKind::Class(Class::Unicode(class)) = rep.sub.kind() else {
+            return None;
+        };
+        if !rep.greedy || rep.min == 0 || rep.max.is_some_and(|m| m < rep.min) {
+            return None;
+        }
+        let ranges: Box<[(u32, u32)]> = class
+            .ranges()
+            .iter()
+            .map(|r| (u32::from(r.start()), u32::from(r.end())))
+            .collect();
+        let mut bmp = Box::new([0u64; 1024]);
+        for &(lo, hi) in &*ranges {
+            for c in lo..=hi.min(0xFFFF) {
+                bmp[c as usize / 64] |= 1 << (c % 64);
+            }
+        }
+        Some(ClassRun {
+            bmp,
+            ranges,
+            min: rep.min,
+            max: rep.max.unwrap_or(u32::MAX),
+        })
+    }
+
+    fn contains(&self, c: char) -> bool {
+        let c = u32::from(c);
+        match self.bmp.get(c as usize / 64) {
+            Some(bits) => bits & (1 << (c % 64)) != 0,
+            None => in_ranges(&self.ranges, c),
+        }
+    }
+
+    fn matches(&self, text: &str, out: &mut Vec<(usize, usize)>) {
+        // The current run: where it started and how many of its characters are held.
+        let mut run: Option<(usize, u32)> = None;
+        for (i, c) in text.char_indices() {
+            if !self.contains(c) {
+                if let Some((start, n)) = run.take() {
+                    if n >= self.min {
+                        out.push((start, i));
+                    }
+                }
+                continue;
+            }
+            let (start, n) = run.get_or_insert((i, 0));
+            *n += 1;
+            if *n == self.max {
+                out.push((*start, i + c.len_utf8()));
+                run = None;
+            }
+        }
+        if let Some((start, n)) = run {
+            if n >= self.min {
+                out.push((start, text.len()));
+            }
+        }
+    }
+}
+
+/// Whether `c` is in one of `ranges` (sorted, disjoint, inclusive).
+fn in_ranges(ranges: &[(u32, u32)], c: u32) -> bool {
+    ranges
+        .binary_search_by(|&(lo, hi)| {
+            if hi < c {
+                std::cmp::Ordering::Less
+            } else if lo > c {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
 }
 
 /// The lookahead-free form of a [`Splitter`].
@@ -590,23 +778,26 @@ impl Automaton {
             .map(Automaton)
     }
 
-    /// The leftmost-first match at or after `pos` (fancy-regex's `find_from_pos`).
-    fn find_from(&self, text: &str, pos: usize) -> Option<(usize, usize)> {
-        use regex_automata::{Anchored, Input};
-        let input = Input::new(text).range(pos..);
+    /// The leftmost-first match at or after `pos` (fancy-regex's `find_from_pos`) in `input`'s
+    /// haystack. One `Input` serves a whole text: building one per search costs more than a
+    /// short anchored search.
+    fn find_from(&self, input: &mut Input<'_>, pos: usize) -> Option<(usize, usize)> {
         // A match that starts at `pos` is the leftmost one, so the anchored answer is the
         // unanchored one whenever it exists.
-        self.0
-            .search(&input.clone().anchored(Anchored::Yes))
-            .or_else(|| self.0.search(&input))
-            .map(|m| (m.start(), m.end()))
+        input.set_start(pos);
+        input.set_anchored(Anchored::Yes);
+        let found = self.0.search(input).or_else(|| {
+            input.set_anchored(Anchored::No);
+            self.0.search(input)
+        });
+        found.map(|m| (m.start(), m.end()))
     }
 
-    /// Whether a match starts exactly at `pos`.
-    fn starts_at(&self, text: &str, pos: usize) -> bool {
-        use regex_automata::{Anchored, Input};
-        let input = Input::new(text).range(pos..).anchored(Anchored::Yes);
-        self.0.search_half(&input).is_some()
+    /// Whether a match starts exactly at `pos` in `input`'s haystack.
+    fn starts_at(&self, input: &mut Input<'_>, pos: usize) -> bool {
+        input.set_start(pos);
+        input.set_anchored(Anchored::Yes);
+        self.0.search_half(input).is_some()
     }
 }
 
@@ -623,28 +814,39 @@ const SPLIT_PROBES: [&str; 6] = [
 impl Splitter {
     fn new(pattern: &str) -> Option<Splitter> {
         let exact = fancy_regex::Regex::new(pattern).ok()?;
-        let plain = Plain::new(pattern);
-        let splitter = Splitter { exact, plain };
-        let agrees = SPLIT_PROBES
-            .iter()
-            .all(|t| splitter.matches(t) == Splitter::exact_matches(&splitter.exact, t));
-        Some(if agrees {
-            splitter
-        } else {
-            Splitter {
-                plain: None,
-                ..splitter
-            }
-        })
+        let fast = match ClassRun::new(pattern) {
+            Some(run) => Some(Fast::Run(run)),
+            None => Plain::new(pattern).map(Fast::Plain),
+        };
+        let mut splitter = Splitter { exact, fast };
+        let mut got = Vec::new();
+        let agrees = SPLIT_PROBES.iter().all(|t| {
+            got.clear();
+            splitter.matches(t, &mut got);
+            got == Splitter::exact_matches(&splitter.exact, t)
+        });
+        if !agrees {
+            splitter.fast = None;
+        }
+        Some(splitter)
     }
 
-    /// The `(start, end)` of each match in `text`, as `tokenizers` iterates them: fancy-regex's
-    /// `find_iter`, stopping at the first error.
-    fn matches(&self, text: &str) -> Vec<(usize, usize)> {
-        self.plain
-            .as_ref()
-            .and_then(|p| p.matches(text))
-            .unwrap_or_else(|| Splitter::exact_matches(&self.exact, text))
+    /// The `(start, end)` of each match in `text`, as `tokenizers` iterates them (fancy-regex's
+    /// `find_iter`, stopping at the first error), appended to `out`.
+    fn matches(&self, text: &str, out: &mut Vec<(usize, usize)>) {
+        let base = out.len();
+        let answered = match &self.fast {
+            Some(Fast::Run(run)) => {
+                run.matches(text, out);
+                true
+            }
+            Some(Fast::Plain(plain)) => plain.matches(text, out),
+            None => false,
+        };
+        if !answered {
+            out.truncate(base);
+            out.extend(Splitter::exact_matches(&self.exact, text));
+        }
     }
 
     fn exact_matches(re: &fancy_regex::Regex, text: &str) -> Vec<(usize, usize)> {
@@ -687,17 +889,17 @@ impl Plain {
         })
     }
 
-    /// The matches, or `None` where this form cannot answer (an empty match): the caller then
-    /// asks the exact pattern.
-    fn matches(&self, text: &str) -> Option<Vec<(usize, usize)>> {
-        let mut out = Vec::new();
+    /// Appends the matches to `out`; `false` where this form cannot answer (an empty match): the
+    /// caller then asks the exact pattern.
+    fn matches(&self, text: &str, out: &mut Vec<(usize, usize)>) -> bool {
+        let mut input = Input::new(text);
         let mut pos = 0;
         while pos < text.len() {
-            let Some((start, mut end)) = self.re.find_from(text, pos) else {
+            let Some((start, mut end)) = self.re.find_from(&mut input, pos) else {
                 break;
             };
             if start == end {
-                return None;
+                return false;
             }
             let s = &text[start..end];
             if self.trimmed
@@ -707,14 +909,14 @@ impl Plain {
                 && !self
                     .before
                     .as_ref()
-                    .is_some_and(|b| b.starts_at(text, start))
+                    .is_some_and(|b| b.starts_at(&mut input, start))
             {
                 end -= s.chars().next_back().map_or(0, char::len_utf8);
             }
             out.push((start, end));
             pos = end;
         }
-        Some(out)
+        true
     }
 }
 
@@ -766,6 +968,15 @@ mod tests {
         GPT2_SPLIT,
     ];
 
+    /// More one-class repetitions: each must split as fancy-regex does.
+    const RUNS: [&str; 5] = [
+        r"\p{N}{2,3}",
+        r"\p{L}+",
+        r"[\s\p{P}]{1,2}",
+        r"(?i:[a-c]){1,4}",
+        r"[^\p{L}\p{N}]{3}",
+    ];
+
     #[test]
     fn branches_split_at_top_level_bars_only() {
         assert_eq!(
@@ -794,19 +1005,19 @@ mod tests {
             state ^= state << 17;
             (state % n as u64) as usize
         };
-        for pattern in PATTERNS {
+        let mut got = Vec::new();
+        for pattern in PATTERNS.iter().chain(&RUNS) {
             let s = Splitter::new(pattern).unwrap();
-            let plain = s
-                .plain
-                .as_ref()
-                .unwrap_or_else(|| panic!("no plain form: {pattern}"));
+            assert!(s.fast.is_some(), "no fast form: {pattern}");
             for _ in 0..3000 {
                 let text: String = (0..1 + below(24))
                     .map(|_| atoms[below(atoms.len())])
                     .collect();
+                got.clear();
+                s.matches(&text, &mut got);
                 assert_eq!(
-                    plain.matches(&text),
-                    Some(Splitter::exact_matches(&s.exact, &text)),
+                    got,
+                    Splitter::exact_matches(&s.exact, &text),
                     "{pattern} on {text:?}"
                 );
             }
@@ -815,9 +1026,33 @@ mod tests {
 
     #[test]
     fn only_look_around_outside_the_idiom_keeps_a_pattern_in_fancy_regex() {
-        let whole = Splitter::new(r"\p{N}{1,3}").unwrap().plain.unwrap();
+        let whole = Plain::new(r"\p{N}|\s+").unwrap();
         assert!(!whole.trimmed, "no look-around: the pattern is used whole");
-        assert!(Splitter::new(r"\s+(?!\S)").unwrap().plain.is_none());
-        assert!(Splitter::new(r"(?<=a)b|\s+").unwrap().plain.is_none());
+        assert!(Splitter::new(r"\s+(?!\S)").unwrap().fast.is_none());
+        assert!(Splitter::new(r"(?<=a)b|\s+").unwrap().fast.is_none());
+    }
+
+    #[test]
+    fn one_repeated_class_is_matched_as_runs() {
+        for pattern in PATTERNS[..2].iter().chain(&RUNS) {
+            let s = Splitter::new(pattern).unwrap();
+            assert!(matches!(s.fast, Some(Fast::Run(_))), "{pattern}");
+        }
+        // Not one greedy class with a minimum: an automaton or fancy-regex answers.
+        for pattern in [
+            r"\p{N}*",
+            r"\p{N}+?",
+            r"a+",
+            r"(?:\p{N}\p{L})+",
+            r"\p{N}{1,3}|x",
+        ] {
+            let s = Splitter::new(pattern).unwrap();
+            assert!(!matches!(s.fast, Some(Fast::Run(_))), "{pattern}");
+        }
+        let run = ClassRun::new(r"\p{N}{2,3}").unwrap();
+        let mut got = Vec::new();
+        // Runs of 1, 5 (3 + 2), 4 (3 + a remainder of 1, too short) and 2 digits.
+        run.matches("1 12345 ab 1234 \u{663}\u{664}", &mut got);
+        assert_eq!(got, [(2, 5), (5, 7), (11, 14), (16, 20)]);
     }
 }
