@@ -7,6 +7,7 @@
 #   LANES=256 DURATION=60 SKIP_BUILD=1 benches/agentx.sh
 #   AIPERF=1 benches/agentx.sh                          # also AIPerf 0.13 on the same corpus and server
 #   SOAK=1 benches/agentx.sh                            # one hour with faults, memory sampled
+#   FLOOR=1 benches/agentx.sh                           # also the kernel-and-runtime floor
 #
 # Records, for each tool: trace-set load time (from the start to the first warmup request),
 # peak RSS and CPU (user + sys) of the client process (GNU time), requests completed in the
@@ -20,6 +21,13 @@
 # TOKENIZER (target/fixtures/deepseek-v4/tokenizer.json), SPECPERF_BIN (target/release/specperf),
 # SKIP_BUILD=1, AIPERF=1 (needs target/aiperf-venv: scripts/aiperf-conformance.sh --setup),
 # KEEP_WORK=1.
+#
+# FLOOR=1 then runs examples/floor_client.rs for DURATION on a fresh simulator with the same
+# flags: LANES kept-alive connections (as specperf keeps them) in a closed loop, each request a
+# body of FLOOR_BODY_BYTES (550000: the 1,536-lane run's mean prompt, ~110k tokens) asking for
+# FLOOR_MAX_TOKENS (340, its mean output), written whole and read to its last chunk without
+# parsing: what the kernel and the runtime alone cost per request at this load, the part of
+# specperf's CPU per request no client avoids.
 #
 # SOAK=1 (issue 38's soak): DURATION 3600 unless given; the simulator injects FAULTS (default
 # close-mid-stream=0.002,http503=0.002,error-mid-stream=0.001,stall-mid-stream=0.0005; comma-separated
@@ -238,6 +246,25 @@ wait "$TIME_PID" || echo "specperf exited $?"
 report specperf "$WORK/specperf.time" "$WORK/specperf" "$start" "$LANES"
 [[ -z $SOAK ]] || soak_report "$WORK/specperf"
 stop_sim
+
+if [[ -n ${FLOOR:-} ]]; then
+    FLOOR_BIN=target/release/examples/floor_client
+    [[ -n ${SKIP_BUILD:-} && -x $FLOOR_BIN ]] || cargo build --release --quiet --example floor_client
+    start_sim
+    /usr/bin/time -v -o "$WORK/floor.time" "$FLOOR_BIN" --url "$BASE" --concurrency "$LANES" \
+        --duration-s "$DURATION" --body-bytes "${FLOOR_BODY_BYTES:-550000}" \
+        --max-tokens "${FLOOR_MAX_TOKENS:-340}" --keep-alive >"$WORK/floor.out" 2>&1 || echo "floor_client exited $?"
+    python3 - "$WORK/floor.time" "$WORK/floor.out" <<'PY'
+import re, sys
+t, out = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", t).group(1)) for k in ("User", "System"))
+rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1))
+n = int(re.search(r"requests (\d+)", out).group(1))
+print(f"floor: {n} requests; peak RSS {rss / 1024:.0f} MiB; CPU {cpu:.1f} s "
+      f"({cpu / max(n, 1) * 1000:.2f} s per 1,000 requests); {out.strip()}")
+PY
+    stop_sim
+fi
 
 if [[ -n ${AIPERF:-} ]]; then
     VENV=${SPECPERF_AIPERF_VENV:-target/aiperf-venv}

@@ -4,6 +4,7 @@
 #
 #   INFERENCEX_DIR=/path/to/InferenceX benches/bench_serving.sh
 #   BIG=1 benches/bench_serving.sh          # also specperf alone at concurrency 16,384
+#   FLOOR=1 benches/bench_serving.sh        # also the kernel-and-runtime floor for the same load
 #
 # The simulator runs as its own process at ITL_MS per step with acceptance probability 0 (one
 # token per step), so the true TPOT and ITL are exactly ITL_MS. Each run: InferenceX's
@@ -12,6 +13,12 @@
 # Prints per run and as medians with ratios: CPU seconds (user + sys, children included), peak
 # RSS summed over the process tree, request throughput, and mean TTFT / TPOT / ITL from each
 # tool's own result file.
+#
+# FLOOR=1 adds, after each specperf run, examples/floor_client.rs on the same load (one connection
+# per request, the same request count with warmups, bodies of FLOOR_BODY_BYTES, the mean of the
+# default argv's bodies, asking for the mean output length): only connect, write and read to EOF,
+# nothing parsed, so its CPU is what any client pays for this load, and specperf's CPU above it is
+# specperf's own (prompts, tokenizer, HTTP, SSE, records).
 #
 # Environment: INFERENCEX_DIR (without it, specperf alone), PYTHON (target/aiperf-venv/bin/python:
 # numpy, transformers, aiohttp), PORT (18090), CONCURRENCY (512), ISL (256), OSL (64), ITL_MS (1),
@@ -34,6 +41,10 @@ BASE=http://127.0.0.1:$PORT
 
 if [[ -z ${SKIP_BUILD:-} ]]; then
     cargo build --release --quiet
+fi
+FLOOR_BIN=target/release/examples/floor_client
+if [[ -n ${FLOOR:-} && ( -z ${SKIP_BUILD:-} || ! -x $FLOOR_BIN ) ]]; then
+    cargo build --release --quiet --example floor_client
 fi
 scripts/fetch-tokenizer.sh >&2
 command -v curl >/dev/null || { echo "error: curl is required" >&2; exit 1; }
@@ -117,6 +128,15 @@ for i in $(seq "$RUNS"); do
     # shellcheck disable=SC2046
     measure "$o" "$BIN" bench-serving $(argv "$CONCURRENCY" "$ISL" "$OSL" "$o.dir") --disable-tqdm
     row specperf "$o" | tee -a "$WORK/rows"
+    if [[ -n ${FLOOR:-} ]]; then
+        o=$WORK/floor$i
+        measure "$o" "$FLOOR_BIN" --url "$BASE" --concurrency "$CONCURRENCY" \
+            --requests $((12 * CONCURRENCY)) --body-bytes "${FLOOR_BODY_BYTES:-2425}" \
+            --max-tokens $(((OSL * 9 + 5) / 10))
+        awk -F': ' '/User time|System time/ {s += $2} END {printf "floor      cpu_s %.2f", s}' "$o.time"
+        awk -v k="$(cat "$o.rss")" '{printf "  rss_mib %.0f  req_s %.1f  completed %d\n", k / 1024, $3 / $11, $3}' \
+            "$o.out"
+    fi | tee -a "$WORK/rows"
 done
 "$PYTHON" - "$WORK/rows" <<'EOF'
 import statistics, sys
@@ -132,6 +152,12 @@ if "upstream" in med and "specperf" in med:
     print(f"ratios upstream/specperf: cpu_s {u['cpu_s'] / s['cpu_s']:.1f}x, "
           f"rss {u['rss_mib'] / s['rss_mib']:.1f}x; specperf/upstream req_s "
           f"{s['req_s'] / u['req_s']:.2f}x")
+if "floor" in med and "specperf" in med:
+    f, s = med["floor"], med["specperf"]
+    print(f"specperf above the floor: cpu_s {s['cpu_s'] - f['cpu_s']:.2f} "
+          f"({s['cpu_s'] / f['cpu_s']:.1f}x the floor's {f['cpu_s']:.2f})")
+    if "upstream" in med:
+        print(f"upstream/floor cpu_s: {med['upstream']['cpu_s'] / f['cpu_s']:.1f}x")
 EOF
 
 if [[ -n ${BIG:-} ]]; then
