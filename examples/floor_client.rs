@@ -1,12 +1,14 @@
 //! The floor under any streaming client's CPU: what the kernel and the tokio runtime alone cost
 //! for a given load, measured beside specperf by the bench scripts (`FLOOR=1`).
 //!
-//! Each request is one new TCP connection (as `bench-serving` opens one per request), one
-//! pre-built `/v1/completions` request written whole (`Connection: close`, a body of
-//! `--body-bytes` bytes asking for `--max-tokens` streamed tokens), then reads into one buffer
-//! until the server closes, taking one clock reading per read (any client that times events must
-//! take one). Nothing is parsed: no HTTP, no chunked framing, no SSE, no JSON, no records, no
-//! prompts. Whatever a real client spends beyond this process's CPU for the same load is its own.
+//! Each request is one pre-built `/v1/completions` request (a body of `--body-bytes` bytes asking
+//! for `--max-tokens` streamed tokens) written whole, then read into one buffer with one clock
+//! reading per read (any client that times events must take one). By default each request has its
+//! own connection (`Connection: close`, as `bench-serving` opens one per request) and ends when the
+//! server closes it; with `--keep-alive` a lane keeps its connection (as `replay` and AgentX do)
+//! and a response ends at its last chunk. Nothing is parsed: no HTTP, no chunked framing, no SSE,
+//! no JSON, no records, no prompts. Whatever a real client spends beyond this process's CPU for
+//! the same load is its own.
 //!
 //! ```text
 //! cargo build --release --example floor_client
@@ -25,7 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 struct Args {
-    addr: String,
+    /// `HOST:PORT`, connected to and sent as the `host` header.
     host: String,
     concurrency: u64,
     requests: Option<u64>,
@@ -85,7 +87,6 @@ fn parse() -> Args {
         usage("give --requests or --duration-s");
     }
     Args {
-        addr: host.to_string(),
         host: host.to_string(),
         concurrency,
         requests,
@@ -204,7 +205,7 @@ async fn main() {
     let issued = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let deadline = a.duration.map(|d| start + d);
-    let addr: Arc<str> = a.addr.clone().into();
+    let addr: Arc<str> = a.host.clone().into();
     let lanes: Vec<_> = (0..a.concurrency)
         .map(|_| {
             let (req, totals, issued, addr) =
