@@ -24,10 +24,15 @@ fn main() -> ExitCode {
     if cli.debug() {
         specperf::debug::enable();
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // bench-serving's requests all run on this thread: per SSE event a thread of ours costs a
+    // few microseconds, far under what the Python client it replaces can take, and a second
+    // worker only adds the wake-ups of work stealing (18 % more CPU at its C 512 point, in
+    // benches/README.md). Prompts are built on threads of their own either way.
+    let mut builder = match cli.command {
+        Command::BenchServing(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
