@@ -26,6 +26,24 @@ use super::state::{lateness_stats, Admission, LatenessStats, ServerCtx, Shared};
 use super::timer::PreciseTimer;
 use super::{SimConfig, SimError};
 
+/// Connections the kernel holds for the accept loop. `TcpListener::bind`'s 128 overflowed when a
+/// client opened thousands of streams at once (bench-serving at concurrency 16,384): the kernel
+/// dropped the handshakes past it, and the clients' retransmissions, backing off to minutes, were
+/// measured as TTFT. Serving engines take more (uvicorn's default is 2048); the kernel caps it at
+/// `net.core.somaxconn`.
+const BACKLOG: u32 = 65_535;
+
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
 /// A bound (not yet serving) simulator.
 pub struct Simulator {
     shared: Arc<Shared>,
@@ -66,12 +84,10 @@ impl Simulator {
                 cfg.port + i as u16
             };
             let addr = SocketAddr::new(cfg.host, port);
-            let l = TcpListener::bind(addr)
-                .await
-                .map_err(|source| SimError::Bind {
-                    addr: addr.to_string(),
-                    source,
-                })?;
+            let l = listen(addr).map_err(|source| SimError::Bind {
+                addr: addr.to_string(),
+                source,
+            })?;
             let first = (i * cfg.engines) as usize;
             listeners.push((l, first..first + cfg.engines as usize));
         }
@@ -448,4 +464,33 @@ fn tls_acceptor(files: &super::TlsFiles) -> Result<tokio_rustls::TlsAcceptor, Si
         .map_err(|e| SimError::Tls(e.to_string()))?;
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(cfg)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    /// The kernel completes the handshakes of a burst past `TcpListener::bind`'s 128 while
+    /// nothing accepts: the burst waits in the queue, not in the clients' SYN retransmissions.
+    #[tokio::test]
+    async fn a_burst_of_connections_past_128_is_queued_while_nothing_accepts() {
+        const BURST: usize = 300;
+        let cap = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok());
+        if let Some(cap) = cap.filter(|c| *c <= BURST) {
+            eprintln!("skipped: net.core.somaxconn is {cap}, which caps any backlog under {BURST}");
+            return;
+        }
+        let listener = super::listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut held = Vec::with_capacity(BURST);
+        for i in 0..BURST {
+            let connect = tokio::net::TcpStream::connect(addr);
+            match tokio::time::timeout(Duration::from_secs(3), connect).await {
+                Ok(Ok(stream)) => held.push(stream),
+                other => panic!("connection {i} of {BURST} did not complete: {other:?}"),
+            }
+        }
+    }
 }
