@@ -8,7 +8,8 @@
 //! server closes it; with `--keep-alive` a lane keeps its connection (as `replay` and AgentX do)
 //! and a response ends at its last chunk. Nothing is parsed: no HTTP, no chunked framing, no SSE,
 //! no JSON, no records, no prompts. Whatever a real client spends beyond this process's CPU for
-//! the same load is its own.
+//! the same load is its own. It runs on the runtime of the command it stands beside: one thread
+//! for a connection per request (bench-serving's), every core with `--keep-alive` (AgentX's).
 //!
 //! ```text
 //! cargo build --release --example floor_client
@@ -197,9 +198,22 @@ async fn one(
     Ok(())
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let a = parse();
+    // The runtime of the command it stands beside: bench-serving (a connection per request)
+    // runs its requests on one thread, replay and AgentX (kept-alive lanes) on every core.
+    let rt = if a.keep_alive {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    }
+    .enable_all()
+    .build()
+    .expect("cannot start the async runtime");
+    rt.block_on(run(a));
+}
+
+async fn run(a: Args) {
     let req: Arc<[u8]> = request(&a).into();
     let totals = Arc::new(Totals::default());
     let issued = Arc::new(AtomicU64::new(0));
