@@ -182,11 +182,23 @@ async fn scrape_one(
         ),
         Err(e) => step!("scrape {url}: {e} after {}", debug::ms(t0.elapsed())),
     }
+    let fetched = fetched.map_err(|e| ScrapeError::Fetch(e.to_string()))?;
+    // A page of a few hundred KB takes a millisecond or more to parse: off the runtime's threads,
+    // so that no request's events wait behind it (bench-serving runs its requests on one).
+    match tokio::task::spawn_blocking(move || interpret(fetched)).await {
+        Ok(answer) => answer,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(ScrapeError::TaskFailed),
+    }
+}
+
+/// What a fetched page holds.
+fn interpret(fetched: Fetched) -> Result<(Scraped, String), ScrapeError> {
     let Fetched {
         status,
         content_type,
         body,
-    } = fetched.map_err(|e| ScrapeError::Fetch(e.to_string()))?;
+    } = fetched;
     if status != 200 {
         return Err(ScrapeError::Status(status));
     }
