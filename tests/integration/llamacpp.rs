@@ -392,9 +392,16 @@ async fn synthetic_acceptance_runs_reconcile_and_average_2_5() {
         .sum();
     let se = ((second - mean * mean) / steps).sqrt();
     let al = 1.0 + accepted / steps;
+    // Each response's last step is cut by the tokens it has left (--osl 32, about 12 steps a
+    // response), which can only lower the mean: by at most E[a] = 1.5 accepted tokens a
+    // response, spread over every step. Without that allowance a clean-clone run failed on the
+    // low side (2.2946 over 370 steps, 3.3 standard errors) and two reruns passed.
+    let responses = 4.0 * REQUESTS as f64;
+    let cut = 1.5 * responses / steps;
     assert!(
-        (al - 2.5).abs() <= 3.0 * se,
-        "synthetic AL {al:.4} over {steps} steps is more than 3 standard errors ({se:.4}) from 2.5"
+        al <= 2.5 + 3.0 * se && al >= 2.5 - 3.0 * se - cut,
+        "synthetic AL {al:.4} over {steps} steps is outside 2.5 ± 3 standard errors ({se:.4}), \
+         less the last steps' cut ({cut:.4}) below"
     );
 }
 
