@@ -362,9 +362,11 @@ async fn ngram_runs_reconcile_with_the_servers_counters() {
 async fn synthetic_acceptance_runs_reconcile_and_average_2_5() {
     let l = Llama::start(Mode::Synth);
     let mut total = (0.0, 0.0, vec![0.0; 3]);
+    let mut responses = 0.0;
     for endpoint in ["chat", "completions"] {
         for streaming in [true, false] {
             let c = replay_case(&l, endpoint, streaming, "").await;
+            responses += REQUESTS as f64;
             assert_reconciles(
                 Mode::Synth,
                 &format!("{endpoint} streaming={streaming}"),
@@ -396,7 +398,6 @@ async fn synthetic_acceptance_runs_reconcile_and_average_2_5() {
     // response), which can only lower the mean: by at most E[a] = 1.5 accepted tokens a
     // response, spread over every step. Without that allowance a clean-clone run failed on the
     // low side (2.2946 over 370 steps, 3.3 standard errors) and two reruns passed.
-    let responses = 4.0 * REQUESTS as f64;
     let cut = 1.5 * responses / steps;
     assert!(
         al <= 2.5 + 3.0 * se && al >= 2.5 - 3.0 * se - cut,
