@@ -4,14 +4,15 @@
 //! the library's API otherwise.
 //!
 //! Beyond "does not panic", each checks what must hold for every input:
-//! - [`sse`]: framing gives the same events and the same error however reads split the stream.
+//! - [`sse`]: framing gives the same events and the same error however reads split the stream,
+//!   and classification's fast path answers each event as the full parser does, or not at all.
 //! - [`prom`]: a page that parses, rendered again, parses to the same samples.
 //! - [`dataset`]: a collection that loads has samples, each with a prompt.
 //! - [`inject`]: a rewrite never reports an internal error, leaves every line it does not list
 //!   byte-identical, and a second rewrite changes nothing.
 //! - `encoders`: an encoder vector line never panics the DeepSeek encoders.
 
-use crate::client::sse::{classify, SseError, SseParser};
+use crate::client::sse::{assert_fast_path_agrees, classify, SseError, SseParser};
 use crate::dataset::{self, DatasetKind, SpeedBenchSelect};
 use crate::scrape::acceptance::Snapshot;
 use crate::scrape::prom::{self, Format, Page};
@@ -62,9 +63,11 @@ pub fn sse(data: &[u8]) {
     assert_eq!(whole, frame(stream, cap, sizes), "one read vs random reads");
     for ev in &whole.0 {
         let _ = classify(ev);
+        assert_fast_path_agrees(ev);
     }
     // A whole response body goes through the same classifier.
     let _ = classify(stream);
+    assert_fast_path_agrees(stream);
 }
 
 /// Prometheus text and OpenMetrics parsing, the spec-series snapshot, and the render round trip.
