@@ -45,7 +45,33 @@ pub(super) struct Pool {
 /// One connection and its read buffer.
 pub(super) struct Conn {
     sock: TcpStream,
+    /// [`FIRST_READ`] bytes when opened; doubled up to [`READ_CHUNK`] when a read fills it.
     buf: Box<[u8]>,
+}
+
+/// A new connection's read buffer. Most reads of a stream are one or a few SSE events, so
+/// thousands of streams in flight each holding [`READ_CHUNK`] from the start was tens of MiB for
+/// nothing (32 MiB at concurrency 2,048); a connection whose reads fill its buffer grows it.
+const FIRST_READ: usize = 4 << 10;
+
+impl Conn {
+    /// Doubles the buffer, up to [`READ_CHUNK`], keeping its first `keep` bytes.
+    fn grow(&mut self, keep: usize) {
+        if let Some(bigger) = grown(&self.buf[..keep], self.buf.len()) {
+            self.buf = bigger;
+        }
+    }
+}
+
+/// A buffer of twice `len`, at most [`READ_CHUNK`], starting with `keep`; `None` when `len` is
+/// already that.
+fn grown(keep: &[u8], len: usize) -> Option<Box<[u8]>> {
+    if len >= READ_CHUNK {
+        return None;
+    }
+    let mut bigger = vec![0; (len * 2).min(READ_CHUNK)].into_boxed_slice();
+    bigger[..keep.len()].copy_from_slice(keep);
+    Some(bigger)
 }
 
 /// Why a send got no response head.
@@ -161,7 +187,7 @@ impl Pool {
         let r = match tokio::time::timeout(limit, open(host, port)).await {
             Ok(Ok(sock)) => Ok(Conn {
                 sock,
-                buf: vec![0; READ_CHUNK].into_boxed_slice(),
+                buf: vec![0; FIRST_READ].into_boxed_slice(),
             }),
             Ok(Err(e)) => Err(SendError {
                 kind: FailureKind::Connect,
@@ -325,9 +351,12 @@ pub(super) async fn send(
         .await
         .map_err(|e| lost(e, false))?;
 
-    // The head: read until it parses, at most a buffer of it.
+    // The head: read until it parses, at most READ_CHUNK of it.
     let mut filled = 0;
     loop {
+        if filled == conn.buf.len() {
+            conn.grow(filled);
+        }
         let n = match conn.sock.read(&mut conn.buf[filled..]).await {
             Ok(0) => Err(std::io::ErrorKind::UnexpectedEof.into()),
             r => r,
@@ -338,11 +367,10 @@ pub(super) async fn send(
         let mut parsed = httparse::Response::new(&mut lines);
         let at = match parsed.parse(&conn.buf[..filled]) {
             Ok(httparse::Status::Complete(at)) => at,
-            Ok(httparse::Status::Partial) if filled < conn.buf.len() => continue,
+            Ok(httparse::Status::Partial) if filled < READ_CHUNK => continue,
             Ok(httparse::Status::Partial) => {
                 return Err(SendError::closed(format!(
-                    "response head too large (over {} bytes)",
-                    conn.buf.len()
+                    "response head too large (over {READ_CHUNK} bytes)"
                 )))
             }
             Err(e) => return Err(SendError::closed(format!("invalid response head: {e}"))),
@@ -490,6 +518,11 @@ impl Response {
             let Some(conn) = self.conn.as_mut() else {
                 return Ok(false);
             };
+            // Every span of the last read is handed on: a read that filled the buffer asks
+            // for a bigger one.
+            if self.filled == conn.buf.len() {
+                conn.grow(0);
+            }
             self.pending = 0;
             self.filled = 0;
             let n = conn
@@ -696,6 +729,61 @@ mod tests {
 
     fn chunked() -> Framing {
         Framing::Chunked(Chunk::Size { size: 0, digits: 0 })
+    }
+
+    #[test]
+    fn a_read_buffer_doubles_to_the_cap_keeping_what_it_holds() {
+        let mut len = FIRST_READ;
+        let mut sizes = vec![len];
+        while let Some(b) = grown(b"HTTP/1.1 2", len) {
+            assert!(b.starts_with(b"HTTP/1.1 2"));
+            len = b.len();
+            sizes.push(len);
+        }
+        assert_eq!(sizes, [4 << 10, 8 << 10, 16 << 10]);
+        assert_eq!(len, READ_CHUNK);
+    }
+
+    /// A head past the first buffer and a body past the largest one, each written at once: the
+    /// buffer grows while reads fill it, and every byte arrives once, in order.
+    #[tokio::test]
+    async fn reads_that_fill_the_buffer_grow_it_and_lose_nothing() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let body: Vec<u8> = (0..40_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let padding = "p".repeat(6 << 10);
+        let answer = [
+            format!(
+                "HTTP/1.1 200 OK\r\nx-pad: {padding}\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            )
+            .into_bytes(),
+            body.clone(),
+        ]
+        .concat();
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut req = vec![0; 1024];
+            let _ = sock.read(&mut req).await.unwrap();
+            sock.write_all(&answer).await.unwrap();
+            sock
+        });
+        let pool = Arc::new(Pool::new(true, Duration::from_secs(5)));
+        let uri: Uri = format!("http://{addr}/x").parse().unwrap();
+        let mut r = send(&pool, &uri, &[], Ask::Get, true).await.unwrap();
+        assert_eq!(r.headers["x-pad"].len(), padding.len());
+        let mut got = Vec::new();
+        while r.next().await.unwrap() {
+            let mut i = 0;
+            while let Some(span) = r.span(i) {
+                got.extend_from_slice(span);
+                i += 1;
+            }
+        }
+        assert_eq!(got, body);
+        let _sock = server.await.unwrap();
+        let conn = pool.checkout(&format!("{addr}")).expect("kept alive");
+        assert_eq!(conn.buf.len(), READ_CHUNK);
     }
 
     #[test]
