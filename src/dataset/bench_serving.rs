@@ -18,7 +18,7 @@ use serde_json::{json, Map};
 use tokenizer_encoders::deepseek::{
     encode_messages, DeepSeekVersion, EncodeOptions, ReasoningEffort, ThinkingMode,
 };
-use tokenizer_encoders::{ChatTemplate, EncodeError, TokenizeError, Tokenizer};
+use tokenizer_encoders::{ChatTemplate, EncodeError, Encoding, TokenizeError, Tokenizer};
 
 use super::numpy_random::RandomState;
 
@@ -301,14 +301,18 @@ fn inferencex(
 }
 
 /// One IX prompt in upstream's padding loop (spec §4.3): up to 10 rounds of encode, then pad
-/// (drawing from the prompt's stream) or cut, then decode.
+/// (drawing from the prompt's stream) or cut, then decode. Each round's text is the last one
+/// cut or extended by a few tokens, so each encode after the first resumes from the one before
+/// ([`Tokenizer::reencode`], the same ids as a whole encode).
 struct Padding {
     text: String,
     target: usize,
     /// Rounds done.
     rounds: usize,
-    /// Stopped short of the target at the start of a round: these ids need padding next.
-    short: Option<Vec<u32>>,
+    /// The text of the round before and its encoding, while rounds remain.
+    before: Option<(String, Encoding)>,
+    /// Stopped short of the target at the start of a round: the encoding of `text`, to pad next.
+    short: Option<Encoding>,
     /// The loop ended on a round whose encode of `text` had exactly `target` tokens.
     counted: Option<usize>,
 }
@@ -323,6 +327,7 @@ impl Padding {
             text,
             target,
             rounds: 0,
+            before: None,
             short: None,
             counted: None,
         };
@@ -347,27 +352,33 @@ impl Padding {
         vocab: i64,
     ) -> Result<(), DatasetError> {
         while self.rounds < Self::ROUNDS && self.counted.is_none() {
-            let mut ids_now = match self.short.take() {
-                Some(ids) => ids,
-                None => tok.ids(&self.text)?,
+            let now = match (self.short.take(), self.before.take()) {
+                (Some(now), _) => now,
+                (None, Some((text, enc))) => tok.reencode(&text, &enc, &self.text)?,
+                (None, None) => tok.encode_resumable(&self.text)?,
             };
-            match ids_now.len().cmp(&self.target) {
+            let len = now.ids().len();
+            let next: Vec<u32> = match len.cmp(&self.target) {
                 std::cmp::Ordering::Less => {
                     let Some(rs) = pad.as_deref_mut() else {
-                        self.short = Some(ids_now);
+                        self.short = Some(now);
                         return Ok(());
                     };
-                    ids_now.extend(ids(rs.randint_n(0, vocab, self.target - ids_now.len())));
+                    let mut next = now.ids().to_vec();
+                    next.extend(ids(rs.randint_n(0, vocab, self.target - len)));
+                    next
                 }
-                std::cmp::Ordering::Greater => ids_now.truncate(self.target),
+                std::cmp::Ordering::Greater => now.ids()[..self.target].to_vec(),
                 std::cmp::Ordering::Equal => {
                     self.counted = Some(self.target);
                     break;
                 }
-            }
-            self.text = tok.decode(&ids_now)?;
+            };
+            let text = tok.decode(&next)?;
+            self.before = Some((std::mem::replace(&mut self.text, text), now));
             self.rounds += 1;
         }
+        self.before = None;
         Ok(())
     }
 }

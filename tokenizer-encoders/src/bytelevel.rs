@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
-use regex_automata::{Anchored, Input};
+use regex_automata::{hybrid, Anchored, Input};
 use serde_json::Value;
 
 /// GPT-2's pre-tokenizer regex, applied by a `ByteLevel` pre-tokenizer with `use_regex`.
@@ -50,16 +50,24 @@ fn byte_chars() -> [char; 256] {
 struct Added {
     matcher: AhoCorasick,
     ids: Vec<u32>,
+    /// The longest token's length in bytes: whether a token starts at `q` depends on the bytes
+    /// `q..q + longest` alone.
+    longest: usize,
 }
 
 impl Added {
     fn new(tokens: Vec<(String, u32)>) -> Option<Added> {
         let (contents, ids): (Vec<String>, Vec<u32>) = tokens.into_iter().unzip();
+        let longest = contents.iter().map(String::len).max().unwrap_or(0);
         let matcher = AhoCorasickBuilder::new()
             .match_kind(MatchKind::LeftmostLongest)
             .build(&contents)
             .ok()?;
-        Some(Added { matcher, ids })
+        Some(Added {
+            matcher,
+            ids,
+            longest,
+        })
     }
 }
 
@@ -144,6 +152,108 @@ impl Merges {
     }
 }
 
+/// A need no text meets: not a point to resume from.
+const NEVER: usize = usize::MAX;
+
+/// A point a later encode can resume from: the pieces before byte `at` gave the first `ids` ids,
+/// and any text whose first `need` bytes are this text's splits the same way before `at`, and
+/// continues after it as a text of its own that starts at `at` would. So the ids of such a text
+/// are `ids[..mark.ids]` and those of its rest from `at`, encoded afresh.
+///
+/// `need` is the furthest any search that decided a piece before `at` read: each stage's
+/// searches before `at` in the stretch of text holding `at`, at every level. A search that read
+/// to the end of its stretch gives [`NEVER`]: the end of a stretch is where the next one (or the
+/// text) starts, which a longer text moves. A point inside a match of any split is never one: a
+/// fresh split from there would match differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Mark {
+    pub(crate) at: usize,
+    pub(crate) ids: usize,
+    pub(crate) need: usize,
+}
+
+/// What an encode writes to.
+struct Cx<'a> {
+    out: &'a mut Vec<u32>,
+    words: &'a mut Words,
+    marks: Option<&'a mut Vec<Mark>>,
+}
+
+impl Cx<'_> {
+    /// A piece starts at `at`: a mark there, if marks are kept and `need` can be met.
+    fn mark(&mut self, at: usize, need: usize) {
+        if let Some(marks) = self.marks.as_deref_mut() {
+            if need != NEVER {
+                marks.push(Mark {
+                    at,
+                    ids: self.out.len(),
+                    need,
+                });
+            }
+        }
+    }
+}
+
+/// What a restart at `b` inside one stretch of text needs: the stage's own reads and those of
+/// the stages around it (`outer`).
+struct Need<'a> {
+    outer: Option<&'a Need<'a>>,
+    /// Where the stretch starts: no search of this stage came before it.
+    start: usize,
+    /// The need at `start` (the reads of the stage that cut the stretch there).
+    at_start: usize,
+    /// The need past `start`.
+    inside: Inside,
+}
+
+#[derive(Clone, Copy)]
+enum Inside {
+    /// Inside a match: never.
+    Never,
+    /// The same for every point (the furthest read of the searches around the stretch).
+    Const(usize),
+    /// `b + plus`, or never when that passes `until` (the search window reached the end).
+    Window { plus: usize, until: usize },
+}
+
+impl Need<'_> {
+    fn at(&self, b: usize) -> usize {
+        let own = if b == self.start {
+            self.at_start
+        } else {
+            match self.inside {
+                Inside::Never => NEVER,
+                Inside::Const(n) => n,
+                Inside::Window { plus, until } => match b.checked_add(plus) {
+                    Some(n) if n <= until => n,
+                    _ => NEVER,
+                },
+            }
+        };
+        own.max(self.outer.map_or(0, |o| o.at(b)))
+    }
+}
+
+/// One match of a split, with the furthest read (relative to the split's text, [`NEVER`] past
+/// its end) of the searches before it (`before`) and up to and with it (`through`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Found {
+    start: usize,
+    end: usize,
+    before: usize,
+    through: usize,
+}
+
+/// What a restart inside a gap between a split's matches needs of that split.
+#[derive(Clone, Copy, Debug)]
+enum Gaps {
+    /// `b + plus` (a class run: the character at `b` decides).
+    Window(usize),
+    /// The furthest read of the searches up to the next match (each [`Found::before`]), `tail`
+    /// after the last one.
+    Read { tail: usize },
+}
+
 /// Distinguishes tables in the per-thread scratch.
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -165,13 +275,13 @@ struct Scratch {
 struct Words {
     symbols: Vec<u32>,
     ranks: Vec<u32>,
-    /// Pieces already merged by this thread: piece bytes ─► `ids[start..end]`. A text encoded
-    /// again (the random datasets' decode/re-encode rounds) or sharing words with another is
-    /// mostly hits; BPE of a piece depends on nothing else, so a hit is exact.
+    /// Pieces already merged by this thread: piece bytes ─► `ids[start..end]`. A text sharing
+    /// words with another is mostly hits (the random datasets' runs of consecutive ids overlap
+    /// from prompt to prompt); BPE of a piece depends on nothing else, so a hit is exact.
     seen: ahash::AHashMap<Box<[u8]>, (u32, u32)>,
     ids: Vec<u32>,
     /// The matches of the splits in progress, the outermost first (see `split`).
-    stack: Vec<(usize, usize)>,
+    stack: Vec<Found>,
 }
 
 impl Words {
@@ -199,6 +309,9 @@ pub(crate) struct ByteLevelBpe {
     raw_added: Added,
     normalized_added: Added,
     splits: Vec<Splitter>,
+    /// Every split reports how far each of its searches read, and none looks behind where it
+    /// starts: an encode can leave [`Mark`]s to resume from.
+    resumable: bool,
     byte_ids: [u32; 256],
     merges: Merges,
     /// `ignore_merges`: a whole piece found here is one token.
@@ -320,6 +433,7 @@ impl ByteLevelBpe {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             raw_added: Added::new(kind(false))?,
             normalized_added: Added::new(kind(true))?,
+            resumable: splits.iter().all(Splitter::resumable),
             splits,
             byte_ids,
             merges,
@@ -331,48 +445,157 @@ impl ByteLevelBpe {
         Some((bpe, vocab.len()))
     }
 
-    /// Appends the ids of `text` (no special tokens added) to `out`.
-    pub(crate) fn encode(&self, text: &str, out: &mut Vec<u32>) {
+    /// Appends the ids of `text` (no special tokens added) to `out`, and to `marks`, when given
+    /// and this tokenizer's splits allow it, the points a later encode can resume from (see
+    /// [`Mark`]), in order.
+    pub(crate) fn encode(&self, text: &str, out: &mut Vec<u32>, marks: Option<&mut Vec<Mark>>) {
         SCRATCH.with_borrow_mut(|slot| {
             let scratch = match slot {
                 Some(s) if s.owner == self.id => s,
                 _ => slot.insert(Scratch::new(self)),
             };
             let Scratch { splits, words, .. } = scratch;
-            each_piece(&self.raw_added, text, out, &mut |raw, out| {
-                each_piece(&self.normalized_added, raw, out, &mut |piece, out| {
-                    self.split(splits, piece, out, words);
-                });
-            });
+            let mut cx = Cx {
+                out,
+                words,
+                marks: marks.filter(|_| self.resumable),
+            };
+            let whole = Need {
+                outer: None,
+                start: 0,
+                at_start: 0,
+                inside: Inside::Const(0),
+            };
+            self.added(false, splits, text, 0, &whole, &mut cx);
         });
     }
 
-    /// The pieces of `text` under the first of `splits` and the ones after it, each encoded.
-    fn split(&self, splits: &[Splitter], text: &str, out: &mut Vec<u32>, words: &mut Words) {
-        let Some((re, rest)) = splits.split_first() else {
-            self.word(text.as_bytes(), out, words);
+    /// The tokens of one kind of added token (`normalized` or raw) in `text` (at `base` in the
+    /// whole text), each an id, and the stretches between them to the next stage.
+    ///
+    /// A token is matched leftmost-longest, so whether one starts at `q` is decided by the bytes
+    /// `q..q + longest` of `text` (its end included, when that window reaches it): a restart at
+    /// `b` needs the bytes up to `b - 1 + longest`, and none when the window reached the end.
+    #[allow(clippy::too_many_arguments)]
+    fn added(
+        &self,
+        normalized: bool,
+        splits: &mut [Splitter],
+        text: &str,
+        base: usize,
+        outer: &Need<'_>,
+        cx: &mut Cx<'_>,
+    ) {
+        let added = if normalized {
+            &self.normalized_added
+        } else {
+            &self.raw_added
+        };
+        let end = base + text.len();
+        let inside = match added.longest {
+            0 => Inside::Const(0),
+            n => Inside::Window {
+                plus: n - 1,
+                until: end,
+            },
+        };
+        let own = Need {
+            outer: Some(outer),
+            start: base,
+            at_start: 0,
+            inside,
+        };
+        let mut prev = 0;
+        let mut stretch = |cx: &mut Cx<'_>, from: usize, to: usize| {
+            if normalized {
+                self.split(splits, &text[from..to], base + from, &own, cx);
+            } else {
+                self.added(true, splits, &text[from..to], base + from, &own, cx);
+            }
+        };
+        for m in added.matcher.find_iter(text) {
+            if prev < m.start() {
+                stretch(cx, prev, m.start());
+            }
+            let b = base + m.start();
+            cx.mark(b, own.at(b));
+            cx.out.push(added.ids[m.pattern().as_usize()]);
+            prev = m.end();
+        }
+        if prev < text.len() {
+            stretch(cx, prev, text.len());
+        }
+    }
+
+    /// The pieces of `text` (at `base` in the whole text) under the first of `splits` and the
+    /// ones after it, each encoded; `need` says what a restart inside `text` needs of the
+    /// stages above.
+    fn split(
+        &self,
+        splits: &mut [Splitter],
+        text: &str,
+        base: usize,
+        need: &Need<'_>,
+        cx: &mut Cx<'_>,
+    ) {
+        let Some((re, rest)) = splits.split_first_mut() else {
+            cx.mark(base, need.at(base));
+            self.word(text.as_bytes(), cx.out, cx.words);
             return;
         };
         // The matches go on one stack shared by every depth: this depth's are
-        // `stack[base..top]`, the deeper calls push theirs above and take them off again.
-        let base = words.stack.len();
-        re.matches(text, &mut words.stack);
-        let top = words.stack.len();
-        let mut prev = 0;
-        for i in base..top {
-            let (start, end) = words.stack[i];
-            if prev != start {
-                self.split(rest, &text[prev..start], out, words);
+        // `stack[bottom..top]`, the deeper calls push theirs above and take them off again.
+        let bottom = cx.words.stack.len();
+        let gaps = re.matches(text, &mut cx.words.stack);
+        let top = cx.words.stack.len();
+        // Reads are relative to `text`; `NEVER` stays `NEVER`.
+        let abs = |read: usize| if read == NEVER { NEVER } else { base + read };
+        let gap = |from: usize, at_start: usize, next: usize| Need {
+            outer: Some(need),
+            start: base + from,
+            at_start: abs(at_start),
+            inside: match gaps {
+                Gaps::Window(plus) => Inside::Window { plus, until: NEVER },
+                Gaps::Read { .. } => Inside::Const(abs(next)),
+            },
+        };
+        let (mut prev, mut prev_read) = (0, 0);
+        for i in bottom..top {
+            let f = cx.words.stack[i];
+            if prev != f.start {
+                self.split(
+                    rest,
+                    &text[prev..f.start],
+                    base + prev,
+                    &gap(prev, prev_read, f.before),
+                    cx,
+                );
             }
-            if start != end {
-                self.split(rest, &text[start..end], out, words);
+            if f.start != f.end {
+                let inner = Need {
+                    outer: Some(need),
+                    start: base + f.start,
+                    at_start: abs(f.before),
+                    inside: Inside::Never,
+                };
+                self.split(rest, &text[f.start..f.end], base + f.start, &inner, cx);
             }
-            prev = end;
+            (prev, prev_read) = (f.end, f.through);
         }
         if prev != text.len() {
-            self.split(rest, &text[prev..], out, words);
+            let tail = match gaps {
+                Gaps::Window(_) => 0,
+                Gaps::Read { tail } => tail,
+            };
+            self.split(
+                rest,
+                &text[prev..],
+                base + prev,
+                &gap(prev, prev_read, tail),
+                cx,
+            );
         }
-        words.stack.truncate(base);
+        cx.words.stack.truncate(bottom);
     }
 
     /// BPE of one pre-tokenized piece.
@@ -455,27 +678,6 @@ impl ByteLevelBpe {
             Ok(s) => s,
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
         }
-    }
-}
-
-/// Calls `plain` on each stretch of `text` between the matches of `added`, and pushes each
-/// match's id.
-fn each_piece(
-    added: &Added,
-    text: &str,
-    out: &mut Vec<u32>,
-    plain: &mut dyn FnMut(&str, &mut Vec<u32>),
-) {
-    let mut prev = 0;
-    for m in added.matcher.find_iter(text) {
-        if prev < m.start() {
-            plain(&text[prev..m.start()], out);
-        }
-        out.push(added.ids[m.pattern().as_usize()]);
-        prev = m.end();
-    }
-    if prev < text.len() {
-        plain(&text[prev..], out);
     }
 }
 
@@ -667,6 +869,9 @@ struct ClassRun {
 }
 
 impl ClassRun {
+    /// What a restart at `b` needs: the character at `b`, up to 4 bytes.
+    const READ: usize = 4;
+
     fn new(pattern: &str) -> Option<ClassRun> {
         use regex_syntax::hir::{Class, HirKind};
         let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
@@ -706,14 +911,31 @@ impl ClassRun {
         }
     }
 
-    fn matches(&self, text: &str, out: &mut Vec<(usize, usize)>) {
+    /// Appends the runs. With `min` 1, whether a piece starts or ends at `b` is decided by the
+    /// characters before `b` and the one at `b`: a restart needs `b + READ` ([`Gaps::Window`]).
+    /// With a larger `min` a short run's fate waits for its end: no restarts.
+    fn matches(&self, text: &str, out: &mut Vec<Found>) -> Gaps {
+        let windowed = self.min == 1;
+        let mut found = |start: usize, end: usize| {
+            let (before, through) = match (windowed, end == text.len()) {
+                (true, false) => (start + Self::READ, end + Self::READ),
+                (true, true) => (start + Self::READ, NEVER),
+                (false, _) => (if start == 0 { 0 } else { NEVER }, NEVER),
+            };
+            out.push(Found {
+                start,
+                end,
+                before,
+                through,
+            });
+        };
         // The current run: where it started and how many of its characters are held.
         let mut run: Option<(usize, u32)> = None;
         for (i, c) in text.char_indices() {
             if !self.contains(c) {
                 if let Some((start, n)) = run.take() {
                     if n >= self.min {
-                        out.push((start, i));
+                        found(start, i);
                     }
                 }
                 continue;
@@ -721,14 +943,19 @@ impl ClassRun {
             let (start, n) = run.get_or_insert((i, 0));
             *n += 1;
             if *n == self.max {
-                out.push((*start, i + c.len_utf8()));
+                found(*start, i + c.len_utf8());
                 run = None;
             }
         }
         if let Some((start, n)) = run {
             if n >= self.min {
-                out.push((start, text.len()));
+                found(start, text.len());
             }
+        }
+        if windowed {
+            Gaps::Window(Self::READ)
+        } else {
+            Gaps::Read { tail: NEVER }
         }
     }
 }
@@ -759,45 +986,156 @@ struct Plain {
     before: Option<Automaton>,
 }
 
-/// A pattern in the regex crate's meta engine, searched anchored first: nearly every piece
-/// starts where the previous one ended, and an anchored hit costs one forward scan, where an
-/// unanchored search also scans back for the start.
+/// A pattern in the regex crate's automata. Nearly every piece starts where the previous one
+/// ended, so each search is first tried anchored, where it costs one forward scan (an unanchored
+/// search also scans back for the start). A pattern that looks at nothing around it (no `^`,
+/// `$`, `\b`) is stepped through its lazy DFA by hand ([`Stepper`]), which also tells how far
+/// each search read; any other, and any search the DFA gives up on, goes to the meta engine.
 #[derive(Clone, Debug)]
-struct Automaton(regex_automata::meta::Regex);
+struct Automaton {
+    meta: regex_automata::meta::Regex,
+    /// Boxed: a lazy DFA and its cache are a few KiB of fields.
+    stepper: Option<Box<Stepper>>,
+}
+
+/// Anchored searches in a look-free pattern's lazy DFA, with this thread's transition cache.
+#[derive(Clone, Debug)]
+struct Stepper {
+    dfa: hybrid::dfa::DFA,
+    cache: hybrid::dfa::Cache,
+}
+
+/// One anchored search: the end of the leftmost-first match, if any, and the exclusive end of the
+/// bytes it read ([`NEVER`] when it read to the end of the text).
+type Attempt = (Option<usize>, usize);
+
+impl Stepper {
+    fn new(pattern: &str) -> Option<Stepper> {
+        let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+        if !hir.properties().look_set().is_empty() {
+            return None;
+        }
+        let dfa = hybrid::dfa::DFA::builder()
+            .configure(hybrid::dfa::DFA::config().cache_capacity(Automaton::CACHE))
+            .build(pattern)
+            .ok()?;
+        let cache = dfa.create_cache();
+        Some(Stepper { dfa, cache })
+    }
+
+    /// The anchored search at `pos` (a character boundary) of `hay`; with `earliest`, it stops
+    /// at the first match state. `None` when the DFA gives up (the caller asks the meta engine).
+    fn attempt(&mut self, hay: &[u8], pos: usize, earliest: bool) -> Option<Attempt> {
+        let Stepper { dfa, cache } = self;
+        let input = Input::new(hay).range(pos..).anchored(Anchored::Yes);
+        let mut sid = dfa.start_state_forward(cache, &input).ok()?;
+        let mut end = None;
+        // Match states come one byte late: the state after byte `at` says whether a match
+        // ends at `at`.
+        for (at, &byte) in hay.iter().enumerate().skip(pos) {
+            sid = dfa.next_state(cache, sid, byte).ok()?;
+            if sid.is_tagged() {
+                if sid.is_match() {
+                    end = Some(at);
+                    if earliest {
+                        return Some((end, at + 1));
+                    }
+                } else if sid.is_dead() {
+                    return Some((end, at + 1));
+                } else if sid.is_quit() {
+                    return None;
+                }
+            }
+        }
+        sid = dfa.next_eoi_state(cache, sid).ok()?;
+        if sid.is_match() {
+            end = Some(hay.len());
+        }
+        Some((end, NEVER))
+    }
+}
 
 impl Automaton {
     /// The lazy DFA's transition cache per thread. The default 2 MiB starts over often on
     /// random multilingual text (every script adds states); this is a few MiB per thread.
     const CACHE: usize = 8 << 20;
+    /// Anchored searches at each character of a gap go on while the bytes they read stay
+    /// under `SPEND` per byte of the gap, plus `SPEND_FIRST`; past that (a pattern whose failed
+    /// searches read far) one unanchored search takes over.
+    const SPEND: usize = 8;
+    const SPEND_FIRST: usize = 64;
 
     fn new(pattern: &str) -> Option<Automaton> {
-        regex_automata::meta::Regex::builder()
+        let meta = regex_automata::meta::Regex::builder()
             .configure(regex_automata::meta::Config::new().hybrid_cache_capacity(Self::CACHE))
             .build(pattern)
-            .ok()
-            .map(Automaton)
+            .ok()?;
+        Some(Automaton {
+            meta,
+            stepper: Stepper::new(pattern).map(Box::new),
+        })
     }
 
     /// The leftmost-first match at or after `pos` (fancy-regex's `find_from_pos`) in `input`'s
-    /// haystack. One `Input` serves a whole text: building one per search costs more than a
-    /// short anchored search.
-    fn find_from(&self, input: &mut Input<'_>, pos: usize) -> Option<(usize, usize)> {
-        // A match that starts at `pos` is the leftmost one, so the anchored answer is the
-        // unanchored one whenever it exists.
+    /// haystack, with the furthest read of its own search; the furthest read of the searches
+    /// that found nothing before it is folded into `read`. One `Input` serves a whole text:
+    /// building one per search costs more than a short anchored search.
+    fn find_from(
+        &mut self,
+        input: &mut Input<'_>,
+        mut pos: usize,
+        read: &mut usize,
+    ) -> Option<(usize, usize, usize)> {
+        // A match that starts at `pos` is the leftmost one, so the anchored answer at the first
+        // position that has one is the unanchored answer.
+        if let Some(stepper) = &mut self.stepper {
+            let hay = input.haystack();
+            let (from, mut spent) = (pos, 0);
+            while spent <= Self::SPEND * (pos - from) + Self::SPEND_FIRST {
+                match stepper.attempt(hay, pos, false) {
+                    Some((Some(end), r)) => return Some((pos, end, r)),
+                    Some((None, r)) => {
+                        *read = (*read).max(r);
+                        spent += r.min(hay.len()) - pos;
+                        pos += utf8_len(hay[pos]);
+                        if pos >= hay.len() {
+                            return None;
+                        }
+                    }
+                    None => break,
+                }
+            }
+        }
         input.set_start(pos);
         input.set_anchored(Anchored::Yes);
-        let found = self.0.search(input).or_else(|| {
-            input.set_anchored(Anchored::No);
-            self.0.search(input)
-        });
-        found.map(|m| (m.start(), m.end()))
+        if let Some(m) = self.meta.search(input) {
+            return Some((m.start(), m.end(), NEVER));
+        }
+        *read = NEVER;
+        input.set_anchored(Anchored::No);
+        self.meta.search(input).map(|m| (m.start(), m.end(), NEVER))
     }
 
-    /// Whether a match starts exactly at `pos` in `input`'s haystack.
-    fn starts_at(&self, input: &mut Input<'_>, pos: usize) -> bool {
+    /// Whether a match starts exactly at `pos` in `input`'s haystack, and how far that read.
+    fn starts_at(&mut self, input: &mut Input<'_>, pos: usize) -> (bool, usize) {
+        if let Some(stepper) = &mut self.stepper {
+            if let Some((end, read)) = stepper.attempt(input.haystack(), pos, true) {
+                return (end.is_some(), read);
+            }
+        }
         input.set_start(pos);
         input.set_anchored(Anchored::Yes);
-        self.0.search_half(input).is_some()
+        (self.meta.search_half(input).is_some(), NEVER)
+    }
+}
+
+/// The length of the UTF-8 sequence that `lead` starts.
+fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0..=0x7f => 1,
+        0x80..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
     }
 }
 
@@ -819,34 +1157,56 @@ impl Splitter {
             None => Plain::new(pattern).map(Fast::Plain),
         };
         let mut splitter = Splitter { exact, fast };
-        let mut got = Vec::new();
-        let agrees = SPLIT_PROBES.iter().all(|t| {
-            got.clear();
-            splitter.matches(t, &mut got);
-            got == Splitter::exact_matches(&splitter.exact, t)
-        });
+        let agrees = SPLIT_PROBES
+            .iter()
+            .all(|t| splitter.spans(t) == Splitter::exact_matches(&splitter.exact, t));
         if !agrees {
             splitter.fast = None;
         }
         Some(splitter)
     }
 
-    /// The `(start, end)` of each match in `text`, as `tokenizers` iterates them (fancy-regex's
-    /// `find_iter`, stopping at the first error), appended to `out`.
-    fn matches(&self, text: &str, out: &mut Vec<(usize, usize)>) {
-        let base = out.len();
-        let answered = match &self.fast {
-            Some(Fast::Run(run)) => {
-                run.matches(text, out);
-                true
+    /// Whether every search of this split can say how far it read and none looks behind its
+    /// start (see [`Mark`]).
+    fn resumable(&self) -> bool {
+        match &self.fast {
+            Some(Fast::Run(_)) => true,
+            Some(Fast::Plain(p)) => {
+                p.re.stepper.is_some() && p.before.as_ref().is_none_or(|b| b.stepper.is_some())
             }
-            Some(Fast::Plain(plain)) => plain.matches(text, out),
             None => false,
-        };
-        if !answered {
-            out.truncate(base);
-            out.extend(Splitter::exact_matches(&self.exact, text));
         }
+    }
+
+    /// Each match in `text`, as `tokenizers` iterates them (fancy-regex's `find_iter`,
+    /// stopping at the first error), appended to `out`, with how far the searches read.
+    fn matches(&mut self, text: &str, out: &mut Vec<Found>) -> Gaps {
+        let base = out.len();
+        let answered = match &mut self.fast {
+            Some(Fast::Run(run)) => Some(run.matches(text, out)),
+            Some(Fast::Plain(plain)) => plain.matches(text, out),
+            None => None,
+        };
+        answered.unwrap_or_else(|| {
+            // fancy-regex says nothing of its reads: no restart past the text's start.
+            out.truncate(base);
+            out.extend(Splitter::exact_matches(&self.exact, text).into_iter().map(
+                |(start, end)| Found {
+                    start,
+                    end,
+                    before: if start == 0 { 0 } else { NEVER },
+                    through: NEVER,
+                },
+            ));
+            Gaps::Read { tail: NEVER }
+        })
+    }
+
+    /// The `(start, end)` of each match in `text`.
+    fn spans(&mut self, text: &str) -> Vec<(usize, usize)> {
+        let mut found = Vec::new();
+        self.matches(text, &mut found);
+        found.iter().map(|f| (f.start, f.end)).collect()
     }
 
     fn exact_matches(re: &fancy_regex::Regex, text: &str) -> Vec<(usize, usize)> {
@@ -889,34 +1249,49 @@ impl Plain {
         })
     }
 
-    /// Appends the matches to `out`; `false` where this form cannot answer (an empty match): the
+    /// Appends the matches to `out`; `None` where this form cannot answer (an empty match): the
     /// caller then asks the exact pattern.
-    fn matches(&self, text: &str, out: &mut Vec<(usize, usize)>) -> bool {
+    fn matches(&mut self, text: &str, out: &mut Vec<Found>) -> Option<Gaps> {
         let mut input = Input::new(text);
         let mut pos = 0;
+        // The furthest read so far.
+        let mut read = 0;
         while pos < text.len() {
-            let Some((start, mut end)) = self.re.find_from(&mut input, pos) else {
+            let Some((start, mut end, own)) = self.re.find_from(&mut input, pos, &mut read) else {
                 break;
             };
             if start == end {
-                return false;
+                return None;
             }
+            let before = read;
+            read = read.max(own);
             let s = &text[start..end];
             if self.trimmed
                 && end < text.len()
                 && s.chars().all(char::is_whitespace)
                 && s.chars().nth(1).is_some()
-                && !self
-                    .before
-                    .as_ref()
-                    .is_some_and(|b| b.starts_at(&mut input, start))
             {
-                end -= s.chars().next_back().map_or(0, char::len_utf8);
+                let kept = match &mut self.before {
+                    Some(b) => {
+                        let (hit, r) = b.starts_at(&mut input, start);
+                        read = read.max(r);
+                        hit
+                    }
+                    None => false,
+                };
+                if !kept {
+                    end -= s.chars().next_back().map_or(0, char::len_utf8);
+                }
             }
-            out.push((start, end));
+            out.push(Found {
+                start,
+                end,
+                before,
+                through: read,
+            });
             pos = end;
         }
-        true
+        Some(Gaps::Read { tail: read })
     }
 }
 
@@ -1005,18 +1380,15 @@ mod tests {
             state ^= state << 17;
             (state % n as u64) as usize
         };
-        let mut got = Vec::new();
         for pattern in PATTERNS.iter().chain(&RUNS) {
-            let s = Splitter::new(pattern).unwrap();
+            let mut s = Splitter::new(pattern).unwrap();
             assert!(s.fast.is_some(), "no fast form: {pattern}");
             for _ in 0..3000 {
                 let text: String = (0..1 + below(24))
                     .map(|_| atoms[below(atoms.len())])
                     .collect();
-                got.clear();
-                s.matches(&text, &mut got);
                 assert_eq!(
-                    got,
+                    s.spans(&text),
                     Splitter::exact_matches(&s.exact, &text),
                     "{pattern} on {text:?}"
                 );
@@ -1053,6 +1425,7 @@ mod tests {
         let mut got = Vec::new();
         // Runs of 1, 5 (3 + 2), 4 (3 + a remainder of 1, too short) and 2 digits.
         run.matches("1 12345 ab 1234 \u{663}\u{664}", &mut got);
-        assert_eq!(got, [(2, 5), (5, 7), (11, 14), (16, 20)]);
+        let spans: Vec<_> = got.iter().map(|f| (f.start, f.end)).collect();
+        assert_eq!(spans, [(2, 5), (5, 7), (11, 14), (16, 20)]);
     }
 }

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::bytelevel::ByteLevelBpe;
+use crate::bytelevel::{ByteLevelBpe, Mark};
 use crate::LoadError;
 
 /// A tokenizer loaded from a `tokenizer.json`.
@@ -30,6 +30,28 @@ enum Engine {
         base_vocab: usize,
     },
     Tokenizers(Box<tokenizers::Tokenizer>),
+}
+
+/// The ids of a text and the points a later encode of a similar text can resume from (see
+/// [`Tokenizer::reencode`]).
+#[derive(Clone, Debug, Default)]
+pub struct Encoding {
+    ids: Vec<u32>,
+    marks: Vec<Mark>,
+    /// Ids a re-encode took from the encoding before.
+    reused: usize,
+}
+
+impl Encoding {
+    /// The ids.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// How many of the ids [`Tokenizer::reencode`] took from the encoding it was given.
+    pub fn reused(&self) -> usize {
+        self.reused
+    }
 }
 
 /// Tokenizing a text failed (e.g. the pre-tokenizer's regex gave up on a pathological input).
@@ -89,7 +111,7 @@ impl Tokenizer {
         match &self.engine {
             Engine::ByteLevel { bpe, .. } => {
                 let mut out = Vec::with_capacity(text.len() / 3);
-                bpe.encode(text, &mut out);
+                bpe.encode(text, &mut out, None);
                 Ok(out)
             }
             Engine::Tokenizers(t) => {
@@ -99,6 +121,80 @@ impl Tokenizer {
                 Ok(enc.get_ids().to_vec())
             }
         }
+    }
+
+    /// [`Tokenizer::ids`] of `text`, with what lets [`Tokenizer::reencode`] reuse them for a text
+    /// that shares a beginning with this one.
+    pub fn encode_resumable(&self, text: &str) -> Result<Encoding, TokenizeError> {
+        match &self.engine {
+            Engine::ByteLevel { bpe, .. } => {
+                let mut ids = Vec::with_capacity(text.len() / 3);
+                let mut marks = Vec::new();
+                bpe.encode(text, &mut ids, Some(&mut marks));
+                Ok(Encoding {
+                    ids,
+                    marks,
+                    reused: 0,
+                })
+            }
+            Engine::Tokenizers(_) => Ok(Encoding {
+                ids: self.ids(text)?,
+                marks: Vec::new(),
+                reused: 0,
+            }),
+        }
+    }
+
+    /// The ids of `text`, exactly [`Tokenizer::ids`], given `before`, the encoding of
+    /// `before_text`: the pieces before the last point that the bytes the two texts share
+    /// decide are taken from `before`, and only the rest of `text` is encoded. (The random
+    /// datasets cut or extend a text by a few tokens and encode it again, up to ten times.)
+    pub fn reencode(
+        &self,
+        before_text: &str,
+        before: &Encoding,
+        text: &str,
+    ) -> Result<Encoding, TokenizeError> {
+        let Engine::ByteLevel { bpe, .. } = &self.engine else {
+            return self.encode_resumable(text);
+        };
+        let shared = before_text
+            .bytes()
+            .zip(text.bytes())
+            .position(|(a, b)| a != b)
+            .unwrap_or(before_text.len().min(text.len()));
+        let Some(k) = before
+            .marks
+            .iter()
+            .rposition(|m| m.need <= shared && m.at <= shared && text.is_char_boundary(m.at))
+        else {
+            return self.encode_resumable(text);
+        };
+        let from = before.marks[k];
+        let mut ids = Vec::with_capacity(text.len() / 3);
+        ids.extend_from_slice(&before.ids[..from.ids]);
+        let mut marks = before.marks[..k].to_vec();
+        let kept = marks.len();
+        bpe.encode(&text[from.at..], &mut ids, Some(&mut marks));
+        // The rest's marks count ids from the start (they were appended to `ids`), but bytes
+        // from `from.at`, and know nothing of the reads before it.
+        for m in &mut marks[kept..] {
+            m.at += from.at;
+            m.need = m.need.saturating_add(from.at).max(from.need);
+        }
+        #[cfg(debug_assertions)]
+        assert_eq!(
+            ids,
+            self.ids(text)?,
+            "a re-encode differs from the encode (resumed at {from:?}; {} bytes before, {} now)",
+            before_text.len(),
+            text.len()
+        );
+        Ok(Encoding {
+            ids,
+            marks,
+            reused: from.ids,
+        })
     }
 
     /// Number of tokens in `text` (see [`Tokenizer::ids`]).
@@ -157,7 +253,7 @@ fn probe(path: &Path, bytes: &[u8], bpe: &ByteLevelBpe) {
         .encode_fast(PROBE, false)
         .expect("tokenizers encodes the probe");
     let mut got = Vec::new();
-    bpe.encode(PROBE, &mut got);
+    bpe.encode(PROBE, &mut got, None);
     assert_eq!(
         got,
         want.get_ids(),

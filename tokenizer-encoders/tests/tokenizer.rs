@@ -170,6 +170,60 @@ fn texts(slow: &Tokenizer, draw: &mut Draw) -> Vec<String> {
     out
 }
 
+/// The last 80 characters of `text` (a failure names where two texts part, near their ends).
+fn ends(text: &str) -> &str {
+    let n = text.chars().count().saturating_sub(80);
+    &text[text.char_indices().nth(n).map_or(0, |(i, _)| i)..]
+}
+
+/// A text like `text` (whose ids are `ids`): cut to a prefix of its ids, cut at a byte,
+/// extended by decoded ids or atoms, or with its last characters replaced.
+fn derived(slow: &Tokenizer, text: &str, ids: &[u32], draw: &mut Draw) -> String {
+    let tail = [
+        "", " ", "  ", "\n", "12", "a", "快", "<think>", "'s", "!", "\u{a0}", "é",
+    ];
+    let at = |draw: &mut Draw| {
+        let mut c = draw.below(text.len() + 1);
+        while !text.is_char_boundary(c) {
+            c -= 1;
+        }
+        c
+    };
+    match draw.below(6) {
+        // Cut, then a character the piece before the cut would take in.
+        5 => {
+            let c = at(draw);
+            let more = match text[..c].chars().next_back() {
+                Some(c) if c.is_numeric() => "7",
+                Some(c) if c.is_whitespace() => " ",
+                Some(c) if ('\u{4e00}'..='\u{9fa5}').contains(&c) => "速",
+                Some(c) if c.is_alphabetic() => "x",
+                Some(c) if c.is_ascii_punctuation() => "!",
+                _ => "<",
+            };
+            text[..c].to_owned() + more
+        }
+        0 => slow.decode(&ids[..draw.below(ids.len() + 1)]).unwrap(),
+        1 => text[..at(draw)].to_owned(),
+        2 => {
+            let v = slow.base_vocab_size();
+            let more: Vec<u32> = (0..1 + draw.below(8))
+                .map(|_| draw.below(v) as u32)
+                .collect();
+            text.to_owned() + &slow.decode(&more).unwrap()
+        }
+        3 => text.to_owned() + tail[draw.below(tail.len())] + tail[draw.below(tail.len())],
+        _ => {
+            let keep = text.len().saturating_sub(draw.below(12));
+            let mut c = keep;
+            while !text.is_char_boundary(c) {
+                c -= 1;
+            }
+            text[..c].to_owned() + tail[draw.below(tail.len())] + tail[draw.below(tail.len())]
+        }
+    }
+}
+
 /// The DeepSeek-V4 file with `edit` applied, loaded through a temporary file, as it loads and
 /// through `tokenizers` only.
 fn variant(edit: impl FnOnce(&mut Value)) -> (Tokenizer, Tokenizer) {
@@ -213,6 +267,32 @@ fn assert_paths_agree(name: &str, (fast, slow): (Tokenizer, Tokenizer)) {
             );
         }
     }
+    // A text cut or extended (what the random datasets' padding rounds do) or edited near its
+    // end, encoded again from the first one's encoding, twice over.
+    let (mut resumed, mut tried) = (0, 0);
+    for (text, ids) in texts.iter().zip(&expected) {
+        let first = fast.encode_resumable(text).unwrap();
+        assert_eq!(first.ids(), &ids[..], "{name}: resumable ids of {text:?}");
+        let mut before = (text.clone(), first);
+        for _ in 0..2 {
+            let next = derived(&slow, &before.0, before.1.ids(), &mut draw);
+            let again = fast.reencode(&before.0, &before.1, &next).unwrap();
+            assert_eq!(
+                again.ids(),
+                &slow.ids(&next).unwrap()[..],
+                "{name}: re-encode of …{:?} after …{:?}",
+                ends(&next),
+                ends(&before.0)
+            );
+            tried += 1;
+            resumed += usize::from(again.reused() > 0);
+            before = (next, again);
+        }
+    }
+    assert!(
+        resumed * 2 > tried,
+        "{name}: only {resumed} of {tried} re-encodes resumed"
+    );
     // Any ids, added and unknown ones included.
     let top = slow.base_vocab_size() + 1400;
     for _ in 0..300 {
@@ -258,6 +338,23 @@ fn the_byte_level_path_matches_tokenizers_on_every_shape_it_takes() {
                 serde_json::json!({"type": "Split", "pattern": {"String": "th"},
                     "behavior": "Isolated", "invert": false}),
             );
+        }),
+    );
+    // No added tokens, so their matcher's window (the longest token) hides nothing of how far
+    // the splits' own searches read: the class runs' with DeepSeek's splits, the regex's with
+    // GPT-2's.
+    assert_paths_agree(
+        "no-added-tokens",
+        variant(|j| {
+            j["added_tokens"] = serde_json::json!([]);
+        }),
+    );
+    assert_paths_agree(
+        "gpt2-regex-no-added-tokens",
+        variant(|j| {
+            j["added_tokens"] = serde_json::json!([]);
+            j["pre_tokenizer"] = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false,
+                "trim_offsets": true, "use_regex": true});
         }),
     );
     // Added tokens matched after normalization beside those matched before it.
