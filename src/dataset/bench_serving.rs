@@ -319,6 +319,8 @@ struct Padding {
 
 impl Padding {
     const ROUNDS: usize = 10;
+    /// Marks a prompt waiting for padding keeps (see [`Encoding::keep_last_marks`]).
+    const MARKS_KEPT: usize = 64;
 
     /// Runs the rounds that need no random draw: until the text has the target length, a
     /// round needs padding, or the rounds run out.
@@ -361,6 +363,10 @@ impl Padding {
             let next: Vec<u32> = match len.cmp(&self.target) {
                 std::cmp::Ordering::Less => {
                     let Some(rs) = pad.as_deref_mut() else {
+                        // Padding extends the text: only the marks near its end can serve, and
+                        // this state waits for the padding pass (an 8k prompt has ~5,000).
+                        let mut now = now;
+                        now.keep_last_marks(Self::MARKS_KEPT);
                         self.short = Some(now);
                         return Ok(());
                     };

@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::path::Path;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use serde_json::{json, Map, Value};
 use tokenizer_encoders::{ChatTemplate, Encoder, Tokenizer};
 
@@ -110,6 +110,55 @@ fn bench(c: &mut Criterion) {
                 })
                 .sum::<usize>()
         })
+    });
+    // The shape upstream draws: runs of consecutive ids from a random offset, so runs overlap
+    // from prompt to prompt (the piece cache hits). Encoded twice, then the second encode
+    // resumed from the first (what the dataset does).
+    let mut offsets = random_ids(1 << 16).into_iter().cycle();
+    let mut runs = move || -> Vec<u32> {
+        let start = u64::from(offsets.next().unwrap_or(0));
+        (0..ISL as u64)
+            .map(|j| ((start + j) % vocab) as u32)
+            .collect()
+    };
+    let mut texts =
+        || -> Vec<String> { (0..PROMPTS).map(|_| tok.decode(&runs()).unwrap()).collect() };
+    g.bench_function("dsv4_64x256_runs_two_rounds", |b| {
+        b.iter_batched(
+            &mut texts,
+            |prompts| {
+                prompts
+                    .iter()
+                    .map(|text| {
+                        let mut ids = tok.ids(text).unwrap();
+                        ids.truncate(ISL);
+                        let text = tok.decode(&ids).unwrap();
+                        tok.ids(black_box(&text)).unwrap().len()
+                    })
+                    .sum::<usize>()
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.bench_function("dsv4_64x256_runs_resumed", |b| {
+        b.iter_batched(
+            &mut texts,
+            |prompts| {
+                prompts
+                    .iter()
+                    .map(|text| {
+                        let first = tok.encode_resumable(text).unwrap();
+                        let cut = &first.ids()[..first.ids().len().min(ISL)];
+                        let again = tok.decode(cut).unwrap();
+                        tok.reencode(text, &first, black_box(&again))
+                            .unwrap()
+                            .ids()
+                            .len()
+                    })
+                    .sum::<usize>()
+            },
+            BatchSize::SmallInput,
+        )
     });
     g.finish();
 }

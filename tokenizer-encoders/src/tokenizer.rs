@@ -48,6 +48,13 @@ impl Encoding {
         &self.ids
     }
 
+    /// Forgets all but the last `n` points to resume from: enough for a text that is this one
+    /// extended (a re-encode resumes near the end), at a bounded size while it waits.
+    pub fn keep_last_marks(&mut self, n: usize) {
+        let drop = self.marks.len().saturating_sub(n);
+        self.marks.drain(..drop);
+    }
+
     /// How many of the ids [`Tokenizer::reencode`] took from the encoding it was given.
     pub fn reused(&self) -> usize {
         self.reused

@@ -276,6 +276,10 @@ fn assert_paths_agree(name: &str, (fast, slow): (Tokenizer, Tokenizer)) {
         let mut before = (text.clone(), first);
         for _ in 0..2 {
             let next = derived(&slow, &before.0, before.1.ids(), &mut draw);
+            if draw.below(3) == 0 {
+                // Any subset of the last marks serves (each stands on its own).
+                before.1.keep_last_marks(draw.below(8));
+            }
             let again = fast.reencode(&before.0, &before.1, &next).unwrap();
             assert_eq!(
                 again.ids(),
