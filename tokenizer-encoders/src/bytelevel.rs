@@ -476,7 +476,6 @@ impl ByteLevelBpe {
     /// A token is matched leftmost-longest, so whether one starts at `q` is decided by the bytes
     /// `q..q + longest` of `text` (its end included, when that window reaches it): a restart at
     /// `b` needs the bytes up to `b - 1 + longest`, and none when the window reached the end.
-    #[allow(clippy::too_many_arguments)]
     fn added(
         &self,
         normalized: bool,
