@@ -123,43 +123,37 @@ fn bench(c: &mut Criterion) {
     };
     let mut texts =
         || -> Vec<String> { (0..PROMPTS).map(|_| tok.decode(&runs()).unwrap()).collect() };
-    g.bench_function("dsv4_64x256_runs_two_rounds", |b| {
-        b.iter_batched(
-            &mut texts,
-            |prompts| {
-                prompts
-                    .iter()
-                    .map(|text| {
-                        let mut ids = tok.ids(text).unwrap();
-                        ids.truncate(ISL);
-                        let text = tok.decode(&ids).unwrap();
-                        tok.ids(black_box(&text)).unwrap().len()
-                    })
-                    .sum::<usize>()
-            },
-            BatchSize::SmallInput,
-        )
-    });
-    g.bench_function("dsv4_64x256_runs_resumed", |b| {
-        b.iter_batched(
-            &mut texts,
-            |prompts| {
-                prompts
-                    .iter()
-                    .map(|text| {
-                        let first = tok.encode_resumable(text).unwrap();
-                        let cut = &first.ids()[..first.ids().len().min(ISL)];
-                        let again = tok.decode(cut).unwrap();
-                        tok.reencode(text, &first, black_box(&again))
-                            .unwrap()
-                            .ids()
-                            .len()
-                    })
-                    .sum::<usize>()
-            },
-            BatchSize::SmallInput,
-        )
-    });
+    // One prompt's rounds: encoded, cut, decoded and encoded again, whole or resumed.
+    let rounds = |text: &String, resumed: bool| -> usize {
+        if !resumed {
+            let mut ids = tok.ids(text).unwrap();
+            ids.truncate(ISL);
+            return tok
+                .ids(black_box(&tok.decode(&ids).unwrap()))
+                .unwrap()
+                .len();
+        }
+        let first = tok.encode_resumable(text).unwrap();
+        let again = tok
+            .decode(&first.ids()[..first.ids().len().min(ISL)])
+            .unwrap();
+        tok.reencode(text, &first, black_box(&again))
+            .unwrap()
+            .ids()
+            .len()
+    };
+    for (name, resumed) in [
+        ("dsv4_64x256_runs_two_rounds", false),
+        ("dsv4_64x256_runs_resumed", true),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                &mut texts,
+                |prompts| prompts.iter().map(|t| rounds(t, resumed)).sum::<usize>(),
+                BatchSize::SmallInput,
+            )
+        });
+    }
     g.finish();
 }
 

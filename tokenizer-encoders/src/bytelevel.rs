@@ -180,9 +180,11 @@ struct Cx<'a> {
 }
 
 impl Cx<'_> {
-    /// A piece starts at `at`: a mark there, if marks are kept and `need` can be met.
-    fn mark(&mut self, at: usize, need: usize) {
+    /// A piece starts at `at`: a mark there, if marks are kept and `need` can be met (walked
+    /// only then: plain encodes skip it).
+    fn mark(&mut self, at: usize, need: &Need<'_>) {
         if let Some(marks) = self.marks.as_deref_mut() {
+            let need = need.at(at);
             if need != NEVER {
                 marks.push(Mark {
                     at,
@@ -517,7 +519,7 @@ impl ByteLevelBpe {
                 stretch(cx, prev, m.start());
             }
             let b = base + m.start();
-            cx.mark(b, own.at(b));
+            cx.mark(b, &own);
             cx.out.push(added.ids[m.pattern().as_usize()]);
             prev = m.end();
         }
@@ -538,7 +540,7 @@ impl ByteLevelBpe {
         cx: &mut Cx<'_>,
     ) {
         let Some((re, rest)) = splits.split_first_mut() else {
-            cx.mark(base, need.at(base));
+            cx.mark(base, need);
             self.word(text.as_bytes(), cx.out, cx.words);
             return;
         };
