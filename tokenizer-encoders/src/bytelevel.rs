@@ -20,6 +20,7 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex_automata::{hybrid, Anchored, Input};
@@ -264,6 +265,12 @@ thread_local! {
     static SCRATCH: RefCell<Option<Scratch>> = const { RefCell::new(None) };
 }
 
+/// Drops this thread's working state (its piece cache, up to ~10 MB, and its regex caches);
+/// the next encode on it starts afresh.
+pub(crate) fn release_thread_state() {
+    SCRATCH.with_borrow_mut(|slot| *slot = None);
+}
+
 /// One thread's working state for one [`ByteLevelBpe`]: its own copy of the regexes (a regex
 /// shared between threads hands its search state out under a lock) and the merge buffers.
 struct Scratch {
@@ -318,11 +325,38 @@ pub(crate) struct ByteLevelBpe {
     merges: Merges,
     /// `ignore_merges`: a whole piece found here is one token.
     whole: Option<ahash::AHashMap<Vec<u8>, u32>>,
+    /// Each id's text, shared with the [`Decoder`]s handed out.
+    decode: Arc<DecodeTable>,
+}
+
+/// The decoded bytes of every id: all a decode reads (~1.5 MB for a 129k vocabulary, a fraction
+/// of the encoder's tables), so a caller that only decodes can drop the rest.
+#[derive(Debug)]
+pub(crate) struct DecodeTable {
     /// Decoded bytes of id `i`: `decoded[starts[i]..starts[i + 1]]`; `present[i]` false for ids
     /// neither in the vocabulary nor added (decode skips them).
     decoded: Vec<u8>,
     starts: Vec<u32>,
     present: Vec<bool>,
+}
+
+impl DecodeTable {
+    /// The text of `ids`, special tokens included; ids outside the vocabulary are skipped.
+    pub(crate) fn decode(&self, ids: &[u32]) -> String {
+        let mut bytes = Vec::with_capacity(ids.len() * 4);
+        for id in ids {
+            let i = *id as usize;
+            if self.present.get(i).copied().unwrap_or(false) {
+                bytes.extend_from_slice(
+                    &self.decoded[self.starts[i] as usize..self.starts[i + 1] as usize],
+                );
+            }
+        }
+        match String::from_utf8(bytes) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        }
+    }
 }
 
 impl ByteLevelBpe {
@@ -440,9 +474,11 @@ impl ByteLevelBpe {
             byte_ids,
             merges,
             whole,
-            decoded,
-            starts,
-            present,
+            decode: Arc::new(DecodeTable {
+                decoded,
+                starts,
+                present,
+            }),
         };
         Some((bpe, vocab.len()))
     }
@@ -666,19 +702,12 @@ impl ByteLevelBpe {
 
     /// The text of `ids`, special tokens included; ids outside the vocabulary are skipped.
     pub(crate) fn decode(&self, ids: &[u32]) -> String {
-        let mut bytes = Vec::with_capacity(ids.len() * 4);
-        for id in ids {
-            let i = *id as usize;
-            if self.present.get(i).copied().unwrap_or(false) {
-                bytes.extend_from_slice(
-                    &self.decoded[self.starts[i] as usize..self.starts[i + 1] as usize],
-                );
-            }
-        }
-        match String::from_utf8(bytes) {
-            Ok(s) => s,
-            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-        }
+        self.decode.decode(ids)
+    }
+
+    /// The decode table alone.
+    pub(crate) fn decode_table(&self) -> Arc<DecodeTable> {
+        self.decode.clone()
     }
 }
 

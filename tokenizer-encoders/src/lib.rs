@@ -47,7 +47,7 @@ use serde_json::{Map, Value};
 
 pub use error::{EncodeError, LoadError};
 pub use template::ChatTemplate;
-pub use tokenizer::{Encoding, TokenizeError, Tokenizer};
+pub use tokenizer::{Decoder, Encoding, TokenizeError, Tokenizer};
 pub use vectors::{check_vector_file, VectorOutcome, VectorReport};
 
 /// Python's `json.dumps(value)` (separators `", "` and `": "`, keys in order, floats as Python's

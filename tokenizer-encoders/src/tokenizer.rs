@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::bytelevel::{ByteLevelBpe, Mark};
+use crate::bytelevel::{ByteLevelBpe, DecodeTable, Mark};
 use crate::LoadError;
 
 /// A tokenizer loaded from a `tokenizer.json`.
@@ -30,6 +30,19 @@ enum Engine {
         base_vocab: usize,
     },
     Tokenizers(Box<tokenizers::Tokenizer>),
+}
+
+/// A byte-level tokenizer's decode alone ([`Tokenizer::decoder`]): the same text as
+/// [`Tokenizer::decode`], holding only each id's bytes. For a caller that keeps token ids and
+/// decodes them late, after the encoder's much larger tables are dropped.
+#[derive(Clone, Debug)]
+pub struct Decoder(Arc<DecodeTable>);
+
+impl Decoder {
+    /// Text of `ids`, special tokens included: [`Tokenizer::decode`]'s text.
+    pub fn decode(&self, ids: &[u32]) -> String {
+        self.0.decode(ids)
+    }
 }
 
 /// The ids of a text and the points a later encode of a similar text can resume from (see
@@ -215,6 +228,22 @@ impl Tokenizer {
         match &self.engine {
             Engine::ByteLevel { base_vocab, .. } => *base_vocab,
             Engine::Tokenizers(t) => t.get_vocab_size(false),
+        }
+    }
+
+    /// Drops the calling thread's encode state (a piece cache of up to ~10 MB, regex caches),
+    /// which otherwise lives as long as the thread: for a long-lived thread (a runtime's
+    /// blocking pool) done encoding.
+    pub fn release_thread_state() {
+        crate::bytelevel::release_thread_state();
+    }
+
+    /// This tokenizer's decode without its encoder, where it has one of its own (byte-level
+    /// files); `None` for files the `tokenizers` crate decodes.
+    pub fn decoder(&self) -> Option<Decoder> {
+        match &self.engine {
+            Engine::ByteLevel { bpe, .. } => Some(Decoder(bpe.decode_table())),
+            Engine::Tokenizers(_) => None,
         }
     }
 
