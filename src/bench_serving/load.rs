@@ -20,7 +20,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::args::Api;
-use super::result::{Outcome, Window};
+use super::result::{Itl, Outcome, Window};
 use crate::client::{Client, Clock, Prepared};
 use crate::record::{FailureKind, Outcome as RecordOutcome, RequestRecord};
 use crate::stop::Stopper;
@@ -53,9 +53,17 @@ pub(crate) struct Sent {
     pub(crate) start_ns: u64,
 }
 
+/// What a request's record becomes as it ends: its outcome from its index and record (`None`:
+/// never released, the run stopped first).
+pub(crate) type OutcomeOf<'a> = &'a (dyn Fn(usize, Option<&Sent>) -> Outcome + Sync);
+
 /// The main phase's results.
 pub(crate) struct Phase {
-    /// Per request, dataset order; `None` for a request never released (the run stopped).
+    /// Per request, dataset order.
+    pub(crate) outcomes: Vec<Outcome>,
+    /// Per request, dataset order, when the run asked to keep the records (`None` for a request
+    /// never released); else empty. A record is ~1.5 KB with its chunk gaps, its outcome a
+    /// tenth of that: at 10 prompts per slot the records were the largest thing a run held.
     pub(crate) sent: Vec<Option<Sent>>,
     pub(crate) window: Window,
     /// When the last response ended (the server-metrics window closes there).
@@ -117,8 +125,16 @@ impl Load {
     }
 
     /// The measured phase: every request released at its arrival time, through the slots.
-    /// `on_open` hears the window's wall-clock start, before the first release.
-    pub(crate) async fn run(&self, clock: &Clock, stop: &Stopper, on_open: &dyn Fn(f64)) -> Phase {
+    /// `on_open` hears the window's wall-clock start, before the first release. Each record
+    /// becomes its outcome as it comes in, and is kept beside it only with `keep_records`.
+    pub(crate) async fn run(
+        &self,
+        clock: &Clock,
+        stop: &Stopper,
+        on_open: &dyn Fn(f64),
+        outcome_of: OutcomeOf<'_>,
+        keep_records: bool,
+    ) -> Phase {
         let n = self.n;
         let slots = self.max_concurrency.map(|c| Arc::new(Semaphore::new(c)));
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Sent)>();
@@ -126,9 +142,15 @@ impl Load {
         let start_unix = unix_now();
         on_open(start_unix);
         let start = Instant::now();
+        let mut got = Collected::new(n, keep_records, self.progress, start);
         let mut tasks = Tasks::default();
         let mut at = 0.0f64;
         for i in 0..n {
+            // What came in while this request waited: a record waiting in the channel until
+            // the last release would hold every record of the run.
+            while let Ok((k, s)) = rx.try_recv() {
+                got.take(k, s, outcome_of);
+            }
             if i > 0 && !self.gaps.is_empty() {
                 at += self.gaps[i - 1];
                 let when = start + Duration::from_secs_f64(at);
@@ -178,26 +200,25 @@ impl Load {
                 _ = tokio::time::sleep_until(when.into()) => {}
             }
         }
-        let mut sent: Vec<Option<Sent>> = (0..n).map(|_| None).collect();
-        let mut done = 0usize;
-        let mut last_print = Instant::now();
-        let mut last_response = None;
         while let Some((i, s)) = rx.recv().await {
             tasks.reap();
-            sent[i] = Some(s);
-            last_response = Some(Instant::now());
-            done += 1;
-            if self.progress && last_print.elapsed() >= Duration::from_secs(5) {
-                last_print = Instant::now();
-                eprintln!(
-                    "bench-serving: {done}/{n} requests done, {:.1} s",
-                    start.elapsed().as_secs_f64()
-                );
-            }
+            got.take(i, s, outcome_of);
         }
         tasks.join_all().await;
         let duration = start.elapsed().as_secs_f64();
+        let Collected {
+            outcomes,
+            sent,
+            last_response,
+            ..
+        } = got;
+        let outcomes = outcomes
+            .into_iter()
+            .enumerate()
+            .map(|(i, o)| o.unwrap_or_else(|| outcome_of(i, None)))
+            .collect();
         Phase {
+            outcomes,
             sent,
             window: Window {
                 duration,
@@ -205,6 +226,57 @@ impl Load {
                 end_unix: unix_now(),
             },
             last_response,
+        }
+    }
+}
+
+/// The measured phase's requests as they end: outcomes (and records, when kept) in dataset
+/// order, and the progress line.
+struct Collected {
+    outcomes: Vec<Option<Outcome>>,
+    /// Empty unless the records are kept.
+    sent: Vec<Option<Sent>>,
+    keep_records: bool,
+    done: usize,
+    progress: bool,
+    start: Instant,
+    last_print: Instant,
+    last_response: Option<Instant>,
+}
+
+impl Collected {
+    fn new(n: usize, keep_records: bool, progress: bool, start: Instant) -> Collected {
+        Collected {
+            outcomes: (0..n).map(|_| None).collect(),
+            sent: if keep_records {
+                (0..n).map(|_| None).collect()
+            } else {
+                Vec::new()
+            },
+            keep_records,
+            done: 0,
+            progress,
+            start,
+            last_print: start,
+            last_response: None,
+        }
+    }
+
+    fn take(&mut self, i: usize, s: Sent, outcome_of: OutcomeOf<'_>) {
+        self.outcomes[i] = Some(outcome_of(i, Some(&s)));
+        if self.keep_records {
+            self.sent[i] = Some(s);
+        }
+        self.last_response = Some(Instant::now());
+        self.done += 1;
+        if self.progress && self.last_print.elapsed() >= Duration::from_secs(5) {
+            self.last_print = Instant::now();
+            eprintln!(
+                "bench-serving: {}/{} requests done, {:.1} s",
+                self.done,
+                self.outcomes.len(),
+                self.start.elapsed().as_secs_f64()
+            );
         }
     }
 }
@@ -327,7 +399,7 @@ pub(crate) fn outcome(
         prompt_len,
         output_len,
         ttft: r.first_token_ns.map_or(0.0, secs),
-        itl: r.chunk_gaps.iter().map(|g| g.gap_ns as f64 / 1e9).collect(),
+        itl: Itl::from_ns(r.chunk_gaps.iter().map(|g| g.gap_ns)),
         latency: secs(last),
         generated_text: text,
         error: String::new(),
@@ -366,7 +438,7 @@ pub(crate) fn peak_output_tokens_per_s(
     let mut buckets = vec![0.0f64; buckets_n];
     for (o, s) in &ok {
         let mut times = vec![start(s) + o.ttft];
-        for gap in &o.itl {
+        for gap in o.itl.secs() {
             times.push(times[times.len() - 1] + gap);
         }
         let text = s.record.response_text.as_deref().unwrap_or("");

@@ -15,14 +15,14 @@ use tokenizer_encoders::Tokenizer;
 use super::args::{Api, Args};
 use super::artifacts::{self, ArtifactDir, Gpu};
 use super::load::{self, Load, Phase};
-use super::result::{self, py_float, Goodput, Header, Outcome, Selection};
+use super::result::{self, py_float, Goodput, Header, Selection};
 use super::side::{profiler, spec_decode_keys, MeasurementWindow, SlowDown};
 use super::{
     build_client, cpu_count, length_statistics, result_path, template, tokenizer, uri, BodySpec,
     Fail, Finished,
 };
 use crate::client::Clock;
-use crate::dataset::bench_serving::{random_dataset, Flavor, RandomPrompt, RandomSettings};
+use crate::dataset::bench_serving::{random_dataset, Flavor, Prompts, RandomSettings};
 use crate::scrape::{ScrapeSettings, Scraper};
 use crate::side_task::{self, SideTask, SideTaskFailed};
 use crate::stop::{StopReason, Stopper};
@@ -33,7 +33,7 @@ pub(super) struct Prepared {
     /// prompts).
     tok: Option<Tokenizer>,
     spec: BodySpec,
-    prompts: Arc<Vec<RandomPrompt>>,
+    prompts: Arc<Prompts>,
     load: Load,
     /// `--base-url` (or host:port), the profiler's root.
     base: String,
@@ -117,7 +117,7 @@ pub(super) async fn prepare(a: &Args) -> Result<Prepared, Fail> {
     crate::heap::trim();
     let body_of: load::BodyOf = {
         let (spec, prompts) = (spec.clone(), prompts.clone());
-        Arc::new(move |i| spec.body(&prompts[i].text, prompts[i].output_len, &[]))
+        Arc::new(move |i| spec.body(&prompts.text(i), prompts[i].output_len, &[]))
     };
     let gaps = load::gaps(
         &mut dataset.global,
@@ -194,8 +194,9 @@ pub(super) async fn before_main(
             ],
             Flavor::SaBench => Vec::new(),
         };
-        let p0 = &p.prompts[0];
-        let b = p.spec.body(&p0.text, p0.output_len, &extra);
+        let b = p
+            .spec
+            .body(&p.prompts.text(0), p.prompts[0].output_len, &extra);
         if profiler(&p.load, &p.base, "/start_profile", b, clock, stop).await {
             println!("Profiler started");
         }
@@ -277,6 +278,17 @@ pub(super) async fn main_phase(
         let s = Scraper::baseline(load.client.clone(), settings, stop.token()).await;
         Some(s.spawn(stop.token().clone(), None))
     };
+    // The records are kept beside their outcomes only where something reads them after the run
+    // (the artifacts and energy summary, sa-bench's peak throughput).
+    let keep_records = p.artifacts.is_some() || gpu.is_some() || a.flavor == Flavor::SaBench;
+    let sa_count = |text: &str| p.tok.as_ref().map_or(0, |t| sa_tokens(t, text));
+    let outcome_of = |i: usize, s: Option<&load::Sent>| {
+        let count: Option<&dyn Fn(&str) -> u64> = match a.flavor {
+            Flavor::SaBench => Some(&sa_count),
+            Flavor::InferenceX => None,
+        };
+        load::outcome(a.api, p.prompts[i].prompt_len, s, count)
+    };
     let gpu = gpu.map(|g| g.spawn(a));
     if let Some(g) = &gpu {
         // The window opens with a read.
@@ -301,7 +313,7 @@ pub(super) async fn main_phase(
         }
     };
     let (phase, lifted) = {
-        let main = load.run(clock, stop, &on_open);
+        let main = load.run(clock, stop, &on_open, &outcome_of, keep_records);
         tokio::pin!(main);
         tokio::pin!(lift);
         let mut lifted = false;
@@ -331,8 +343,7 @@ pub(super) async fn main_phase(
             ignore_eos: false,
             ..p.spec.clone()
         };
-        let p0 = &p.prompts[0];
-        let b = stop_spec.body(&p0.text, p0.output_len, &[]);
+        let b = stop_spec.body(&p.prompts.text(0), p.prompts[0].output_len, &[]);
         if profiler(load, &p.base, "/stop_profile", b, clock, stop).await {
             println!("Profiler stopped");
         }
@@ -357,6 +368,11 @@ pub(super) async fn main_phase(
     }
 }
 
+/// sa-bench's count of a response text sent without usage (its tokenizer's ids, 0 if it cannot).
+fn sa_tokens(tok: &Tokenizer, text: &str) -> u64 {
+    tok.ids(text).map_or(0, |ids| ids.len() as u64)
+}
+
 /// Upstream's figures from the measured requests: the console block (and the acceptance line
 /// with `--server-metrics`), the result file and sa-bench's window, and what decides the exit.
 pub(super) fn report(
@@ -375,32 +391,8 @@ pub(super) fn report(
         window_file,
         side_failures,
     } = m;
-    let sa_count = |text: &str| {
-        p.tok
-            .as_ref()
-            .and_then(|t| t.ids(text).ok())
-            .map_or(0, |ids| ids.len() as u64)
-    };
-    let count: Option<&dyn Fn(&str) -> u64> = match a.flavor {
-        Flavor::SaBench => Some(&sa_count),
-        Flavor::InferenceX => None,
-    };
-    // Each record is dropped once its figures are taken unless something below reads it (the
-    // artifacts and energy summary, sa-bench's peak throughput): a run's records are the
-    // largest thing it holds at the end.
-    let keep_records = p.artifacts.is_some() || telemetry.is_some() || a.flavor == Flavor::SaBench;
-    let outcomes: Vec<Outcome> = phase
-        .sent
-        .iter_mut()
-        .zip(p.prompts.iter())
-        .map(|(s, prompt)| {
-            let o = load::outcome(a.api, prompt.prompt_len, s.as_ref(), count);
-            if !keep_records {
-                *s = None;
-            }
-            o
-        })
-        .collect();
+    let outcomes = std::mem::take(&mut phase.outcomes);
+    let sa_count = |text: &str| p.tok.as_ref().map_or(0, |t| sa_tokens(t, text));
     let selection = Selection::parse(&a.percentile_metrics, &a.metric_percentiles);
     let goodput = (!a.goodput.is_empty()).then(|| {
         let get = |k: &str| a.goodput.iter().find(|(n, _)| n == k).map(|(_, v)| *v);

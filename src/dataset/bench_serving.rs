@@ -14,11 +14,13 @@
 //! stream each prompt draws from, so any thread layout that keeps those streams is correct. Here
 //! the tokenizer's work runs on every core and the padding draws in prompt order.
 
+use std::borrow::Cow;
+
 use serde_json::{json, Map};
 use tokenizer_encoders::deepseek::{
     encode_messages, DeepSeekVersion, EncodeOptions, ReasoningEffort, ThinkingMode,
 };
-use tokenizer_encoders::{ChatTemplate, EncodeError, Encoding, TokenizeError, Tokenizer};
+use tokenizer_encoders::{ChatTemplate, Decoder, EncodeError, Encoding, TokenizeError, Tokenizer};
 
 use super::numpy_random::RandomState;
 
@@ -107,8 +109,8 @@ pub(crate) struct RandomSettings {
 /// One prompt as upstream builds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RandomPrompt {
-    /// The prompt string sent (after the template).
-    pub(crate) text: String,
+    /// The prompt string sent (after the template): where [`Prompts`] holds it.
+    held: Held,
     /// `input_lens[i]`: IX measures it (the templated prompt re-encoded), SA states the target.
     pub(crate) prompt_len: usize,
     /// `max_tokens`.
@@ -117,10 +119,206 @@ pub(crate) struct RandomPrompt {
     pub(crate) target_len: usize,
 }
 
+/// A prompt string as it is built: most are the decode of their last ids, and those ids take a
+/// third of the text's bytes (17 bits a token against ~6 bytes of text for a 129k vocabulary).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum PromptText {
+    /// The string itself (a chat template's output, or a tokenizer without its own decoder).
+    Text(Box<str>),
+    /// `Decoder::decode` of these ids is the string.
+    Ids(PackedIds),
+}
+
+/// Where a prompt's string sits in [`Prompts`]' bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    /// UTF-8 at `start..end`.
+    Text { start: usize, end: usize },
+    /// [`PackedIds`] bits at `start..end`.
+    Ids {
+        start: usize,
+        end: usize,
+        width: u8,
+        len: u32,
+    },
+}
+
+/// Token ids bit-packed at the width of the largest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct PackedIds {
+    width: u8,
+    len: u32,
+    bits: Box<[u8]>,
+}
+
+impl PackedIds {
+    fn new(ids: &[u32]) -> PackedIds {
+        let width = ids
+            .iter()
+            .map(|&id| 32 - id.leading_zeros())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let mut bits = Vec::with_capacity((ids.len() * width as usize).div_ceil(8));
+        let (mut acc, mut held) = (0u64, 0u32);
+        for &id in ids {
+            acc |= u64::from(id) << held;
+            held += width;
+            while held >= 8 {
+                bits.push(acc as u8);
+                acc >>= 8;
+                held -= 8;
+            }
+        }
+        if held > 0 {
+            bits.push(acc as u8);
+        }
+        PackedIds {
+            width: width as u8,
+            // A prompt's ids are far fewer than 2^32.
+            len: ids.len() as u32,
+            bits: bits.into_boxed_slice(),
+        }
+    }
+
+    fn unpack(&self) -> Vec<u32> {
+        unpack(&self.bits, self.width, self.len)
+    }
+}
+
+/// `len` ids of `width` bits from `bits` (see [`PackedIds::new`]).
+fn unpack(bits: &[u8], width: u8, len: u32) -> Vec<u32> {
+    let width = u32::from(width);
+    let mask = (1u64 << width) - 1;
+    let mut out = Vec::with_capacity(len as usize);
+    let (mut acc, mut held) = (0u64, 0u32);
+    let mut bytes = bits.iter();
+    while out.len() < len as usize {
+        while held < width {
+            acc |= u64::from(*bytes.next().unwrap_or(&0)) << held;
+            held += 8;
+        }
+        out.push((acc & mask) as u32);
+        acc >>= width;
+        held -= width;
+    }
+    out
+}
+
+/// A dataset's prompts in dataset order, their strings back to back in one buffer (built on
+/// the prompt threads, each string alone would sit among their freed temporaries), with what
+/// turns held ids back into their strings.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Prompts {
+    items: Vec<RandomPrompt>,
+    bytes: Vec<u8>,
+    decoder: Option<Decoder>,
+}
+
+impl Prompts {
+    /// `built` (string, `prompt_len`, `output_len`, `target_len`) into one buffer.
+    fn new(built: Vec<(PromptText, usize, u32, usize)>, decoder: Option<Decoder>) -> Prompts {
+        let size = built
+            .iter()
+            .map(|(t, ..)| match t {
+                PromptText::Text(t) => t.len(),
+                PromptText::Ids(ids) => ids.bits.len(),
+            })
+            .sum();
+        let mut bytes = Vec::with_capacity(size);
+        let items = built
+            .into_iter()
+            .map(|(text, prompt_len, output_len, target_len)| {
+                let start = bytes.len();
+                let held = match text {
+                    PromptText::Text(t) => {
+                        bytes.extend_from_slice(t.as_bytes());
+                        Held::Text {
+                            start,
+                            end: bytes.len(),
+                        }
+                    }
+                    PromptText::Ids(ids) => {
+                        bytes.extend_from_slice(&ids.bits);
+                        Held::Ids {
+                            start,
+                            end: bytes.len(),
+                            width: ids.width,
+                            len: ids.len,
+                        }
+                    }
+                };
+                RandomPrompt {
+                    held,
+                    prompt_len,
+                    output_len,
+                    target_len,
+                }
+            })
+            .collect();
+        Prompts {
+            items,
+            bytes,
+            decoder,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, RandomPrompt> {
+        self.items.iter()
+    }
+
+    /// Prompt `i`'s string, as upstream sends it.
+    pub(crate) fn text(&self, i: usize) -> Cow<'_, str> {
+        match self.items[i].held {
+            Held::Text { start, end } => Cow::Borrowed(
+                std::str::from_utf8(&self.bytes[start..end]).expect("held as a string"),
+            ),
+            Held::Ids {
+                start,
+                end,
+                width,
+                len,
+            } => Cow::Owned(
+                self.decoder
+                    .as_ref()
+                    .expect("ids are held only with a decoder")
+                    .decode(&unpack(&self.bytes[start..end], width, len)),
+            ),
+        }
+    }
+
+    /// How a prompt whose string is `tok.decode(ids)` is built.
+    fn held(
+        decoder: Option<&Decoder>,
+        tok: &Tokenizer,
+        ids: &[u32],
+    ) -> Result<PromptText, TokenizeError> {
+        Ok(match decoder {
+            Some(_) => PromptText::Ids(PackedIds::new(ids)),
+            None => PromptText::Text(tok.decode(ids)?.into()),
+        })
+    }
+}
+
+impl std::ops::Index<usize> for Prompts {
+    type Output = RandomPrompt;
+
+    fn index(&self, i: usize) -> &RandomPrompt {
+        &self.items[i]
+    }
+}
+
+/// A prompt as a prompt thread builds it: string, `prompt_len`, `output_len`, `target_len`.
+type Built = (PromptText, usize, u32, usize);
+
 /// The dataset and the global generator after it (the arrival gaps draw from the same stream).
 pub(crate) struct RandomDataset {
     /// In dataset order.
-    pub(crate) prompts: Vec<RandomPrompt>,
+    pub(crate) prompts: Prompts,
     /// IX: how many padding chunks ("worker processes") the prompts were split into; 0 serial.
     pub(crate) chunks: usize,
     /// `np.random`'s global state after the dataset's draws.
@@ -202,10 +400,14 @@ pub(crate) fn random_dataset(
     template: &PromptTemplate,
     s: &RandomSettings,
 ) -> Result<RandomDataset, DatasetError> {
-    match flavor {
+    let d = match flavor {
         Flavor::InferenceX => inferencex(tok, template, s),
         Flavor::SaBench => sa_bench(tok, template, s),
-    }
+    };
+    // IX's padding pass encodes on this thread, which may outlive the dataset (a blocking-pool
+    // thread): its piece cache would stay for the run.
+    Tokenizer::release_thread_state();
+    d
 }
 
 /// IX (spec §4): prefix first, lengths, offsets; padding from generators seeded off the global
@@ -264,8 +466,7 @@ fn inferencex(
         let target = p + in_lens[i] as usize;
         let mut token_ids: Vec<u32> = prefix.clone();
         token_ids.extend(ids_from(offsets[i], i, in_lens[i] as usize, vocab));
-        let text = tok.decode(&token_ids)?;
-        Padding::start(tok, text, target)
+        Padding::start(tok, token_ids, target)
     });
     let mut states = states.into_iter().collect::<Result<Vec<_>, _>>()?;
     for (i, st) in states.iter_mut().enumerate() {
@@ -276,25 +477,30 @@ fn inferencex(
         };
         st.finish(tok, pad, vocab)?;
     }
+    let decoder = tok.decoder();
     let prompts = par_map(
         states.into_iter().enumerate().collect(),
-        |(i, st): (usize, Padding)| -> Result<RandomPrompt, DatasetError> {
-            let text = template.apply(&st.text)?;
-            // Unchanged by a template and last encoded at exactly the target: that is its count.
-            let prompt_len = match (template.is_chat(), st.counted) {
-                (false, Some(len)) => len,
-                _ => tok.ids(&text)?.len(),
+        |(i, st): (usize, Padding)| -> Result<Built, DatasetError> {
+            let ids = st.ids.unpack();
+            let (text, prompt_len) = match (template.is_chat(), st.counted) {
+                // Unchanged by a template and last encoded at exactly the target: that is its
+                // count.
+                (false, Some(len)) => (Prompts::held(decoder.as_ref(), tok, &ids)?, len),
+                (false, None) => {
+                    let len = tok.ids(&tok.decode(&ids)?)?.len();
+                    (Prompts::held(decoder.as_ref(), tok, &ids)?, len)
+                }
+                (true, _) => {
+                    let text = template.apply(&tok.decode(&ids)?)?;
+                    let len = tok.ids(&text)?.len();
+                    (PromptText::Text(text.into()), len)
+                }
             };
-            Ok(RandomPrompt {
-                text,
-                prompt_len,
-                output_len: out_lens[i] as u32,
-                target_len: st.target,
-            })
+            Ok((text, prompt_len, out_lens[i] as u32, st.target))
         },
     );
     Ok(RandomDataset {
-        prompts: prompts.into_iter().collect::<Result<_, _>>()?,
+        prompts: Prompts::new(prompts.into_iter().collect::<Result<_, _>>()?, decoder),
         chunks,
         global,
     })
@@ -305,12 +511,12 @@ fn inferencex(
 /// cut or extended by a few tokens, so each encode after the first resumes from the one before
 /// ([`Tokenizer::reencode`], the same ids as a whole encode).
 struct Padding {
-    text: String,
+    /// The ids the text is the decode of: held packed while the prompt waits, the text decoded
+    /// again when a round reads it.
+    ids: PackedIds,
     target: usize,
     /// Rounds done.
     rounds: usize,
-    /// The text of the round before and its encoding, while rounds remain.
-    before: Option<(String, Encoding)>,
     /// Stopped short of the target at the start of a round: the encoding of `text`, to pad next.
     short: Option<Encoding>,
     /// The loop ended on a round whose encode of `text` had exactly `target` tokens.
@@ -324,16 +530,16 @@ impl Padding {
 
     /// Runs the rounds that need no random draw: until the text has the target length, a
     /// round needs padding, or the rounds run out.
-    fn start(tok: &Tokenizer, text: String, target: usize) -> Result<Padding, DatasetError> {
+    fn start(tok: &Tokenizer, ids: Vec<u32>, target: usize) -> Result<Padding, DatasetError> {
+        let text = tok.decode(&ids)?;
         let mut st = Padding {
-            text,
+            ids: PackedIds::new(&ids),
             target,
             rounds: 0,
-            before: None,
             short: None,
             counted: None,
         };
-        st.run(tok, None, 0)?;
+        st.run(tok, None, 0, text)?;
         Ok(st)
     }
 
@@ -344,20 +550,28 @@ impl Padding {
         pad: &mut RandomState,
         vocab: i64,
     ) -> Result<(), DatasetError> {
-        self.run(tok, Some(pad), vocab)
+        if self.rounds >= Self::ROUNDS || self.counted.is_some() {
+            return Ok(());
+        }
+        let text = tok.decode(&self.ids.unpack())?;
+        self.run(tok, Some(pad), vocab, text)
     }
 
+    /// The rounds from `text`, the decode of `self.ids`.
     fn run(
         &mut self,
         tok: &Tokenizer,
         mut pad: Option<&mut RandomState>,
         vocab: i64,
+        mut text: String,
     ) -> Result<(), DatasetError> {
+        // The text of the round before and its encoding.
+        let mut before: Option<(String, Encoding)> = None;
         while self.rounds < Self::ROUNDS && self.counted.is_none() {
-            let now = match (self.short.take(), self.before.take()) {
+            let now = match (self.short.take(), before.take()) {
                 (Some(now), _) => now,
-                (None, Some((text, enc))) => tok.reencode(&text, &enc, &self.text)?,
-                (None, None) => tok.encode_resumable(&self.text)?,
+                (None, Some((last, enc))) => tok.reencode(&last, &enc, &text)?,
+                (None, None) => tok.encode_resumable(&text)?,
             };
             let len = now.ids().len();
             let next: Vec<u32> = match len.cmp(&self.target) {
@@ -380,11 +594,11 @@ impl Padding {
                     break;
                 }
             };
-            let text = tok.decode(&next)?;
-            self.before = Some((std::mem::replace(&mut self.text, text), now));
+            let next_text = tok.decode(&next)?;
+            self.ids = PackedIds::new(&next);
+            before = Some((std::mem::replace(&mut text, next_text), now));
             self.rounds += 1;
         }
-        self.before = None;
         Ok(())
     }
 }
@@ -449,37 +663,29 @@ fn sa_bench(
     } else {
         ids(global.randint_n(0, vocab, p))
     };
+    let decoder = tok.decoder();
 
     // No draw after the lengths: every prompt is independent, built on all cores.
-    let prompts = par_map(
-        (0..n).collect(),
-        |i| -> Result<RandomPrompt, DatasetError> {
-            let in_len = in_lens[i] as usize;
-            let (text, prompt_len) = if chat {
-                let drawn = int_times(in_len as i64, 1.5) as usize;
-                let origin =
-                    tok.decode(&ids_from(offsets[i], i, drawn, vocab).collect::<Vec<_>>())?;
-                let mut cut = tok.ids(&origin)?;
-                cut.truncate(in_len);
-                let text = template.apply(&tok.decode(&cut)?)?;
-                (text, in_len + t as usize)
-            } else {
-                let mut token_ids = prefix.clone();
-                token_ids.extend(ids_from(offsets[i], i, in_len, vocab));
-                let mut cut = tok.ids(&tok.decode(&token_ids)?)?;
-                cut.truncate(p + in_len);
-                (tok.decode(&cut)?, p + in_len)
-            };
-            Ok(RandomPrompt {
-                text,
-                prompt_len,
-                output_len: out_lens[i] as u32,
-                target_len: prompt_len,
-            })
-        },
-    );
+    let prompts = par_map((0..n).collect(), |i| -> Result<Built, DatasetError> {
+        let in_len = in_lens[i] as usize;
+        let (text, prompt_len) = if chat {
+            let drawn = int_times(in_len as i64, 1.5) as usize;
+            let origin = tok.decode(&ids_from(offsets[i], i, drawn, vocab).collect::<Vec<_>>())?;
+            let mut cut = tok.ids(&origin)?;
+            cut.truncate(in_len);
+            let text = template.apply(&tok.decode(&cut)?)?;
+            (PromptText::Text(text.into()), in_len + t as usize)
+        } else {
+            let mut token_ids = prefix.clone();
+            token_ids.extend(ids_from(offsets[i], i, in_len, vocab));
+            let mut cut = tok.ids(&tok.decode(&token_ids)?)?;
+            cut.truncate(p + in_len);
+            (Prompts::held(decoder.as_ref(), tok, &cut)?, p + in_len)
+        };
+        Ok((text, prompt_len, out_lens[i] as u32, prompt_len))
+    });
     Ok(RandomDataset {
-        prompts: prompts.into_iter().collect::<Result<_, _>>()?,
+        prompts: Prompts::new(prompts.into_iter().collect::<Result<_, _>>()?, decoder),
         chunks: 0,
         global,
     })
@@ -524,7 +730,9 @@ mod tests {
     }
 
     fn shas(d: &RandomDataset) -> Vec<String> {
-        d.prompts.iter().map(|p| sha16(&p.text)).collect()
+        (0..d.prompts.len())
+            .map(|i| sha16(&d.prompts.text(i)))
+            .collect()
     }
 
     fn lens(d: &RandomDataset) -> (Vec<usize>, Vec<u32>) {
@@ -532,6 +740,31 @@ mod tests {
             d.prompts.iter().map(|p| p.prompt_len).collect(),
             d.prompts.iter().map(|p| p.output_len).collect(),
         )
+    }
+
+    #[test]
+    fn packed_ids_read_back_as_written() {
+        let cases: [&[u32]; 6] = [
+            &[],
+            &[0],
+            &[0, 0, 1],
+            &[127_999, 5, 129_279, 0, 64_000],
+            &[u32::MAX, 1, u32::MAX - 1],
+            &[3; 33],
+        ];
+        for ids in cases {
+            let p = PackedIds::new(ids);
+            assert_eq!(p.unpack(), ids);
+            let width = ids
+                .iter()
+                .map(|&id| 32 - id.leading_zeros())
+                .max()
+                .unwrap_or(1);
+            assert_eq!(
+                p.bits.len(),
+                (ids.len() * width.max(1) as usize).div_ceil(8)
+            );
+        }
     }
 
     #[test]
@@ -560,7 +793,7 @@ mod tests {
                 "42cacc45c47eb6e9"
             ]
         );
-        assert!(d.prompts[0].text.starts_with("elvesosus活动和 mechanic"));
+        assert!(d.prompts.text(0).starts_with("elvesosus活动和 mechanic"));
         assert_eq!(d.chunks, 0);
     }
 
@@ -627,8 +860,9 @@ mod tests {
         let d = random_dataset(Flavor::InferenceX, &tok, &PromptTemplate::None, &s).unwrap();
         assert_eq!(lens(&d).0, [28, 28]);
         assert_eq!(shas(&d), ["d29e981371b6eeec", "66cd3442a24e620e"]);
-        for p in &d.prompts {
-            assert_eq!(tok.ids(&p.text).unwrap()[..4], [71530, 67224, 77049, 59011]);
+        for i in 0..d.prompts.len() {
+            let text = d.prompts.text(i);
+            assert_eq!(tok.ids(&text).unwrap()[..4], [71530, 67224, 77049, 59011]);
         }
     }
 
@@ -663,7 +897,7 @@ mod tests {
                 "6527b2359d0560ce"
             ]
         );
-        assert!(chat.prompts[0].text.ends_with("<｜Assistant｜></think>"));
+        assert!(chat.prompts.text(0).ends_with("<｜Assistant｜></think>"));
     }
 
     /// The global generator after the IX draws is F3's (seed 0, ISL 1024, OSL 128, r 0.8, N 8):
@@ -715,14 +949,14 @@ mod tests {
             &settings(0, 32, 8, 1.0, 3, 1),
         )
         .unwrap();
-        for p in &d.prompts {
+        for (i, p) in d.prompts.iter().enumerate() {
+            let text = d.prompts.text(i);
             assert!(
-                p.text.starts_with("<｜begin▁of▁sentence｜><｜User｜>"),
-                "{}",
-                p.text
+                text.starts_with("<｜begin▁of▁sentence｜><｜User｜>"),
+                "{text}"
             );
             assert_eq!(p.target_len, 29);
-            assert_eq!(p.prompt_len, tok.ids(&p.text).unwrap().len());
+            assert_eq!(p.prompt_len, tok.ids(&text).unwrap().len());
         }
     }
 

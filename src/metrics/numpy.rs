@@ -6,85 +6,119 @@
 //! `a + (b - a) * t` differs in the last bits, which shows as a different digit in the
 //! `json.dumps` of the result file. Empty input is the caller's to handle (upstream passes `[0]`).
 
-/// numpy's `pairwise_sum` over `v` (what `np.add.reduce` runs on a contiguous float64 array).
-fn pairwise_sum(v: &[f64]) -> f64 {
+/// numpy's `pairwise_sum` over `n` values taken from `next` in order (what `np.add.reduce`
+/// runs on a contiguous float64 array): each value is read once, front to back, so a derived
+/// array (`std`'s squared deviations) or a list spread over many requests need not be built.
+fn pairwise_sum(n: usize, next: &mut impl FnMut() -> f64) -> f64 {
     const BLOCK: usize = 128;
-    let n = v.len();
     if n < 8 {
         let mut res = 0.0;
-        for x in v {
-            res += x;
+        for _ in 0..n {
+            res += next();
         }
         res
     } else if n <= BLOCK {
         let mut r = [0.0f64; 8];
-        r.copy_from_slice(&v[..8]);
+        for acc in r.iter_mut() {
+            *acc = next();
+        }
         let mut i = 8;
         while i < n - n % 8 {
-            for (j, acc) in r.iter_mut().enumerate() {
-                *acc += v[i + j];
+            for acc in r.iter_mut() {
+                *acc += next();
             }
             i += 8;
         }
         let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for x in &v[i..] {
-            res += x;
+        for _ in i..n {
+            res += next();
         }
         res
     } else {
         // Halve, keeping the first half a multiple of the unroll.
         let mut n2 = n / 2;
         n2 -= n2 % 8;
-        pairwise_sum(&v[..n2]) + pairwise_sum(&v[n2..])
+        pairwise_sum(n2, next) + pairwise_sum(n - n2, next)
     }
 }
 
-/// `np.sum(v)`: the reduction starts from add's identity, 0.0.
+/// `np.sum` of the `n` values of `values` (the reduction starts from add's identity, 0.0).
+fn sum_of(n: usize, mut values: impl Iterator<Item = f64>) -> f64 {
+    0.0 + pairwise_sum(n, &mut || values.next().unwrap_or(0.0))
+}
+
+/// `np.sum(v)`.
+#[cfg(test)]
 pub(crate) fn sum(v: &[f64]) -> f64 {
-    0.0 + pairwise_sum(v)
+    sum_of(v.len(), v.iter().copied())
 }
 
 /// `np.mean(v)`.
 pub(crate) fn mean(v: &[f64]) -> f64 {
-    sum(v) / v.len() as f64
+    mean_of(v.len(), v.iter().copied())
+}
+
+/// `np.mean` of the `n` values `values` yields.
+pub(crate) fn mean_of(n: usize, values: impl Iterator<Item = f64>) -> f64 {
+    sum_of(n, values) / n as f64
 }
 
 /// `np.std(v)` (population): the mean, the squared deviations, their mean, the square root.
 pub(crate) fn std(v: &[f64]) -> f64 {
-    let m = mean(v);
-    let sq: Vec<f64> = v
-        .iter()
-        .map(|x| {
+    std_of(v.len(), || v.iter().copied())
+}
+
+/// `np.std` of the `n` values each call of `values` yields (two passes: the mean, then the
+/// squared deviations).
+pub(crate) fn std_of<I: Iterator<Item = f64>>(n: usize, values: impl Fn() -> I) -> f64 {
+    let m = mean_of(n, values());
+    let squares = sum_of(
+        n,
+        values().map(|x| {
             let d = x - m;
             d * d
-        })
-        .collect();
-    (sum(&sq) / v.len() as f64).sqrt()
+        }),
+    );
+    (squares / n as f64).sqrt()
 }
 
 /// `np.median(v)`: the middle value, or the mean of the two middle values.
+#[cfg(test)]
 pub(crate) fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    let n = s.len();
+    median_sorted(&s)
+}
+
+/// `np.median(v)` of values already sorted (`f64::total_cmp`).
+pub(crate) fn median_sorted(s: &[f64]) -> f64 {
+    median_by(s.len(), |i| s[i])
+}
+
+/// `np.median` of `n` values, `at(i)` the `i`-th smallest.
+pub(crate) fn median_by(n: usize, at: impl Fn(usize) -> f64) -> f64 {
     if n % 2 == 1 {
-        s[n / 2]
+        at(n / 2)
     } else {
-        mean(&s[n / 2 - 1..n / 2 + 1])
+        mean(&[at(n / 2 - 1), at(n / 2)])
     }
 }
 
 /// `np.percentile(v, p)` with the default linear method on sorted values: the virtual index
 /// `(n - 1) * (p / 100)`, then numpy's lerp, which interpolates from the nearer end.
 pub(crate) fn percentile_sorted(s: &[f64], p: f64) -> f64 {
-    let n = s.len();
+    percentile_by(s.len(), p, |i| s[i])
+}
+
+/// [`percentile_sorted`] of `n` values, `at(i)` the `i`-th smallest.
+pub(crate) fn percentile_by(n: usize, p: f64, at: impl Fn(usize) -> f64) -> f64 {
     let q = p / 100.0;
     let virtual_index = (n - 1) as f64 * q;
     let prev = virtual_index.floor().clamp(0.0, (n - 1) as f64);
     let lo = prev as usize;
     let hi = (lo + 1).min(n - 1);
     let t = virtual_index - prev;
-    let (a, b) = (s[lo], s[hi]);
+    let (a, b) = (at(lo), at(hi));
     let diff = b - a;
     if t >= 0.5 {
         b - diff * (1.0 - t)
