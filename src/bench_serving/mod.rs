@@ -110,6 +110,8 @@ pub async fn bench_serving(argv: &[String], stop: Stopper) -> BenchServingOutcom
             return BenchServingOutcome::Usage;
         }
     };
+    // The run's peak resident size is one of the figures it is compared by.
+    crate::heap::return_promptly();
     match run(&args, argv, &stop).await {
         Ok(finished) => BenchServingOutcome::Finished(finished),
         Err(e) => {
