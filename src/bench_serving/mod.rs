@@ -19,6 +19,7 @@ mod run;
 mod side;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -310,23 +311,38 @@ struct BodySpec {
     best_of: u32,
     logprobs: Option<i64>,
     ignore_eos: bool,
+    /// These settings' bodies cut around the prompt and `max_tokens`.
+    parts: Option<Arc<BodyParts>>,
 }
 
 impl BodySpec {
     fn new(a: &Args) -> BodySpec {
-        BodySpec {
+        let mut spec = BodySpec {
             api: a.api,
             flavor: a.flavor,
             model: a.body_model().to_owned(),
             best_of: a.best_of,
             logprobs: a.logprobs,
             ignore_eos: a.ignore_eos,
-        }
+            parts: None,
+        };
+        spec.parts = BodyParts::of(&spec).map(Arc::new);
+        spec
     }
 
     /// The body of one request, with Python's `json.dumps` bytes (aiohttp's `json=`); `extra`
     /// keys go last (the profiler's).
     fn body(&self, prompt: &str, max_tokens: u32, extra: &[(&str, Value)]) -> Bytes {
+        if extra.is_empty() {
+            if let Some(parts) = &self.parts {
+                return parts.body(prompt, max_tokens);
+            }
+        }
+        self.dumped(prompt, max_tokens, extra)
+    }
+
+    /// [`BodySpec::body`] built as a JSON value and dumped.
+    fn dumped(&self, prompt: &str, max_tokens: u32, extra: &[(&str, Value)]) -> Bytes {
         let mut m = Map::new();
         m.insert("model".into(), json!(self.model));
         match self.api {
@@ -364,6 +380,54 @@ impl BodySpec {
     }
 }
 
+/// A body's bytes around its two per-request values, cut from one dumped with markers in their
+/// place: a request's body is the parts joined with its prompt escaped and its `max_tokens`, the
+/// same bytes as dumping its own JSON value, without building one (a value, a copy of the prompt
+/// and a walk of the tree per request).
+#[derive(Clone, Debug)]
+struct BodyParts {
+    /// Up to the prompt's opening quote (excluded).
+    head: String,
+    /// From after the prompt's closing quote to the `max_tokens` digits.
+    mid: String,
+    /// After the digits.
+    tail: String,
+}
+
+impl BodyParts {
+    const PROMPT: &'static str = "specperf-prompt-marker";
+    const MAX_TOKENS: u32 = 3_141_592_653;
+
+    /// `None` where the markers do not each appear once, in order (a model name holding one):
+    /// then every body is dumped whole.
+    fn of(spec: &BodySpec) -> Option<BodyParts> {
+        let whole = spec.dumped(Self::PROMPT, Self::MAX_TOKENS, &[]);
+        let whole = std::str::from_utf8(&whole).ok()?;
+        let quoted = format!("\"{}\"", Self::PROMPT);
+        let digits = Self::MAX_TOKENS.to_string();
+        let p = whole.find(&quoted)?;
+        let d = whole.find(&digits)?;
+        let once = whole.matches(&quoted).count() == 1 && whole.matches(&digits).count() == 1;
+        (once && p + quoted.len() <= d).then(|| BodyParts {
+            head: whole[..p].to_owned(),
+            mid: whole[p + quoted.len()..d].to_owned(),
+            tail: whole[d + digits.len()..].to_owned(),
+        })
+    }
+
+    fn body(&self, prompt: &str, max_tokens: u32) -> Bytes {
+        let mut out = String::with_capacity(
+            self.head.len() + self.mid.len() + self.tail.len() + prompt.len() + 16,
+        );
+        out.push_str(&self.head);
+        tokenizer_encoders::python_json_str_into(&mut out, prompt, true);
+        out.push_str(&self.mid);
+        out.push_str(&max_tokens.to_string());
+        out.push_str(&self.tail);
+        Bytes::from(out)
+    }
+}
+
 fn uri(url: &str, flag: &str) -> Result<http::Uri, Fail> {
     // `0.0.0.0` as a destination is this machine, as the kernel treats it.
     let url = url.replace("://0.0.0.0", "://127.0.0.1");
@@ -396,6 +460,49 @@ fn result_path(a: &Args, date: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body joined from its parts is the dumped body, byte for byte, for every API and flavor,
+    /// with prompts that escape (quotes, controls, non-ASCII, astral) and a model name that holds
+    /// a marker (no parts then).
+    #[test]
+    fn bodies_from_parts_are_the_dumped_bodies() {
+        let prompts = [
+            "",
+            "plain",
+            "q\"uo\\te\n\t\u{1}",
+            "caf\u{e9} \u{4e2d}\u{6587} \u{1f600}",
+        ];
+        for api in [Api::Completions, Api::Dynamo, Api::Chat] {
+            for flavor in [Flavor::InferenceX, Flavor::SaBench] {
+                for (model, ignore_eos, logprobs) in [
+                    ("deepseek-ai/DeepSeek-V4-Pro", true, None),
+                    ("m\u{e9}", false, Some(3)),
+                    (BodyParts::PROMPT, true, None),
+                ] {
+                    let mut spec = BodySpec {
+                        api,
+                        flavor,
+                        model: model.to_owned(),
+                        best_of: 1,
+                        logprobs,
+                        ignore_eos,
+                        parts: None,
+                    };
+                    spec.parts = BodyParts::of(&spec).map(Arc::new);
+                    assert_eq!(spec.parts.is_some(), model != BodyParts::PROMPT);
+                    for prompt in prompts {
+                        for max_tokens in [0, 1, 64, 1024, u32::MAX] {
+                            assert_eq!(
+                                spec.body(prompt, max_tokens, &[]),
+                                spec.dumped(prompt, max_tokens, &[]),
+                                "{api:?} {flavor:?} {model:?} {prompt:?} {max_tokens}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     fn args(s: &str) -> Args {
         let v: Vec<String> = s.split_whitespace().map(str::to_owned).collect();

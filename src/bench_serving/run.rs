@@ -341,6 +341,8 @@ pub(super) async fn main_phase(
         let stop_spec = BodySpec {
             model: a.model.clone(),
             ignore_eos: false,
+            // The parts are the measured bodies', with their model.
+            parts: None,
             ..p.spec.clone()
         };
         let b = stop_spec.body(&p.prompts.text(0), p.prompts[0].output_len, &[]);

@@ -63,6 +63,12 @@ pub fn python_json_dumps(value: &Value, ensure_ascii: bool) -> Result<String, En
     )
 }
 
+/// Appends Python's `json.dumps(s)` (the string, quoted and escaped) to `out`: what
+/// [`python_json_dumps`] writes for a string value, without building one.
+pub fn python_json_str_into(out: &mut String, s: &str, ensure_ascii: bool) {
+    pyjson::write_str(out, s, ensure_ascii);
+}
+
 /// Fuzz entry point (specperf's `fuzz/`): runs one line of the shared vector format through the
 /// DeepSeek encoders, ignoring the verdict. Only a panic is a finding.
 #[cfg(any(test, fuzzing))]

@@ -115,7 +115,7 @@ impl Writer<'_> {
 ///
 /// Runs of characters that need no escape are copied whole, and an escape is written without
 /// formatting machinery: request bodies of random multilingual prompts are mostly escapes.
-fn write_str(out: &mut String, s: &str, ensure_ascii: bool) {
+pub(crate) fn write_str(out: &mut String, s: &str, ensure_ascii: bool) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.reserve(s.len() + 2);
     out.push('"');
