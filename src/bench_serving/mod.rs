@@ -18,6 +18,7 @@ pub(crate) mod result;
 mod run;
 mod side;
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -422,7 +423,8 @@ impl BodyParts {
         out.push_str(&self.head);
         tokenizer_encoders::python_json_str_into(&mut out, prompt, true);
         out.push_str(&self.mid);
-        out.push_str(&max_tokens.to_string());
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{max_tokens}");
         out.push_str(&self.tail);
         Bytes::from(out)
     }

@@ -43,6 +43,17 @@ pub(super) struct Prepared {
     pub(super) gpu: Option<Gpu>,
 }
 
+impl Prepared {
+    /// sa-bench's count of a response text sent without usage (its tokenizer's ids; 0 without
+    /// the tokenizer or if it cannot).
+    fn sa_tokens(&self, text: &str) -> u64 {
+        self.tok
+            .as_ref()
+            .and_then(|t| t.ids(text).ok())
+            .map_or(0, |ids| ids.len() as u64)
+    }
+}
+
 /// The URL, the tokenizer and template, the prompts (IX's statistics printed), the bodies, the
 /// arrival gaps and the client.
 pub(super) async fn prepare(a: &Args) -> Result<Prepared, Fail> {
@@ -281,7 +292,7 @@ pub(super) async fn main_phase(
     // The records are kept beside their outcomes only where something reads them after the run
     // (the artifacts and energy summary, sa-bench's peak throughput).
     let keep_records = p.artifacts.is_some() || gpu.is_some() || a.flavor == Flavor::SaBench;
-    let sa_count = |text: &str| p.tok.as_ref().map_or(0, |t| sa_tokens(t, text));
+    let sa_count = |text: &str| p.sa_tokens(text);
     let outcome_of = |i: usize, s: Option<&load::Sent>| {
         let count: Option<&dyn Fn(&str) -> u64> = match a.flavor {
             Flavor::SaBench => Some(&sa_count),
@@ -370,11 +381,6 @@ pub(super) async fn main_phase(
     }
 }
 
-/// sa-bench's count of a response text sent without usage (its tokenizer's ids, 0 if it cannot).
-fn sa_tokens(tok: &Tokenizer, text: &str) -> u64 {
-    tok.ids(text).map_or(0, |ids| ids.len() as u64)
-}
-
 /// Upstream's figures from the measured requests: the console block (and the acceptance line
 /// with `--server-metrics`), the result file and sa-bench's window, and what decides the exit.
 pub(super) fn report(
@@ -394,7 +400,7 @@ pub(super) fn report(
         side_failures,
     } = m;
     let outcomes = std::mem::take(&mut phase.outcomes);
-    let sa_count = |text: &str| p.tok.as_ref().map_or(0, |t| sa_tokens(t, text));
+    let sa_count = |text: &str| p.sa_tokens(text);
     let selection = Selection::parse(&a.percentile_metrics, &a.metric_percentiles);
     let goodput = (!a.goodput.is_empty()).then(|| {
         let get = |k: &str| a.goodput.iter().find(|(n, _)| n == k).map(|(_, v)| *v);

@@ -44,7 +44,7 @@ fn pairwise_sum(n: usize, next: &mut impl FnMut() -> f64) -> f64 {
 
 /// `np.sum` of the `n` values of `values` (the reduction starts from add's identity, 0.0).
 fn sum_of(n: usize, mut values: impl Iterator<Item = f64>) -> f64 {
-    0.0 + pairwise_sum(n, &mut || values.next().unwrap_or(0.0))
+    0.0 + pairwise_sum(n, &mut || values.next().expect("n values"))
 }
 
 /// `np.sum(v)`.
