@@ -367,6 +367,7 @@ async fn completion(
     req: http::Request<Incoming>,
     chat: bool,
 ) -> Response<SimBody> {
+    let arrived = Instant::now();
     let shared = ctx.shared.clone();
     let cfg = &shared.cfg;
     shared.received.fetch_add(1, Relaxed);
@@ -555,6 +556,8 @@ async fn completion(
     let stream = SimStream {
         shared: shared.clone(),
         engine,
+        arrived,
+        sent: None,
         t0: Instant::now(),
         idx: 0,
         emitted: 0,

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::model::{EngineCounters, GroupCounters};
+use super::model::{EngineCounters, GroupCounters, LatencyHistogram, LatencyHistograms};
 use super::state::{lateness_stats, ServerCtx};
 use super::MetricsFlavor;
 use crate::scrape::prom::{Format, Writer};
@@ -241,6 +241,58 @@ fn vllm_families(w: &mut Writer, ctx: &ServerCtx) {
             &[engine, model_name, ("finished_reason", "length")],
             format_args!("{}.0", e.requests_success.load(Relaxed)),
         );
+    }
+    type Hist = fn(&LatencyHistograms) -> &LatencyHistogram;
+    let histograms: [(&str, &str, Hist); 4] = [
+        (
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            |h| &h.ttft,
+        ),
+        (
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            |h| &h.itl,
+        ),
+        (
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            |h| &h.request_tpot,
+        ),
+        (
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            |h| &h.e2e,
+        ),
+    ];
+    for (name, help, get) in histograms {
+        w.family(name, "histogram", help);
+        let (bucket, sum, count) = (
+            format!("{name}_bucket"),
+            format!("{name}_sum"),
+            format!("{name}_count"),
+        );
+        for (i, e) in engines.iter().enumerate() {
+            let [engine, model_name] = labels(i);
+            let hist = get(&e.latency);
+            let r = hist.read();
+            let les = hist.bounds.iter().map(|b| format!("{b:?}"));
+            for (le, c) in les.chain(["+Inf".to_string()]).zip(&r.cumulative) {
+                w.sample(
+                    &bucket,
+                    &[engine, model_name, ("le", le.as_str())],
+                    format_args!("{c}.0"),
+                );
+            }
+            let n = r.cumulative.last().copied().unwrap_or(0);
+            w.sample(&count, &labels(i), format_args!("{n}.0"));
+            w.sample(&sum, &labels(i), format_args!("{:?}", r.sum_secs));
+        }
+        let created = format!("{name}_created");
+        w.family(&created, "gauge", help);
+        for i in 0..engines.len() {
+            w.sample(&created, &labels(i), format_args!("{:e}", shared.created));
+        }
     }
 }
 

@@ -169,6 +169,87 @@ pub(crate) struct EngineCounters {
     /// The speculative counters again, per `--acceptance-group` rule then the unmatched slot
     /// (empty without rules): the truth per group.
     pub(crate) groups: Vec<GroupCounters>,
+    /// vLLM's request latencies, timed when each emission goes out: what the simulator actually
+    /// sent, which a client's figures can be held against when it cannot keep its schedule.
+    pub(crate) latency: LatencyHistograms,
+}
+
+/// vLLM's latency histograms, as its engine observes them: the time to first token and the gap
+/// before every later step, as they happen; the request's mean time per output token
+/// (`(last − first) / (tokens − 1)`) and its end-to-end latency, as it ends.
+#[derive(Debug)]
+pub(crate) struct LatencyHistograms {
+    pub(crate) ttft: LatencyHistogram,
+    pub(crate) itl: LatencyHistogram,
+    pub(crate) request_tpot: LatencyHistogram,
+    pub(crate) e2e: LatencyHistogram,
+}
+
+/// vLLM's buckets (`vllm/v1/metrics/loggers.py`), seconds: the time to first token's.
+pub(crate) const TTFT_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+/// The inter-token latency's and the request time per output token's.
+pub(crate) const ITL_BUCKETS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+];
+/// The end-to-end request latency's.
+pub(crate) const REQUEST_LATENCY_BUCKETS: &[f64] = &[
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+];
+
+/// One Prometheus histogram: a count per bucket (not cumulative; the last is above every bound)
+/// and the sum in nanoseconds, so that sums of whole nanoseconds add up exactly.
+#[derive(Debug)]
+pub(crate) struct LatencyHistogram {
+    pub(crate) bounds: &'static [f64],
+    counts: Vec<AtomicU64>,
+    sum_ns: AtomicU64,
+}
+
+/// A histogram read out: cumulative counts per bound then `+Inf` (the count), and the sum.
+#[derive(Debug, PartialEq)]
+pub(crate) struct HistogramReading {
+    pub(crate) cumulative: Vec<u64>,
+    pub(crate) sum_secs: f64,
+}
+
+impl LatencyHistogram {
+    pub(crate) fn new(bounds: &'static [f64]) -> Self {
+        LatencyHistogram {
+            bounds,
+            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_ns: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        // Prometheus' `le`: the first bound at or above the value.
+        let i = self.bounds.partition_point(|&b| b < secs);
+        self.counts[i].fetch_add(1, Relaxed);
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_ns.fetch_add(ns, Relaxed);
+    }
+
+    pub(crate) fn read(&self) -> HistogramReading {
+        let mut total = 0;
+        let cumulative = self
+            .counts
+            .iter()
+            .map(|c| {
+                total += c.load(Relaxed);
+                total
+            })
+            .collect();
+        HistogramReading {
+            cumulative,
+            sum_secs: self.sum_ns.load(Relaxed) as f64 / 1e9,
+        }
+    }
 }
 
 /// Counters that move once per request, when it ends (`EngineCounters::on_finished`).
@@ -204,6 +285,12 @@ impl EngineCounters {
                 per_pos: (0..k).map(|_| AtomicU64::new(0)).collect(),
             },
             groups: (0..groups).map(|_| GroupCounters::default()).collect(),
+            latency: LatencyHistograms {
+                ttft: LatencyHistogram::new(TTFT_BUCKETS),
+                itl: LatencyHistogram::new(ITL_BUCKETS),
+                request_tpot: LatencyHistogram::new(ITL_BUCKETS),
+                e2e: LatencyHistogram::new(REQUEST_LATENCY_BUCKETS),
+            },
         }
     }
 

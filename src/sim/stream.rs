@@ -56,6 +56,10 @@ pub(super) enum StreamPhase {
 pub(super) struct SimStream {
     pub(super) shared: Arc<Shared>,
     pub(super) engine: usize,
+    /// When the request arrived (vLLM's latencies count from it).
+    pub(super) arrived: Instant,
+    /// When its first and latest emissions went out.
+    pub(super) sent: Option<(Instant, Instant)>,
     pub(super) t0: Instant,
     pub(super) idx: usize,
     pub(super) emitted: u32,
@@ -163,6 +167,7 @@ impl SimStream {
             self.idx += 1;
             self.counted = self.idx;
             let out = self.emit(&e);
+            self.time_emission(now);
             if let Some(lease) = self.lease.as_mut() {
                 super::sched::grow(
                     &self.shared.sched[self.engine],
@@ -184,6 +189,33 @@ impl SimStream {
             if let Some(bytes) = out {
                 return Poll::Ready(Some(Ok(Frame::data(bytes))));
             }
+        }
+    }
+
+    /// Moves vLLM's latency histograms for an emission going out `now` (after `emit`, so
+    /// `emitted` counts its tokens): the time to first token or the gap since the step before,
+    /// and, on the plan's last emission, the request's time per output token and latency.
+    fn time_emission(&mut self, now: Instant) {
+        let h = &self.shared.engines[self.engine].latency;
+        let first = match self.sent {
+            None => {
+                h.ttft.observe(now - self.arrived);
+                now
+            }
+            Some((first, latest)) => {
+                h.itl.observe(now - latest);
+                first
+            }
+        };
+        self.sent = Some((first, now));
+        if self.idx == self.plan.emissions.len() && self.state == StreamPhase::Emitting {
+            // vLLM's mean time per output token: 0 for a one-token answer.
+            let tpot = match self.emitted {
+                0 | 1 => std::time::Duration::ZERO,
+                n => (now - first) / (n - 1),
+            };
+            h.request_tpot.observe(tpot);
+            h.e2e.observe(now - self.arrived);
         }
     }
 

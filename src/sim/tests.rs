@@ -641,3 +641,60 @@ async fn no_gpus_no_dcgm_page() {
         "{text}"
     );
 }
+
+/// vLLM's latency histograms time what the simulator sent: per request one time to first token
+/// (never before its configured TTFT), one gap per later step, whose sum is the request's
+/// `(last − first)`, so its time per output token times `(tokens − 1)`, exactly.
+#[tokio::test]
+async fn latency_histograms_time_what_was_sent() {
+    let (ttft, itl, tokens, requests) = (Duration::from_millis(20), Duration::from_millis(5), 8, 3);
+    let sim = Simulator::spawn(SimConfig {
+        ttft,
+        itl,
+        acceptance: super::Acceptance::Probability(0.0),
+        eos_probability: 0.0,
+        prefill_tokens_per_s: 0.0,
+        ..SimConfig::default()
+    })
+    .expect("simulator starts");
+    let mut set = streams(sim.url(), requests, tokens);
+    while let Some(r) = set.join_next().await {
+        r.expect("stream");
+    }
+    let page = get(&client(), format!("{}/metrics", sim.url())).await;
+    let samples = crate::scrape::prom::parse(&page, crate::scrape::prom::Format::Text)
+        .unwrap_or_else(|e| panic!("{e:?}\n{page}"))
+        .samples;
+    let value = |name: &str| -> f64 {
+        let found = samples.iter().filter(|s| s.name == name);
+        found.map(|s| s.value).sum()
+    };
+    let n = |h: &str| value(&format!("vllm:{h}_count"));
+    let sum = |h: &str| value(&format!("vllm:{h}_sum"));
+    let steps = (tokens - 1) as usize * requests;
+    assert_eq!(n("time_to_first_token_seconds"), requests as f64);
+    assert_eq!(n("inter_token_latency_seconds"), steps as f64);
+    assert_eq!(n("request_time_per_output_token_seconds"), requests as f64);
+    assert_eq!(n("e2e_request_latency_seconds"), requests as f64);
+    // Σ gaps = Σ (last − first) = Σ tpot × (tokens − 1), up to the nanosecond the division drops.
+    let gaps = sum("inter_token_latency_seconds");
+    let tpots = sum("request_time_per_output_token_seconds") * f64::from(tokens - 1);
+    assert!(
+        (gaps - tpots).abs() < 1e-6 * requests as f64,
+        "{gaps} {tpots}"
+    );
+    // Nothing goes out before its schedule: the first token after the TTFT, the last after the
+    // TTFT and every step.
+    assert!(sum("time_to_first_token_seconds") >= requests as f64 * ttft.as_secs_f64());
+    let last = ttft + itl * (tokens - 1);
+    assert!(sum("e2e_request_latency_seconds") >= requests as f64 * last.as_secs_f64());
+    // Buckets are cumulative and end at the count.
+    let buckets: Vec<&crate::scrape::prom::Sample> = samples
+        .iter()
+        .filter(|s| s.name == "vllm:inter_token_latency_seconds_bucket")
+        .collect();
+    assert_eq!(buckets.len(), super::model::ITL_BUCKETS.len() + 1);
+    assert!(buckets.windows(2).all(|w| w[0].value <= w[1].value));
+    assert_eq!(buckets.last().map(|s| s.label("le")), Some(Some("+Inf")));
+    assert_eq!(buckets.last().map(|s| s.value), Some(steps as f64));
+}
