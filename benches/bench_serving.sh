@@ -73,7 +73,17 @@ if curl -sf -o /dev/null "$BASE/health"; then
     echo "error: something already listens on port $PORT (set PORT)" >&2
     exit 1
 fi
-"$BIN" sim --port "$PORT" --ttft-ms "$TTFT_MS" --itl-ms "$ITL_MS" --acceptance-prob 0 \
+# PIN=1: the simulator on CPU 0, the clients on the others (taskset), as a server on its own
+# hardware would be; sharing cores, each process's threads delay the other's and a client can
+# read a whole stream at once that the simulator wrote on time.
+SIM_PIN=() CLIENT_PIN=()
+if [[ -n ${PIN:-} ]]; then
+    command -v taskset >/dev/null || { echo "error: PIN=1 needs taskset (util-linux)" >&2; exit 1; }
+    last=$(($(nproc) - 1))
+    [[ $last -ge 1 ]] || { echo "error: PIN=1 needs at least 2 CPUs" >&2; exit 1; }
+    SIM_PIN=(taskset -c 0) CLIENT_PIN=(taskset -c "1-$last")
+fi
+"${SIM_PIN[@]}" "$BIN" sim --port "$PORT" --ttft-ms "$TTFT_MS" --itl-ms "$ITL_MS" --acceptance-prob 0 \
     >"$WORK/sim.log" 2>&1 &
 SIM_PID=$!
 for _ in $(seq 100); do
@@ -96,19 +106,39 @@ argv() {
         --percentile-metrics ttft,tpot,itl,e2el --result-dir "$4" --result-filename r.json
 }
 
-# row NAME OUT: one line of figures from GNU time, the RSS sampler and the tool's result file.
+# sent FILE: the simulator's vLLM latency histograms (sums and counts over its engines), timed as
+# each token went out: what it actually sent, which on a loaded machine can fall behind ITL_MS.
+sent() {
+    curl -sf "$BASE/metrics" | awk '
+        /^vllm:(request_time_per_output_token|inter_token_latency)_seconds_(sum|count)[{ ]/ {
+            split($1, n, "{"); v[n[1]] += $NF
+        }
+        END { for (k in v) printf "%s %.9f\n", k, v[k] }' >"$1"
+}
+
+# row NAME OUT: one line of figures from GNU time, the RSS sampler, the tool's result file and
+# the simulator's own histograms over the run (OUT.sent0 before, OUT.sent1 after).
 row() {
     local t=$2.time
     local cpu rss
     cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.2f", s}' "$t")
     rss=$(awk -v k="$(cat "$2.rss")" 'BEGIN {printf "%.0f", k / 1024}')
-    "$PYTHON" - "$1" "$cpu" "$rss" "$2.dir/r.json" <<'EOF'
+    "$PYTHON" - "$1" "$cpu" "$rss" "$2.dir/r.json" "$2.sent0" "$2.sent1" <<'EOF'
 import json, sys
-name, cpu, rss, path = sys.argv[1:]
+name, cpu, rss, path, before, after = sys.argv[1:]
 r = json.load(open(path))
+def read(p):
+    return {k: float(v) for k, v in (line.split() for line in open(p))}
+b, a = read(before), read(after)
+def mean_ms(h):
+    n = a[f"vllm:{h}_seconds_count"] - b[f"vllm:{h}_seconds_count"]
+    return 1e3 * (a[f"vllm:{h}_seconds_sum"] - b[f"vllm:{h}_seconds_sum"]) / n
+tpot, itl = mean_ms("request_time_per_output_token"), mean_ms("inter_token_latency")
 print(f"{name:<10} cpu_s {cpu:>7}  rss_mib {rss:>6}  req_s {r['request_throughput']:9.1f}  "
       f"completed {r['completed']:>6}  ttft_ms {r['mean_ttft_ms']:8.2f}  "
-      f"tpot_ms {r['mean_tpot_ms']:6.3f}  itl_ms {r['mean_itl_ms']:6.3f}")
+      f"tpot_ms {r['mean_tpot_ms']:6.3f}  itl_ms {r['mean_itl_ms']:6.3f}  "
+      f"sent_tpot_ms {tpot:6.3f}  tpot_err_pct {100 * (r['mean_tpot_ms'] / tpot - 1):+7.1f}  "
+      f"sent_itl_ms {itl:6.3f}  itl_err_pct {100 * (r['mean_itl_ms'] / itl - 1):+7.1f}")
 EOF
 }
 
@@ -118,19 +148,23 @@ for i in $(seq "$RUNS"); do
     if [[ -n $UPSTREAM ]]; then
         o=$WORK/upstream$i
         mkdir -p "$o.dir"
+        sent "$o.sent0"
         # shellcheck disable=SC2046
-        (cd "$(dirname "$UPSTREAM")" && measure "$o" "$PYTHON" -u "$UPSTREAM" \
+        (cd "$(dirname "$UPSTREAM")" && measure "$o" "${CLIENT_PIN[@]}" "$PYTHON" -u "$UPSTREAM" \
             $(argv "$CONCURRENCY" "$ISL" "$OSL" "$o.dir"))
+        sent "$o.sent1"
         row upstream "$o" | tee -a "$WORK/rows"
     fi
     o=$WORK/specperf$i
     mkdir -p "$o.dir"
+    sent "$o.sent0"
     # shellcheck disable=SC2046
-    measure "$o" "$BIN" bench-serving $(argv "$CONCURRENCY" "$ISL" "$OSL" "$o.dir") --disable-tqdm
+    measure "$o" "${CLIENT_PIN[@]}" "$BIN" bench-serving $(argv "$CONCURRENCY" "$ISL" "$OSL" "$o.dir") --disable-tqdm
+    sent "$o.sent1"
     row specperf "$o" | tee -a "$WORK/rows"
     if [[ -n ${FLOOR:-} ]]; then
         o=$WORK/floor$i
-        measure "$o" "$FLOOR_BIN" --url "$BASE" --concurrency "$CONCURRENCY" \
+        measure "$o" "${CLIENT_PIN[@]}" "$FLOOR_BIN" --url "$BASE" --concurrency "$CONCURRENCY" \
             --requests $((12 * CONCURRENCY)) --body-bytes "${FLOOR_BODY_BYTES:-2425}" \
             --max-tokens $(((OSL * 9 + 5) / 10))
         awk -F': ' '/User time|System time/ {s += $2} END {printf "floor      cpu_s %.2f", s}' "$o.time"
@@ -166,8 +200,10 @@ if [[ -n ${BIG:-} ]]; then
     echo "== specperf alone: concurrency $C, ISL ${BIG_ISL:-1024}, OSL ${BIG_OSL:-64}, $N prompts"
     o=$WORK/big
     mkdir -p "$o.dir"
+    sent "$o.sent0"
     # shellcheck disable=SC2046
-    measure "$o" "$BIN" bench-serving $(argv "$C" "${BIG_ISL:-1024}" "${BIG_OSL:-64}" "$o.dir" "$N") --disable-tqdm
+    measure "$o" "${CLIENT_PIN[@]}" "$BIN" bench-serving $(argv "$C" "${BIG_ISL:-1024}" "${BIG_OSL:-64}" "$o.dir" "$N") --disable-tqdm
+    sent "$o.sent1"
     row specperf "$o"
     tail -3 "$o.err"
 fi
