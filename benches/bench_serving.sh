@@ -20,7 +20,12 @@
 # nothing parsed, so its CPU is what any client pays for this load, and specperf's CPU above it is
 # specperf's own (prompts, tokenizer, HTTP, SSE, records).
 #
-# Environment: INFERENCEX_DIR (without it, specperf alone), PYTHON (target/aiperf-venv/bin/python:
+# Each row also has sent_tpot_ms / sent_itl_ms: the simulator's own vLLM histograms
+# (vllm:request_time_per_output_token_seconds, vllm:inter_token_latency_seconds) over the run,
+# warmups included, i.e. what it really sent, and each client's error against them. PIN=1 runs the
+# simulator on CPU 0 and the clients on the other CPUs.
+#
+# Environment: INFERENCEX_DIR (without it, specperf alone), PIN=1, PYTHON (target/aiperf-venv/bin/python:
 # numpy, transformers, aiohttp), PORT (18090), CONCURRENCY (512), ISL (256), OSL (64), ITL_MS (1),
 # TTFT_MS (20), RUNS (3), SPECPERF_BIN (target/release/specperf), SKIP_BUILD=1, BIG=1,
 # BIG_CONCURRENCY (16384), BIG_ISL (1024), BIG_OSL (64), BIG_PROMPTS (BIG_CONCURRENCY: one per slot).
