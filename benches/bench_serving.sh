@@ -25,7 +25,9 @@
 # warmups included, i.e. what it really sent, and each client's error against them. PIN=1 runs the
 # simulator on CPU 0 and the clients on the other CPUs.
 #
-# Environment: INFERENCEX_DIR (without it, specperf alone), PIN=1, PYTHON (target/aiperf-venv/bin/python:
+# Environment: INFERENCEX_DIR (without it, specperf alone), PIN=1, SIM_ARGS (more `specperf sim`
+# flags, e.g. "--kv-blocks 10000000" so that BIG's 16,384 requests all run at once instead of
+# queueing for the default pool's 2,097,152 tokens), PYTHON (target/aiperf-venv/bin/python:
 # numpy, transformers, aiohttp), PORT (18090), CONCURRENCY (512), ISL (256), OSL (64), ITL_MS (1),
 # TTFT_MS (20), RUNS (3), SPECPERF_BIN (target/release/specperf), SKIP_BUILD=1, BIG=1,
 # BIG_CONCURRENCY (16384), BIG_ISL (1024), BIG_OSL (64), BIG_PROMPTS (BIG_CONCURRENCY: one per slot).
@@ -88,8 +90,9 @@ if [[ -n ${PIN:-} ]]; then
     [[ $last -ge 1 ]] || { echo "error: PIN=1 needs at least 2 CPUs" >&2; exit 1; }
     SIM_PIN=(taskset -c 0) CLIENT_PIN=(taskset -c "1-$last")
 fi
+# shellcheck disable=SC2086
 "${SIM_PIN[@]}" "$BIN" sim --port "$PORT" --ttft-ms "$TTFT_MS" --itl-ms "$ITL_MS" --acceptance-prob 0 \
-    >"$WORK/sim.log" 2>&1 &
+    ${SIM_ARGS:-} >"$WORK/sim.log" 2>&1 &
 SIM_PID=$!
 for _ in $(seq 100); do
     curl -sf -o /dev/null "$BASE/health" && break

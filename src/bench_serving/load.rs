@@ -21,13 +21,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::args::Api;
 use super::result::{Itl, Outcome, Window};
-use crate::client::{Client, Clock, Prepared};
+use crate::client::{Client, Clock, Payload, Prepared};
 use crate::record::{FailureKind, Outcome as RecordOutcome, RequestRecord};
 use crate::stop::Stopper;
 
-/// Builds request `i`'s body; called when the request holds its slot, so that only the requests
-/// in flight hold a body (16,384 slots of 8k-token prompts would otherwise keep every body of
-/// the run in memory beside its prompt).
+/// Builds request `i`'s body; called when the request's connection is ready, and the body is
+/// dropped once written, so that only the requests being written hold a body (16,384 slots of
+/// 8k-token prompts would otherwise keep every body of the run in memory beside its prompt).
 pub(crate) type BodyOf = Arc<dyn Fn(usize) -> Bytes + Send + Sync>;
 
 /// What the run sends and how.
@@ -91,7 +91,7 @@ impl Load {
     pub(crate) async fn once(&self, body: &Bytes, clock: &Clock, stop: &Stopper) -> RequestRecord {
         let rec = RequestRecord::started(0, 0, 0, 0);
         self.client
-            .execute(&self.prepared(body.clone()), rec, clock, stop.token())
+            .execute(self.prepared(body.clone()), rec, clock, stop.token())
             .await
     }
 
@@ -118,7 +118,7 @@ impl Load {
             tasks.spawn(async move {
                 let _slot = slot;
                 let rec = RequestRecord::started(0, 0, 0, 0);
-                client.execute(&req, rec, &clock, &token).await;
+                client.execute(req, rec, &clock, &token).await;
             });
         }
         tasks.join_all().await;
@@ -174,20 +174,23 @@ impl Load {
                 },
                 None => None,
             };
-            let (client, mut req, clock, token, tx, body_of) = (
+            let body_of = self.body_of.clone();
+            let (client, req, clock, token, tx) = (
                 self.client.clone(),
-                self.prepared(Bytes::new()),
+                Prepared {
+                    // Made when its connection is ready, dropped once written.
+                    body: Payload::Deferred(Arc::new(move || body_of(i).into())),
+                    ..self.prepared(Bytes::new())
+                },
                 *clock,
                 token.clone(),
                 tx.clone(),
-                self.body_of.clone(),
             );
             tasks.spawn(async move {
                 let _slot = slot;
-                req.body = body_of(i).into();
                 let start_ns = clock.now_ns();
                 let rec = RequestRecord::started(i as u64, i, start_ns, start_ns);
-                let record = client.execute(&req, rec, &clock, &token).await;
+                let record = client.execute(req, rec, &clock, &token).await;
                 let _ = tx.send((i, Sent { record, start_ns }));
             });
         }

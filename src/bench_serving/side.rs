@@ -36,7 +36,7 @@ async fn side_post(
         headers: extra,
     };
     let rec = RequestRecord::started(0, 0, 0, 0);
-    load.client.execute(&req, rec, clock, stop.token()).await
+    load.client.execute(req, rec, clock, stop.token()).await
 }
 
 /// A profiler request (`/start_profile`, `/stop_profile`), sent as a completion is; true when it

@@ -101,6 +101,53 @@ impl From<Bytes> for Body {
     }
 }
 
+/// A request's body as the client is handed it: made already, or made when its connection is
+/// ready (and made again for a resend). Either way the client holds the body only while it
+/// writes it: a run that releases 16,384 requests at once held 16,384 bodies of 8k-token
+/// prompts while the connections opened.
+#[derive(Clone)]
+pub(crate) enum Payload {
+    Ready(Body),
+    Deferred(Arc<dyn Fn() -> Body + Send + Sync>),
+}
+
+impl Payload {
+    /// The body to write now.
+    pub(crate) fn body(&self) -> Body {
+        match self {
+            Payload::Ready(b) => b.clone(),
+            Payload::Deferred(make) => make(),
+        }
+    }
+}
+
+impl Default for Payload {
+    fn default() -> Self {
+        Payload::Ready(Body::default())
+    }
+}
+
+impl From<Body> for Payload {
+    fn from(b: Body) -> Payload {
+        Payload::Ready(b)
+    }
+}
+
+impl From<Bytes> for Payload {
+    fn from(b: Bytes) -> Payload {
+        Payload::Ready(b.into())
+    }
+}
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Payload::Ready(b) => f.debug_tuple("Ready").field(b).finish(),
+            Payload::Deferred(_) => f.write_str("Deferred"),
+        }
+    }
+}
+
 /// Builds a [`Body`]: each slice pushed that lies inside a base ([`Self::base`]) is kept as an
 /// offset into it, and joins the slice before it when the two are adjacent there; any other
 /// slice becomes a source of its own, never searched again (a body of many own slices stays

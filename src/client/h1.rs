@@ -20,7 +20,7 @@ use http::{HeaderMap, StatusCode, Uri};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::body::{Body, Slices};
+use super::body::{Body, Payload, Slices};
 use super::READ_CHUNK;
 use crate::debug::{self, step};
 use crate::record::FailureKind;
@@ -100,6 +100,8 @@ pub(super) struct Response {
     pub(super) headers: HeaderMap,
     /// The connection was taken from the pool, not opened for this request.
     pub(super) reused: bool,
+    /// The request body's length, as written.
+    pub(super) bytes_sent: u64,
     conn: Option<Conn>,
     pool: Arc<Pool>,
     key: Box<str>,
@@ -247,14 +249,14 @@ impl Conn {
 /// What a request carries besides the configured headers.
 pub(super) enum Ask<'a> {
     /// A benchmark request: a JSON body, and an event stream accepted when `streaming`.
-    Post { body: &'a Body, streaming: bool },
+    Post { body: &'a Payload, streaming: bool },
     /// A `GET` without a body (the start's connection warm-up).
     Get,
 }
 
 /// The request head: request line, `host`, the headers in order, then what `ask` adds (the
 /// body's type and length, the accepted type), as hyper wrote them.
-fn head(uri: &Uri, host: &str, headers: &[&HeaderMap], ask: &Ask<'_>) -> Vec<u8> {
+fn head(uri: &Uri, host: &str, headers: &[&HeaderMap], ask: &Ask<'_>, body_len: usize) -> Vec<u8> {
     let target = uri.path_and_query().map_or("/", |p| p.as_str());
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(match ask {
@@ -278,12 +280,12 @@ fn head(uri: &Uri, host: &str, headers: &[&HeaderMap], ask: &Ask<'_>) -> Vec<u8>
         out.extend_from_slice(b"\r\n");
     }
     match ask {
-        Ask::Post { body, streaming } => {
+        Ask::Post { streaming, .. } => {
             out.extend_from_slice(b"content-type: application/json\r\n");
             if *streaming {
                 out.extend_from_slice(b"accept: text/event-stream\r\n");
             }
-            out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+            out.extend_from_slice(format!("content-length: {body_len}\r\n\r\n").as_bytes());
         }
         Ask::Get => out.extend_from_slice(b"accept: */*\r\n\r\n"),
     }
@@ -342,14 +344,18 @@ pub(super) async fn send(
             closed_after_reuse: reused && quiet_close && !answered,
         }
     };
-    let head = head(uri, &host, headers, &ask);
-    let body = match ask {
-        Ask::Post { body, .. } => body.slices(),
-        Ask::Get => Body::default().slices(),
+    // Made now that the connection is ready, and dropped once written: the head may be long in
+    // coming, and nothing is resent on this connection.
+    let body = match &ask {
+        Ask::Post { body, .. } => body.body(),
+        Ask::Get => Body::default(),
     };
-    write(&mut conn.sock, &head, body)
+    let bytes_sent = body.len() as u64;
+    let head = head(uri, &host, headers, &ask, body.len());
+    write(&mut conn.sock, &head, body.slices())
         .await
         .map_err(|e| lost(e, false))?;
+    drop((head, body));
 
     // The head: read until it parses, at most READ_CHUNK of it.
     let mut filled = 0;
@@ -404,6 +410,7 @@ pub(super) async fn send(
             status,
             headers: map,
             reused,
+            bytes_sent,
             conn: Some(conn),
             pool: pool.clone(),
             key,
@@ -888,12 +895,12 @@ mod tests {
             headers(&[("x-api-key", "k")]),
             headers(&[("x-request-id", "r1")]),
         );
-        let body = Body::from(bytes::Bytes::from(vec![b'x'; 42]));
+        let body = Payload::from(bytes::Bytes::from(vec![b'x'; 42]));
         let ask = Ask::Post {
             body: &body,
             streaming: true,
         };
-        let head = head(&uri, &host, &[&h, &r], &ask);
+        let head = head(&uri, &host, &[&h, &r], &ask, 42);
         assert_eq!(
             String::from_utf8(head).unwrap(),
             "POST /v1/chat/completions?x=1 HTTP/1.1\r\nhost: 127.0.0.1:8000\r\n\

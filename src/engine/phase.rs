@@ -436,7 +436,7 @@ async fn run_session(
         };
         rec.requested_osl = render::requested_osl(asked, &ctx.render).map(u64::from);
         rec.group.clone_from(&sample.group);
-        let mut rec = ctx.client.execute(&req, rec, &ctx.clock, requests).await;
+        let mut rec = ctx.client.execute(req, rec, &ctx.clock, requests).await;
         if rec.outcome == Outcome::Cancelled && !stopped.is_cancelled() {
             rec.outcome = Outcome::Failed(FailureKind::GracePeriodExpired);
             rec.error = Some("still in flight when --benchmark-grace-period ran out".to_owned());

@@ -811,7 +811,7 @@ impl Shared {
                 .then(|| wire::session_id(&c.session_id, &tree.marker));
                 let req = Prepared {
                     uri: self.uri.clone(),
-                    body: self.wire.body(&messages, requested, bind.as_deref()),
+                    body: self.wire.body(&messages, requested, bind.as_deref()).into(),
                     streaming: self.wire.streaming,
                     capture_text: false,
                     headers: self.wire.headers(&request_id, corr, parent.as_deref()),
@@ -827,7 +827,7 @@ impl Shared {
                 }
                 self.idle.started();
                 tree.idle.started();
-                let rec = self.client.execute(&req, rec, &self.clock, cancel).await;
+                let rec = self.client.execute(req, rec, &self.clock, cancel).await;
                 tree.idle.returned();
                 self.idle.returned();
                 rec
