@@ -21,9 +21,10 @@
 # specperf's own (prompts, tokenizer, HTTP, SSE, records).
 #
 # Each row also has sent_tpot_ms / sent_itl_ms: the simulator's own vLLM histograms
-# (vllm:request_time_per_output_token_seconds, vllm:inter_token_latency_seconds) over the run,
-# warmups included, i.e. what it really sent, and each client's error against them. PIN=1 runs the
-# simulator on CPU 0 and the clients on the other CPUs.
+# (vllm:request_time_per_output_token_seconds, vllm:inter_token_latency_seconds) from the client's
+# "Warmup completed." line (polled every 10 ms; both clients print it unbuffered) to its exit,
+# i.e. what the simulator really sent in the measured window, and each client's error against
+# them. PIN=1 runs the simulator on CPU 0 and the clients on the other CPUs.
 #
 # Environment: INFERENCEX_DIR (without it, specperf alone), PIN=1, SIM_ARGS (more `specperf sim`
 # flags, e.g. "--kv-blocks 10000000" so that BIG's 16,384 requests all run at once instead of
@@ -121,7 +122,25 @@ sent() {
         /^vllm:(request_time_per_output_token|inter_token_latency)_seconds_(sum|count)[{ ]/ {
             split($1, n, "{"); v[n[1]] += $NF
         }
-        END { for (k in v) printf "%s %.9f\n", k, v[k] }' >"$1"
+        END { for (k in v) printf "%s %.9f\n", k, v[k] }' >"$1.tmp"
+    mv "$1.tmp" "$1"
+}
+
+# measured OUT CMD...: `measure` with the simulator's histograms read into OUT.sent0 when CMD
+# prints "Warmup completed." (before it starts, when it has no warmups) and into OUT.sent1 after.
+measured() {
+    local o=$1
+    sent "$o.sent0"
+    : >"$o.out"
+    (
+        until grep -q '^Warmup completed\.' "$o.out" 2>/dev/null; do sleep 0.01; done
+        sent "$o.sent0"
+    ) &
+    local watcher=$!
+    measure "$@"
+    kill "$watcher" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
+    sent "$o.sent1"
 }
 
 # row NAME OUT: one line of figures from GNU time, the RSS sampler, the tool's result file and
@@ -142,11 +161,15 @@ def mean_ms(h):
     n = a[f"vllm:{h}_seconds_count"] - b[f"vllm:{h}_seconds_count"]
     return 1e3 * (a[f"vllm:{h}_seconds_sum"] - b[f"vllm:{h}_seconds_sum"]) / n
 tpot, itl = mean_ms("request_time_per_output_token"), mean_ms("inter_token_latency")
+# The requests the simulator finished in the window: the measured ones when the window is right.
+n = round(a["vllm:request_time_per_output_token_seconds_count"]
+          - b["vllm:request_time_per_output_token_seconds_count"])
 print(f"{name:<10} cpu_s {cpu:>7}  rss_mib {rss:>6}  req_s {r['request_throughput']:9.1f}  "
       f"completed {r['completed']:>6}  ttft_ms {r['mean_ttft_ms']:8.2f}  "
       f"tpot_ms {r['mean_tpot_ms']:6.3f}  itl_ms {r['mean_itl_ms']:6.3f}  "
       f"sent_tpot_ms {tpot:6.3f}  tpot_err_pct {100 * (r['mean_tpot_ms'] / tpot - 1):+7.1f}  "
-      f"sent_itl_ms {itl:6.3f}  itl_err_pct {100 * (r['mean_itl_ms'] / itl - 1):+7.1f}")
+      f"sent_itl_ms {itl:6.3f}  itl_err_pct {100 * (r['mean_itl_ms'] / itl - 1):+7.1f}  "
+      f"sent_requests {n:>6}")
 EOF
 }
 
@@ -156,19 +179,15 @@ for i in $(seq "$RUNS"); do
     if [[ -n $UPSTREAM ]]; then
         o=$WORK/upstream$i
         mkdir -p "$o.dir"
-        sent "$o.sent0"
         # shellcheck disable=SC2046
-        (cd "$(dirname "$UPSTREAM")" && measure "$o" "${CLIENT_PIN[@]}" "$PYTHON" -u "$UPSTREAM" \
+        (cd "$(dirname "$UPSTREAM")" && measured "$o" "${CLIENT_PIN[@]}" "$PYTHON" -u "$UPSTREAM" \
             $(argv "$CONCURRENCY" "$ISL" "$OSL" "$o.dir"))
-        sent "$o.sent1"
         row upstream "$o" | tee -a "$WORK/rows"
     fi
     o=$WORK/specperf$i
     mkdir -p "$o.dir"
-    sent "$o.sent0"
     # shellcheck disable=SC2046
-    measure "$o" "${CLIENT_PIN[@]}" "$BIN" bench-serving $(argv "$CONCURRENCY" "$ISL" "$OSL" "$o.dir") --disable-tqdm
-    sent "$o.sent1"
+    measured "$o" "${CLIENT_PIN[@]}" "$BIN" bench-serving $(argv "$CONCURRENCY" "$ISL" "$OSL" "$o.dir") --disable-tqdm
     row specperf "$o" | tee -a "$WORK/rows"
     if [[ -n ${FLOOR:-} ]]; then
         o=$WORK/floor$i
@@ -208,10 +227,8 @@ if [[ -n ${BIG:-} ]]; then
     echo "== specperf alone: concurrency $C, ISL ${BIG_ISL:-1024}, OSL ${BIG_OSL:-64}, $N prompts"
     o=$WORK/big
     mkdir -p "$o.dir"
-    sent "$o.sent0"
     # shellcheck disable=SC2046
-    measure "$o" "${CLIENT_PIN[@]}" "$BIN" bench-serving $(argv "$C" "${BIG_ISL:-1024}" "${BIG_OSL:-64}" "$o.dir" "$N") --disable-tqdm
-    sent "$o.sent1"
+    measured "$o" "${CLIENT_PIN[@]}" "$BIN" bench-serving $(argv "$C" "${BIG_ISL:-1024}" "${BIG_OSL:-64}" "$o.dir" "$N") --disable-tqdm
     row specperf "$o"
     tail -3 "$o.err"
 fi
