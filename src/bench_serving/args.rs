@@ -66,7 +66,7 @@ const FLAGS: &[Flag] = &[
     flag("--host", One, Both, "[127.0.0.1]"),
     flag("--port", One, Both, "[8000]"),
     flag("--endpoint", One, Both, "API path [/v1/completions]"),
-    flag("--dataset", One, Sa, "accepted, no effect"),
+    flag("--dataset", One, Sa, "sa-bench's deprecated ShareGPT path: refused (random only)"),
     flag("--dataset-name", One, Both, "random (the only dataset the drop-in builds)"),
     flag("--dataset-path", One, Both, "accepted, no effect"),
     flag("--max-concurrency", One, Both, "requests in flight at most [no cap]"),
@@ -528,6 +528,13 @@ impl Args {
                 "Unknown dataset: {dataset} (the drop-in builds --dataset-name random only)"
             )));
         }
+        // sa-bench reads `--dataset` as a ShareGPT file that replaces `--dataset-name`'s
+        // prompts; accepting it would send other prompts than the caller's script would.
+        if let Some(path) = one(&p, "--dataset") {
+            return Err(usage(format!(
+                "--dataset {path}: sa-bench reads it as a ShareGPT file in place of                  --dataset-name random, and the drop-in builds the random dataset only;                  drop --dataset"
+            )));
+        }
         let modes: &[&str] = if ix {
             &["auto", "slow", "mistral", "custom", "deepseek_v4"]
         } else {
@@ -829,6 +836,10 @@ mod tests {
             (
                 format!("--model m {ds} --num-prom 5"),
                 "unrecognized arguments: --num-prom",
+            ),
+            (
+                format!("--flavor sa-bench --model m {ds} --dataset s.json"),
+                "--dataset s.json: sa-bench reads it as a ShareGPT file",
             ),
             (format!("--model m {ds} --seed -1"), "--seed -1"),
             (format!("--model m {ds} --seed 4294967296"), "2**32"),

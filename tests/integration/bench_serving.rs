@@ -1044,7 +1044,8 @@ pub(crate) fn bench_sh(script: &Path, url: &str, model: &str, tmp: &Path) {
 }
 
 /// A completions server on 127.0.0.1:0 that records every request body in arrival order and
-/// answers each with one token chunk, a usage chunk and `[DONE]`, closing the connection.
+/// answers each with two token chunks (chat deltas on a chat path), a usage chunk and `[DONE]`,
+/// closing the connection.
 struct Recorder {
     url: String,
     bodies: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
@@ -1087,11 +1088,23 @@ impl Recorder {
                         }
                     }
                     let body = String::from_utf8_lossy(&got[head_end..head_end + len]).into_owned();
+                    let chat = path.contains("chat");
                     log.lock().unwrap().push((path, body));
-                    let sse = "data: {\"choices\":[{\"index\":0,\"text\":\"x\",\"finish_reason\":null}]}\n\n\
-                               data: {\"choices\":[{\"index\":0,\"text\":\"y\",\"finish_reason\":\"length\"}]}\n\n\
-                               data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}\n\n\
-                               data: [DONE]\n\n";
+                    let piece = |t: &str| {
+                        if chat {
+                            format!("\"delta\":{{\"content\":\"{t}\"}}")
+                        } else {
+                            format!("\"text\":\"{t}\"")
+                        }
+                    };
+                    let sse = format!(
+                        "data: {{\"choices\":[{{\"index\":0,{},\"finish_reason\":null}}]}}\n\n\
+                         data: {{\"choices\":[{{\"index\":0,{},\"finish_reason\":\"length\"}}]}}\n\n\
+                         data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}}}\n\n\
+                         data: [DONE]\n\n",
+                        piece("x"),
+                        piece("y")
+                    );
                     let reply = format!(
                         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{sse}"
                     );
@@ -1126,8 +1139,24 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
     let tmp = tempfile::tempdir().unwrap();
     let tok = crate::common::aiperf_tokenizer_dir(tmp.path());
     let tok = tok.to_str().unwrap();
+    // The same tokenizer with a Hugging Face chat template of its own.
+    let jinja = tmp.path().join("jinja");
+    std::fs::create_dir_all(&jinja).unwrap();
+    std::fs::copy(
+        crate::common::tokenizer_path(),
+        jinja.join("tokenizer.json"),
+    )
+    .unwrap();
+    std::fs::write(
+        jinja.join("tokenizer_config.json"),
+        r#"{"tokenizer_class":"PreTrainedTokenizerFast","bos_token":"<｜begin▁of▁sentence｜>","chat_template":"{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"}"#,
+    )
+    .unwrap();
+    let jinja = jinja.to_str().unwrap();
     let rec = Recorder::start();
-    let mut cases: Vec<(&Path, Vec<&str>)> = Vec::new();
+    // (script, argv, environment): later flags override `common`'s (argparse's last wins).
+    type Env<'a> = Vec<(&'a str, &'a str)>;
+    let mut cases: Vec<(&Path, Vec<&str>, Env)> = Vec::new();
     let common = [
         "--model",
         "m",
@@ -1161,7 +1190,7 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
             "--served-model-name",
             "served",
         ]);
-        cases.push((script, a));
+        cases.push((script, a, vec![]));
         let mut a = common.to_vec();
         a.extend([
             "--random-input-len",
@@ -1179,7 +1208,29 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
             "--logprobs",
             "2",
         ]);
-        cases.push((script, a));
+        cases.push((script, a, vec![]));
+        // Seeds at both ends, the shortest lengths, a zero range, the padding streams of three
+        // workers, a long prompt with a long prefix, gamma arrivals after warmups, and a chat
+        // template of the tokenizer's own through the chat backend.
+        for extra in [
+            "--seed 4294967295 --random-input-len 17 --random-output-len 4 --random-range-ratio 0.8 --num-prompts 7",
+            "--seed 0 --random-input-len 1 --random-output-len 1 --random-range-ratio 0 --num-prompts 3",
+            "--seed 22 --random-input-len 32 --random-output-len 8 --random-range-ratio 0.8 --num-prompts 8 --random-num-workers 3",
+            "--seed 17 --random-input-len 2000 --random-output-len 3 --random-range-ratio 0.9 --num-prompts 2 --random-prefix-len 100",
+            "--seed 19 --random-input-len 10 --random-output-len 3 --num-prompts 4 --num-warmups 2 --request-rate 200 --burstiness 2.5",
+        ] {
+            let mut a = common.to_vec();
+            a.extend(extra.split(' '));
+            cases.push((script, a, vec![]));
+        }
+        let mut a = common.to_vec();
+        a.extend(["--tokenizer", jinja]);
+        a.extend(
+            "--random-input-len 30 --random-output-len 5 --num-prompts 4 --use-chat-template \
+             --backend openai-chat --endpoint /v1/chat/completions"
+                .split_whitespace(),
+        );
+        cases.push((script, a, vec![]));
     }
     if let Some(script) = &sa {
         let mut a = common.to_vec();
@@ -1192,9 +1243,34 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
             "5",
         ]);
         a.extend(["--backend", "dynamo", "--ignore-eos", "--best-of", "2"]);
-        cases.push((script, a));
+        cases.push((script, a, vec![]));
+        // The SGLang DeepSeek-V4 template with thinking and effort from the environment, and a
+        // chat template of the tokenizer's own through the chat backend.
+        let mut a = common.to_vec();
+        a.extend(
+            "--seed 3 --random-input-len 120 --random-output-len 5 --random-range-ratio 0.8 \
+             --num-prompts 4 --use-chat-template --custom-tokenizer \
+             sa_bench_tokenizers.sglang_deepseek_v4.SGLangDeepseekV4Tokenizer"
+                .split_whitespace(),
+        );
+        cases.push((
+            script,
+            a,
+            vec![
+                ("SGLANG_DEFAULT_THINKING", " True "),
+                ("SGLANG_DSV4_REASONING_EFFORT", "max"),
+            ],
+        ));
+        let mut a = common.to_vec();
+        a.extend(["--tokenizer", jinja]);
+        a.extend(
+            "--seed 12 --random-input-len 50 --random-output-len 5 --num-prompts 3 \
+             --use-chat-template --backend openai-chat --endpoint /v1/chat/completions --ignore-eos"
+                .split_whitespace(),
+        );
+        cases.push((script, a, vec![]));
     }
-    for (script, argv) in cases {
+    for (script, argv, env) in cases {
         let flavor: &[&str] = if sa.as_deref() == Some(script) {
             &["--flavor", "sa-bench"]
         } else {
@@ -1205,11 +1281,12 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
             .args(&argv)
             .current_dir(script.parent().unwrap())
             .env("OPENAI_API_KEY", "k")
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         assert!(
             up.status.success(),
-            "{}",
+            "{argv:?}: {}",
             String::from_utf8_lossy(&up.stderr)
         );
         let theirs = rec.take();
@@ -1218,6 +1295,7 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
             .args(flavor)
             .args(&argv)
             .env("OPENAI_API_KEY", "k")
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         assert!(
