@@ -367,9 +367,12 @@ pub(crate) fn outcome(
         RecordOutcome::Success => true,
         // A complete stream without usage: upstream counts it (IX with 0 tokens).
         RecordOutcome::Failed(FailureKind::MissingUsage) => true,
+        // A body that ended whole but without `[DONE]`: upstream reads to the end and counts it.
+        RecordOutcome::Failed(FailureKind::ConnectionClosed) => r.ended_without_done,
         _ => false,
     };
-    let tokens = r.first_token_ns.is_some();
+    // Upstream's token chunk is any chunk with a choice, text or not (spec §8.1).
+    let tokens = r.first_token_ns.is_some() || r.first_choice_ns.is_some();
     let success = counted && (tokens || api == Api::Chat);
     if !success {
         let error = match (&r.outcome, &r.error) {
@@ -401,7 +404,7 @@ pub(crate) fn outcome(
         success: true,
         prompt_len,
         output_len,
-        ttft: r.first_token_ns.map_or(0.0, secs),
+        ttft: r.first_token_ns.or(r.first_choice_ns).map_or(0.0, secs),
         itl: Itl::from_ns(r.chunk_gaps.iter().map(|g| g.gap_ns)),
         latency: secs(last),
         generated_text: text,
@@ -495,6 +498,51 @@ fn moving_average_peak(buckets: &[f64], w: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Upstream's success is a 200 with at least one chunk that has a choice (spec §8.1): text
+    /// or not, `[DONE]` or not, as long as the body itself ended whole.
+    #[test]
+    fn an_answer_upstream_counts_is_counted() {
+        let answer = |edit: &dyn Fn(&mut RequestRecord)| {
+            let mut r = RequestRecord::started(0, 0, 0, 1_000);
+            r.outcome = RecordOutcome::Success;
+            r.http_status = Some(200);
+            r.completion_tokens = Some(3);
+            r.first_choice_ns = Some(5_000);
+            r.end_ns = 9_000;
+            edit(&mut r);
+            let sent = Sent {
+                record: r,
+                start_ns: 1_000,
+            };
+            let count = |t: &str| t.len() as u64;
+            outcome(Api::Completions, 7, Some(&sent), Some(&count))
+        };
+        // Every chunk's text empty: a success, its TTFT from the first chunk with a choice.
+        let o = answer(&|_| {});
+        assert!(o.success, "{}", o.error);
+        assert_eq!((o.output_len, o.ttft), (3, 4e-6));
+        // Ended whole without [DONE]: a success; sa-bench counts its text when no usage came.
+        let o = answer(&|r| {
+            r.outcome = RecordOutcome::Failed(FailureKind::ConnectionClosed);
+            r.ended_without_done = true;
+            r.completion_tokens = None;
+            r.response_text = Some("abcd".into());
+        });
+        assert!(o.success, "{}", o.error);
+        assert_eq!(o.output_len, 4);
+        // Cut inside an event: a failure, as upstream's read fails.
+        let o = answer(&|r| r.outcome = RecordOutcome::Failed(FailureKind::ConnectionClosed));
+        assert!(!o.success);
+        // No chunk with a choice at all: upstream's "Never received a valid chunk".
+        let o = answer(&|r| r.first_choice_ns = None);
+        assert!(!o.success);
+        assert!(
+            o.error.starts_with("Never received a valid chunk"),
+            "{}",
+            o.error
+        );
+    }
 
     #[test]
     fn the_moving_average_is_numpys_valid_convolution_both_ways_round() {

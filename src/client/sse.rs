@@ -174,6 +174,9 @@ pub struct ChunkInfo {
     pub content: bool,
     /// Some choice carried non-empty `reasoning_content` or `reasoning`.
     pub reasoning: bool,
+    /// `choices` held at least one choice, with text or without (`benchmark_serving.py` counts
+    /// such a chunk as a token chunk).
+    pub choice: bool,
     /// `usage`, when present and not null.
     pub usage: Option<Usage>,
     /// The last non-null `finish_reason`.
@@ -232,6 +235,8 @@ struct WireChunk<'a> {
 /// A chunk's `choices`, folded one by one as they are read: no vector per event.
 #[derive(Default)]
 struct Choices<'a> {
+    /// At least one choice was read.
+    any: bool,
     /// Some choice carried content (`text`, or `content` in its delta or message).
     content: bool,
     /// Some choice carried reasoning.
@@ -244,6 +249,7 @@ struct Choices<'a> {
 
 impl<'a> Choices<'a> {
     fn add(&mut self, choice: WireChoice<'a>) {
+        self.any = true;
         self.content |= non_empty(choice.text);
         for m in [&choice.delta, &choice.message].into_iter().flatten() {
             self.content |= non_empty(m.content);
@@ -374,6 +380,7 @@ fn classify_full(trimmed: &[u8]) -> Result<Event, Malformed> {
     if let Some(c) = chunk.choices {
         info.content = c.content;
         info.reasoning = c.reasoning;
+        info.choice = c.any;
         info.finish_reason = c.finish_reason.map(str::to_owned);
         if let (None, Some(raw)) = (&info.spec, c.tokens_per_iter) {
             info.spec = Some(spec::tokens_per_iter(raw));
@@ -504,7 +511,13 @@ mod tests {
     #[test]
     fn classifies_chat_completion_and_usage_chunks() {
         let role = br#"{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
-        assert_eq!(classify(role).unwrap(), Event::Chunk(ChunkInfo::default()));
+        assert_eq!(
+            classify(role).unwrap(),
+            Event::Chunk(ChunkInfo {
+                choice: true,
+                ..ChunkInfo::default()
+            })
+        );
         let text = br#"{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}],"usage":null}"#;
         let Event::Chunk(c) = classify(text).unwrap() else {
             panic!()
@@ -524,8 +537,15 @@ mod tests {
         let Event::Chunk(c) = classify(completions).unwrap() else {
             panic!()
         };
-        assert!(c.content);
+        assert!(c.content && c.choice);
         assert_eq!(c.finish_reason.as_deref(), Some("length"));
+        // A choice without text is still a choice (bench-serving's token chunk); both parsers.
+        let blank = br#"{"choices":[{"index":0,"text":"","finish_reason":null}]}"#;
+        let Event::Chunk(c) = classify(blank).unwrap() else {
+            panic!()
+        };
+        assert!(!c.content && c.choice);
+        assert_eq!(classify_full(blank).unwrap(), Event::Chunk(c));
         let usage = br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":12,"total_tokens":19,"completion_tokens_details":{"reasoning_tokens":4}}}"#;
         let Event::Chunk(c) = classify(usage).unwrap() else {
             panic!()

@@ -142,6 +142,9 @@ impl StreamState {
     ) {
         let now_ns = clock.ns(now);
         let has_token = c.content || c.reasoning;
+        if c.choice && rec.first_choice_ns.is_none() {
+            rec.first_choice_ns = Some(now_ns);
+        }
         let mut chunk_tokens = 0u64;
         if let Some(u) = c.usage {
             if let Some(ct) = u.completion_tokens {
@@ -234,6 +237,7 @@ impl StreamState {
                     // the last token's time (the request latency); every streaming-only metric
                     // is then left out, as AIPerf leaves out its STREAMING_TOKENS_ONLY metrics.
                     rec.first_token_ns = None;
+                    rec.first_choice_ns = None;
                     rec.second_token_ns = None;
                     rec.first_output_token_ns = None;
                 }
@@ -276,6 +280,12 @@ impl StreamState {
         if kind == FailureKind::MissingUsage {
             // A complete answer the server did not count: a caller that counts it itself
             // (`bench-serving`) needs the text.
+            rec.response_text = self.text.take();
+        }
+        if kind == FailureKind::ConnectionClosed && !self.parser.has_pending() {
+            // The body ended whole, without `[DONE]` or a `finish_reason`: a failure here, an
+            // answer to `bench-serving`, which then needs its text as well.
+            rec.ended_without_done = true;
             rec.response_text = self.text.take();
         }
         fail(rec, clock, kind, msg)
@@ -389,6 +399,28 @@ mod tests {
             );
             assert_eq!(spec.histogram, [39, 1, 0, 3]);
         }
+    }
+
+    /// A chunk whose choice carries no text still marks the first chunk with a choice, and a
+    /// body that ends whole without `[DONE]` is told apart from one cut inside an event.
+    #[test]
+    fn choices_without_text_and_bodies_without_done_are_told_apart() {
+        let empty = r#"{"choices":[{"index":0,"text":"","finish_reason":null}]}"#;
+        let rec = run(&sse(&[empty.into(), empty.into()]), &[], true);
+        assert!(rec.first_choice_ns.is_some());
+        assert_eq!((rec.first_token_ns, rec.content_events), (None, 0));
+        let usage = r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
+        let rec = run(&sse(&[usage.into()]), &[], true);
+        assert_eq!(rec.first_choice_ns, None);
+
+        let text = r#"data: {"choices":[{"index":0,"text":"x","finish_reason":null}]}"#;
+        let whole = format!("{text}\n\n");
+        let rec = run(whole.as_bytes(), &[], true);
+        assert_eq!(rec.outcome, Outcome::Failed(FailureKind::ConnectionClosed));
+        assert!(rec.ended_without_done);
+        let rec = run(&text.as_bytes()[..text.len() - 5], &[], true);
+        assert_eq!(rec.outcome, Outcome::Failed(FailureKind::ConnectionClosed));
+        assert!(!rec.ended_without_done);
     }
 
     #[test]

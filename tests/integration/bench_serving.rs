@@ -510,6 +510,22 @@ pub(crate) fn upstream(var: &str, rel: &str, what: &str) -> Option<std::path::Pa
     Some(script)
 }
 
+/// InferenceX's script and sa-bench's, each where its snapshot is given (named in the skip
+/// message as `{before}<the script>{after}`).
+fn upstreams(before: &str, after: &str) -> (Option<PathBuf>, Option<PathBuf>) {
+    let ix = upstream(
+        "SPECPERF_INFERENCEX_DIR",
+        "utils/bench_serving/benchmark_serving.py",
+        &format!("{before}InferenceX's benchmark_serving.py{after}"),
+    );
+    let sa = upstream(
+        "SPECPERF_SRT_SLURM_DIR",
+        "src/srtctl/benchmarks/scripts/sa-bench/benchmark_serving.py",
+        &format!("{before}srt-slurm's sa-bench{after}"),
+    );
+    (ix, sa)
+}
+
 /// One run of upstream's script (the AIPerf venv's Python has numpy, transformers and aiohttp)
 /// and one of the drop-in, same argv, each with its own result directory.
 fn side_by_side(
@@ -617,16 +633,7 @@ fn agree(up: &(Output, Value, PathBuf), ours: &(Output, Value, PathBuf), extra_k
 /// and sa-bench's (`$SPECPERF_SRT_SLURM_DIR`) beside the drop-in, same argv and simulator.
 #[test]
 fn upstream_and_the_drop_in_agree_side_by_side() {
-    let ix = upstream(
-        "SPECPERF_INFERENCEX_DIR",
-        "utils/bench_serving/benchmark_serving.py",
-        "InferenceX's benchmark_serving.py",
-    );
-    let sa = upstream(
-        "SPECPERF_SRT_SLURM_DIR",
-        "src/srtctl/benchmarks/scripts/sa-bench/benchmark_serving.py",
-        "srt-slurm's sa-bench",
-    );
+    let (ix, sa) = upstreams("", "");
     if ix.is_none() && sa.is_none() {
         return;
     }
@@ -1049,6 +1056,24 @@ pub(crate) fn bench_sh(script: &Path, url: &str, model: &str, tmp: &Path) {
 struct Recorder {
     url: String,
     bodies: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    /// How to answer the request at each index of the current run (past the end: `Fault::Ok`).
+    faults: std::sync::Arc<std::sync::Mutex<Vec<Fault>>>,
+}
+
+/// How the recorder answers one request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    Ok,
+    /// HTTP 500 with an OpenAI error body.
+    Status500,
+    /// The connection closed before any response.
+    Close,
+    /// A chunked stream cut after its first chunk, with no terminating chunk.
+    Cut,
+    /// A close-delimited stream of two text chunks, with no `finish_reason`, usage or `[DONE]`.
+    NoDone,
+    /// The usual stream, every chunk's text empty.
+    BlankText,
 }
 
 impl Recorder {
@@ -1057,11 +1082,12 @@ impl Recorder {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = bodies.clone();
+        let faults = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (log, plan) = (bodies.clone(), faults.clone());
         std::thread::spawn(move || {
             for sock in listener.incoming() {
                 let Ok(mut sock) = sock else { return };
-                let log = log.clone();
+                let (log, plan) = (log.clone(), plan.clone());
                 std::thread::spawn(move || {
                     let mut got = Vec::new();
                     let mut buf = [0u8; 65536];
@@ -1089,8 +1115,15 @@ impl Recorder {
                     }
                     let body = String::from_utf8_lossy(&got[head_end..head_end + len]).into_owned();
                     let chat = path.contains("chat");
-                    log.lock().unwrap().push((path, body));
+                    let fault = {
+                        let mut log = log.lock().unwrap();
+                        log.push((path, body));
+                        let plan = plan.lock().unwrap();
+                        plan.get(log.len() - 1).copied().unwrap_or(Fault::Ok)
+                    };
+                    let blank = fault == Fault::BlankText;
                     let piece = |t: &str| {
+                        let t = if blank { "" } else { t };
                         if chat {
                             format!("\"delta\":{{\"content\":\"{t}\"}}")
                         } else {
@@ -1105,19 +1138,57 @@ impl Recorder {
                         piece("x"),
                         piece("y")
                     );
-                    let reply = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{sse}"
+                    let first = format!(
+                        "data: {{\"choices\":[{{\"index\":0,{},\"finish_reason\":null}}]}}\n\n",
+                        piece("x")
                     );
+                    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n";
+                    let reply = match fault {
+                        Fault::Ok | Fault::BlankText => {
+                            format!("{head}Connection: close\r\n\r\n{sse}")
+                        }
+                        Fault::Status500 => {
+                            let b = r#"{"object":"error","message":"boom","type":"InternalServerError","code":500}"#;
+                            format!(
+                                "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n\
+                                 Content-Length: {}\r\nConnection: close\r\n\r\n{b}",
+                                b.len()
+                            )
+                        }
+                        Fault::Close => String::new(),
+                        Fault::Cut => format!(
+                            "{head}Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{first}\r\n",
+                            first.len()
+                        ),
+                        Fault::NoDone => format!(
+                            "{head}Connection: close\r\n\r\n{first}{}",
+                            first.replace("\"x\"", "\"y\"")
+                        ),
+                    };
                     let _ = sock.write_all(reply.as_bytes());
                     let _ = sock.shutdown(std::net::Shutdown::Both);
                 });
             }
         });
-        Recorder { url, bodies }
+        Recorder {
+            url,
+            bodies,
+            faults,
+        }
     }
 
+    /// Takes the requests recorded so far: the next request is index 0 of `faults` again.
     fn take(&self) -> Vec<(String, String)> {
         std::mem::take(&mut *self.bodies.lock().unwrap())
+    }
+
+    /// The faults of the next run, by request index (warmups and sa-bench's initial test count).
+    fn plan(&self, faults: &[(usize, Fault)]) {
+        let mut plan = vec![Fault::Ok; faults.iter().map(|f| f.0 + 1).max().unwrap_or(0)];
+        for &(i, f) in faults {
+            plan[i] = f;
+        }
+        *self.faults.lock().unwrap() = plan;
     }
 }
 
@@ -1126,16 +1197,7 @@ impl Recorder {
 /// the same paths, for InferenceX's plain and `--dsv4` calls and sa-bench's.
 #[test]
 fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
-    let ix = upstream(
-        "SPECPERF_INFERENCEX_DIR",
-        "utils/bench_serving/benchmark_serving.py",
-        "the bodies of InferenceX's benchmark_serving.py",
-    );
-    let sa = upstream(
-        "SPECPERF_SRT_SLURM_DIR",
-        "src/srtctl/benchmarks/scripts/sa-bench/benchmark_serving.py",
-        "the bodies of srt-slurm's sa-bench",
-    );
+    let (ix, sa) = upstreams("the bodies of ", "");
     let tmp = tempfile::tempdir().unwrap();
     let tok = crate::common::aiperf_tokenizer_dir(tmp.path());
     let tok = tok.to_str().unwrap();
@@ -1309,6 +1371,142 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
         for (i, (t, m)) in theirs.iter().zip(&mine).enumerate() {
             assert_eq!(t, m, "{argv:?}: request {i} differs");
         }
+    }
+}
+
+/// Spec §8.1 and §10 with failures mixed in: against a server that answers some requests with a
+/// 500, a dropped connection, a cut chunked stream, a stream without `[DONE]` or a stream of empty
+/// texts, upstream and the drop-in count the same requests as completed, the same tokens, the
+/// same failed indices, and exit alike.
+#[test]
+fn failure_mixes_are_counted_as_upstream_counts_them() {
+    let (ix, sa) = upstreams("", " with failures");
+    use Fault::{BlankText, Close, Cut, NoDone, Status500};
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = crate::common::aiperf_tokenizer_dir(tmp.path());
+    let rec = Recorder::start();
+    // (script, flavor, extra argv, faults by request index; sa-bench's initial test is index 0).
+    type Case<'a> = (&'a Path, &'a [&'a str], &'a [&'a str], Vec<(usize, Fault)>);
+    let mut cases: Vec<Case> = Vec::new();
+    if let Some(script) = &ix {
+        let faults = vec![
+            (2, Status500),
+            (5, Close),
+            (8, Cut),
+            (11, NoDone),
+            (14, BlankText),
+        ];
+        cases.push((script, &[], &["--save-detailed"], faults));
+        // Under 5 % failed: exit 0 in both.
+        cases.push((
+            script,
+            &[],
+            &["--num-prompts", "40"],
+            vec![(3, NoDone), (9, Cut)],
+        ));
+        let chat: &[&str] = &[
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+        ];
+        cases.push((
+            script,
+            &[],
+            chat,
+            vec![(1, BlankText), (4, NoDone), (6, Cut)],
+        ));
+    }
+    if let Some(script) = &sa {
+        let faults = vec![
+            (0, NoDone),
+            (3, Status500),
+            (6, BlankText),
+            (9, Cut),
+            (12, Close),
+        ];
+        cases.push((script, &["--flavor", "sa-bench"], &[], faults));
+    }
+    for (i, (script, flavor, extra, faults)) in cases.into_iter().enumerate() {
+        let mut argv: Vec<String> = [
+            "--model",
+            "m",
+            "--tokenizer",
+            tok.to_str().unwrap(),
+            "--base-url",
+            &rec.url,
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "4",
+            "--num-prompts",
+            "20",
+            "--max-concurrency",
+            "1",
+            "--seed",
+            "1",
+            "--save-result",
+            "--result-filename",
+            "r.json",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        let run = |mut cmd: Command, dir: &Path| {
+            std::fs::create_dir_all(dir).unwrap();
+            rec.take();
+            rec.plan(&faults);
+            let out = cmd
+                .args(&argv)
+                .arg("--result-dir")
+                .arg(dir)
+                .env("OPENAI_API_KEY", "k")
+                .env("HF_HUB_OFFLINE", "1")
+                .output()
+                .unwrap();
+            let result = crate::common::read_json(&dir.join("r.json"));
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            let line = |key: &str| {
+                stdout
+                    .lines()
+                    .find(|l| l.starts_with(key))
+                    .map(str::to_owned)
+            };
+            (
+                out.status.code(),
+                result,
+                line("Successful requests:"),
+                rec.take().len(),
+            )
+        };
+        let mut up = Command::new(crate::conformance::venv_python());
+        up.arg(script).current_dir(script.parent().unwrap());
+        let up = run(up, &tmp.path().join(format!("up{i}")));
+        let mut ours = Command::new(env!("CARGO_BIN_EXE_specperf"));
+        ours.arg("bench-serving").args(flavor);
+        let ours = run(ours, &tmp.path().join(format!("ours{i}")));
+        let what = format!("case {i}: {extra:?} with {faults:?}");
+        assert_eq!((up.0, &up.2, up.3), (ours.0, &ours.2, ours.3), "{what}");
+        for key in [
+            "completed",
+            "total_input_tokens",
+            "total_output_tokens",
+            "input_lens",
+            "output_lens",
+        ] {
+            assert_eq!(up.1[key], ours.1[key], "{what}: {key}");
+        }
+        let failed = |r: &Value| -> Option<Vec<bool>> {
+            let e = r.get("errors")?.as_array()?;
+            Some(e.iter().map(|e| e != "").collect())
+        };
+        assert_eq!(
+            failed(&up.1),
+            failed(&ours.1),
+            "{what}: which requests failed"
+        );
     }
 }
 

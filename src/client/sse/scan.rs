@@ -304,6 +304,7 @@ impl<'a> Scan<'a> {
             if let Some(f) = finish {
                 info.finish_reason = Some(f.to_owned());
             }
+            info.choice = true;
             Some(())
         })
     }
