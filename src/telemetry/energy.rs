@@ -404,14 +404,22 @@ fn counter_delta(pts: &[(f64, &super::Values)], a: f64, b: f64) -> Option<f64> {
         .collect();
     let start = counter_at(&energy, a)?;
     let end = counter_at(&energy, b)?;
-    let mut path = vec![start];
-    path.extend(energy.iter().filter(|e| e.0 > a && e.0 < b).map(|e| e.1));
-    path.push(end);
-    Some(
-        path.windows(2)
-            .map(|w| if w[1] >= w[0] { w[1] - w[0] } else { w[1] })
-            .sum(),
-    )
+    let inside: Vec<f64> = energy
+        .iter()
+        .filter(|e| e.0 > a && e.0 < b)
+        .map(|e| e.1)
+        .collect();
+    let (Some(&first), Some(&last)) = (inside.first(), inside.last()) else {
+        return Some((end - start).max(0.0));
+    };
+    // Only two reads can tell a reset; the edges are estimates carried with a read's power, and
+    // one that overshoots the next read is not the counter restarting (read as one, it added the
+    // whole counter since the GPU's start).
+    let reads: f64 = inside
+        .windows(2)
+        .map(|w| if w[1] >= w[0] { w[1] - w[0] } else { w[1] })
+        .sum();
+    Some((first - start).max(0.0) + reads + (end - last).max(0.0))
 }
 
 /// Mean, least and most of every gauge field over the reads inside `[a, b]`.
@@ -536,6 +544,23 @@ mod tests {
         let c = e.counter_energy_j.unwrap();
         // The half-second across the reset is counted from zero: at most one interval's energy lost.
         assert!((350.0 - 1e-6..=400.0 + 1e-6).contains(&c), "{c}");
+    }
+
+    #[test]
+    fn an_edge_carried_past_the_next_read_is_not_a_reset() {
+        // 300 W until 102.05, then 50 W: the read at 102.0 carries 300 W to the window's start
+        // at 102.2 and overshoots the read at 102.5.
+        let s = series(
+            0,
+            100.0,
+            110.0,
+            0.5,
+            |t| if t < 102.05 { 300.0 } else { 50.0 },
+        );
+        let e = energy(&run(vec![s]), &inputs(102.2, 104.2, None));
+        let c = e.counter_energy_j.unwrap();
+        // 100 J in the window; at most the overshoot (22.5 J) short of it.
+        assert!((77.0..=100.5).contains(&c), "{c}");
     }
 
     #[test]
