@@ -62,8 +62,6 @@ fn record(i: u64) -> RequestRecord {
         empty_output: false,
         retries: 0,
         chunk_gaps: gaps,
-        first_choice_ns: Some(first),
-        ended_without_done: false,
         response_text: None,
         chunk_text_ends: Vec::new(),
         session: None,

@@ -32,9 +32,10 @@ pub enum FailureKind {
     ConnectionClosed,
     /// `usage` was requested but the server never sent it, so tokens cannot be counted.
     MissingUsage,
-    /// The request ended without producing any output token. Read from records of earlier
-    /// versions only: a well-formed response with usage and no text is now a success flagged
-    /// `empty_output`, and one without usage is `missing_usage`.
+    /// The request ended without producing any output token: a `bench-serving` completions body
+    /// without a chunk holding a choice (upstream's "Never received a valid chunk"), or a record
+    /// of an earlier version (elsewhere a well-formed response with usage and no text is a
+    /// success flagged `empty_output`, and one without usage is `missing_usage`).
     NoOutput,
     /// Any other transport error (I/O, protocol violation).
     Transport,
@@ -209,15 +210,6 @@ pub struct RequestRecord {
     /// (0 when per-chunk usage is unavailable). Not serialized: it feeds the histograms.
     #[serde(skip)]
     pub chunk_gaps: Vec<ChunkGap>,
-    /// First event whose `choices` held a choice, with text or without (`bench-serving`'s
-    /// token chunk, as `benchmark_serving.py` counts one). Not serialized.
-    #[serde(skip)]
-    pub first_choice_ns: Option<u64>,
-    /// Failed as `stream ended before [DONE]` although the body itself ended whole (no partial
-    /// event, no transport error): only `[DONE]` and a `finish_reason` were missing.
-    /// `bench-serving` counts such an answer as upstream does. Not serialized.
-    #[serde(skip)]
-    pub ended_without_done: bool,
     /// The response text, kept only for multi-turn sessions (the next turn's history) and
     /// `bench-serving`'s generated texts.
     #[serde(skip)]
@@ -456,8 +448,6 @@ impl RequestRecord {
             empty_output: false,
             retries: 0,
             chunk_gaps: Vec::new(),
-            first_choice_ns: None,
-            ended_without_done: false,
             response_text: None,
             chunk_text_ends: Vec::new(),
             session: None,

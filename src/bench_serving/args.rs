@@ -137,16 +137,8 @@ fn usage(msg: impl Into<String>) -> UsageError {
     UsageError(msg.into())
 }
 
-/// `--backend`: how requests are made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Api {
-    /// `/v1/completions` (vllm, openai, sglang, lmdeploy, scalellm).
-    Completions,
-    /// sa-bench's `dynamo`: completions, `event:`/`:` lines skipped, usage from any line.
-    Dynamo,
-    /// `openai-chat`.
-    Chat,
-}
+/// `--backend`: how requests are made and their bodies read.
+pub(crate) use crate::client::lines::Api;
 
 /// Everything the scripts' argv says, typed.
 #[derive(Clone, Debug, PartialEq)]

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::args::Api;
 use super::result::{Itl, Outcome, Window};
 use crate::client::{Client, Clock, Payload, Prepared};
-use crate::record::{FailureKind, Outcome as RecordOutcome, RequestRecord};
+use crate::record::RequestRecord;
 use crate::stop::Stopper;
 
 /// Builds request `i`'s body; called when the request's connection is ready, and the body is
@@ -40,6 +40,8 @@ pub(crate) struct Load {
     /// Gaps after each release, seconds (empty: `--request-rate inf`).
     pub(crate) gaps: Vec<f64>,
     pub(crate) max_concurrency: Option<usize>,
+    /// Whose reading of a body counts (`--backend`).
+    pub(crate) api: Api,
     /// Keep the generated text (`--save-detailed`, sa-bench always).
     pub(crate) capture_text: bool,
     /// Progress on stderr (not with `--disable-tqdm`).
@@ -82,6 +84,7 @@ impl Load {
             uri: self.url.clone(),
             body: body.into(),
             streaming: true,
+            lines: Some(self.api),
             capture_text: self.capture_text,
             headers: HeaderMap::new(),
         }
@@ -345,7 +348,6 @@ pub(crate) fn gaps(
 /// How a request ended, in upstream's terms; `count` counts the tokens of a text (sa-bench's
 /// fallback when the server sent no usage).
 pub(crate) fn outcome(
-    api: Api,
     prompt_len: usize,
     sent: Option<&Sent>,
     sa_count: Option<&dyn Fn(&str) -> u64>,
@@ -362,51 +364,32 @@ pub(crate) fn outcome(
         };
     };
     let secs = |ns: u64| ns.saturating_sub(*start_ns) as f64 / 1e9;
-    let text = r.response_text.clone().unwrap_or_default();
-    let counted = match r.outcome {
-        RecordOutcome::Success => true,
-        // A complete stream without usage: upstream counts it (IX with 0 tokens).
-        RecordOutcome::Failed(FailureKind::MissingUsage) => true,
-        // A body that ended whole but without `[DONE]`: upstream reads to the end and counts it.
-        RecordOutcome::Failed(FailureKind::ConnectionClosed) => r.ended_without_done,
-        _ => false,
-    };
-    // Upstream's token chunk is any chunk with a choice, text or not (spec §8.1).
-    let tokens = r.first_token_ns.is_some() || r.first_choice_ns.is_some();
-    let success = counted && (tokens || api == Api::Chat);
-    if !success {
-        let error = match (&r.outcome, &r.error) {
-            (_, Some(e)) => e.clone(),
-            (RecordOutcome::Success | RecordOutcome::Failed(FailureKind::MissingUsage), None) => {
-                "Never received a valid chunk to calculate TTFT.This response will be marked as \
-                 failed!"
-                    .to_owned()
-            }
-            (o, None) => format!("{o:?}"),
+    // The client read the body as upstream does (`Prepared::lines`): its success is upstream's.
+    if !r.outcome.is_success() {
+        let error = match &r.error {
+            Some(e) if !e.is_empty() => e.clone(),
+            _ => format!("{:?}", r.outcome),
         };
         return Outcome {
             prompt_len,
-            error: if error.is_empty() {
-                "failed".to_owned()
-            } else {
-                error
-            },
+            error,
             ..Outcome::default()
         };
     }
+    let text = r.response_text.clone().unwrap_or_default();
     let output_len = match (r.completion_tokens, sa_count) {
         (Some(t), _) => t,
         (None, Some(count)) => count(&text),
         (None, None) => 0,
     };
-    let last = r.last_token_ns.unwrap_or(r.end_ns);
     Outcome {
         success: true,
         prompt_len,
         output_len,
-        ttft: r.first_token_ns.or(r.first_choice_ns).map_or(0.0, secs),
+        ttft: r.first_token_ns.map_or(0.0, secs),
         itl: Itl::from_ns(r.chunk_gaps.iter().map(|g| g.gap_ns)),
-        latency: secs(last),
+        // A chat body without a line ends where it started, as upstream's does.
+        latency: r.last_token_ns.map_or(0.0, secs),
         generated_text: text,
         error: String::new(),
     }
@@ -498,49 +481,51 @@ fn moving_average_peak(buckets: &[f64], w: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::{FailureKind, Outcome as RecordOutcome};
 
-    /// Upstream's success is a 200 with at least one chunk that has a choice (spec §8.1): text
-    /// or not, `[DONE]` or not, as long as the body itself ended whole.
+    /// The client's reading decides success; the output length is the usage's, else sa-bench's
+    /// count of the text, else 0 (InferenceX).
     #[test]
-    fn an_answer_upstream_counts_is_counted() {
+    fn a_record_becomes_upstreams_outcome() {
         let answer = |edit: &dyn Fn(&mut RequestRecord)| {
             let mut r = RequestRecord::started(0, 0, 0, 1_000);
             r.outcome = RecordOutcome::Success;
             r.http_status = Some(200);
             r.completion_tokens = Some(3);
-            r.first_choice_ns = Some(5_000);
+            r.first_token_ns = Some(5_000);
+            r.last_token_ns = Some(8_000);
             r.end_ns = 9_000;
+            r.response_text = Some("abcd".into());
             edit(&mut r);
             let sent = Sent {
                 record: r,
                 start_ns: 1_000,
             };
             let count = |t: &str| t.len() as u64;
-            outcome(Api::Completions, 7, Some(&sent), Some(&count))
+            let sa = outcome(7, Some(&sent), Some(&count));
+            let ix = outcome(7, Some(&sent), None);
+            (sa, ix)
         };
-        // Every chunk's text empty: a success, its TTFT from the first chunk with a choice.
-        let o = answer(&|_| {});
+        let (o, _) = answer(&|_| {});
         assert!(o.success, "{}", o.error);
-        assert_eq!((o.output_len, o.ttft), (3, 4e-6));
-        // Ended whole without [DONE]: a success; sa-bench counts its text when no usage came.
-        let o = answer(&|r| {
-            r.outcome = RecordOutcome::Failed(FailureKind::ConnectionClosed);
-            r.ended_without_done = true;
-            r.completion_tokens = None;
-            r.response_text = Some("abcd".into());
+        assert_eq!((o.output_len, o.ttft, o.latency), (3, 4e-6, 7e-6));
+        let (sa, ix) = answer(&|r| r.completion_tokens = None);
+        assert_eq!((sa.output_len, ix.output_len), (4, 0));
+        // A chat body without a line: no TTFT, no latency.
+        let (o, _) = answer(&|r| {
+            r.first_token_ns = None;
+            r.last_token_ns = None;
         });
-        assert!(o.success, "{}", o.error);
-        assert_eq!(o.output_len, 4);
-        // Cut inside an event: a failure, as upstream's read fails.
-        let o = answer(&|r| r.outcome = RecordOutcome::Failed(FailureKind::ConnectionClosed));
+        assert!(o.success);
+        assert_eq!((o.ttft, o.latency), (0.0, 0.0));
+        let (o, _) = answer(&|r| {
+            r.outcome = RecordOutcome::Failed(FailureKind::NoOutput);
+            r.error = Some("Never received a valid chunk".into());
+        });
         assert!(!o.success);
-        // No chunk with a choice at all: upstream's "Never received a valid chunk".
-        let o = answer(&|r| r.first_choice_ns = None);
-        assert!(!o.success);
-        assert!(
-            o.error.starts_with("Never received a valid chunk"),
-            "{}",
-            o.error
+        assert_eq!(
+            (o.error.as_str(), o.prompt_len),
+            ("Never received a valid chunk", 7)
         );
     }
 

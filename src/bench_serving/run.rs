@@ -148,6 +148,7 @@ pub(super) async fn prepare(a: &Args) -> Result<Prepared, Fail> {
         body_of,
         gaps,
         max_concurrency: a.max_concurrency,
+        api: a.api,
         capture_text: a.save_detailed || a.flavor == Flavor::SaBench,
         progress: !a.disable_tqdm,
     };
@@ -184,7 +185,7 @@ pub(super) async fn before_main(
                 start_ns: rec.sent_ns,
                 record: rec,
             };
-            let o = load::outcome(a.api, 0, Some(&sent), None);
+            let o = load::outcome(0, Some(&sent), None);
             if !o.success {
                 return Err(Fail::Run(format!(
                     "Initial test run failed - Please make sure benchmark arguments are \
@@ -298,7 +299,7 @@ pub(super) async fn main_phase(
             Flavor::SaBench => Some(&sa_count),
             Flavor::InferenceX => None,
         };
-        load::outcome(a.api, p.prompts[i].prompt_len, s, count)
+        load::outcome(p.prompts[i].prompt_len, s, count)
     };
     let gpu = gpu.map(|g| g.spawn(a));
     if let Some(g) = &gpu {

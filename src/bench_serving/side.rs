@@ -32,6 +32,7 @@ async fn side_post(
         uri: url,
         body: body.into(),
         streaming,
+        lines: None,
         capture_text: false,
         headers: extra,
     };

@@ -16,6 +16,7 @@ mod connect;
 mod credentials;
 mod fetch;
 mod h1;
+pub(crate) mod lines;
 mod spec;
 pub mod sse;
 mod stream;
@@ -165,6 +166,9 @@ pub(crate) struct Prepared {
     pub(crate) uri: Uri,
     pub(crate) body: Payload,
     pub(crate) streaming: bool,
+    /// Read the streamed body line by line as `benchmark_serving.py` does (`bench-serving`);
+    /// `None`: as SSE events, the house's reading.
+    pub(crate) lines: Option<lines::Api>,
     /// Keep the response text (multi-turn sessions thread it into the next turn).
     pub(crate) capture_text: bool,
     /// Headers of this request only (AgentX: `X-Request-ID`, `X-Correlation-ID`, session
@@ -305,7 +309,7 @@ impl Client {
         rec.headers_ns = Some(clock.now_ns());
         // A resend (a reused connection closed under it, a 429 retried) happens only before the
         // head: what made the body goes now, not when the stream ends.
-        let (streaming, capture_text) = (req.streaming, req.capture_text);
+        let (streaming, capture_text, lines) = (req.streaming, req.capture_text, req.lines);
         drop(req);
         rec.http = Some(HttpTrace {
             connection_reused: resp.reused,
@@ -328,6 +332,9 @@ impl Client {
             self.opts.max_body_bytes,
             streaming,
         );
+        if let Some(api) = lines {
+            state.read_lines(api);
+        }
         if capture_text {
             state.text = Some(String::new());
         }
@@ -872,6 +879,7 @@ mod tests {
             uri: format!("http://{addr}/v1/completions").parse().unwrap(),
             body,
             streaming: true,
+            lines: None,
             capture_text: false,
             headers: HeaderMap::new(),
         };

@@ -47,6 +47,9 @@ pub struct SseParser {
     data: Vec<u8>,
     has_data: bool,
     cap: usize,
+    /// Every non-empty line is an event of its own, stripped as Python strips bytes, with no SSE
+    /// fields (`bench-serving` reads a body as `benchmark_serving.py` does: [`super::lines`]).
+    lines: bool,
 }
 
 impl SseParser {
@@ -57,6 +60,25 @@ impl SseParser {
             data: Vec::new(),
             has_data: false,
             cap,
+            lines: false,
+        }
+    }
+
+    /// A framer that hands every non-empty line, stripped, as one event (aiohttp's line
+    /// iteration under `benchmark_serving.py`), with the same caps.
+    pub fn lines(cap: usize) -> Self {
+        SseParser {
+            lines: true,
+            ..SseParser::new(cap)
+        }
+    }
+
+    /// At the end of a body read by lines: the unfinished last line, which aiohttp hands too.
+    pub fn finish_lines(&mut self, mut on_event: impl FnMut(&[u8])) {
+        let line = std::mem::take(&mut self.partial);
+        let line = py_strip(&line);
+        if !line.is_empty() {
+            on_event(line);
         }
     }
 
@@ -86,6 +108,11 @@ impl SseParser {
         Ok(())
     }
 
+    /// The size cap on a line and an event's data.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
     /// True when bytes of an unfinished event are buffered (a stream ending here was cut short).
     pub fn has_pending(&self) -> bool {
         !self.partial.is_empty() || self.has_data
@@ -94,6 +121,13 @@ impl SseParser {
     fn line(&mut self, line: &[u8], on_event: &mut impl FnMut(&[u8])) -> Result<(), SseError> {
         if line.len() > self.cap {
             return Err(SseError::LineTooLong { cap: self.cap });
+        }
+        if self.lines {
+            let line = py_strip(line);
+            if !line.is_empty() {
+                on_event(line);
+            }
+            return Ok(());
         }
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() {
@@ -127,6 +161,15 @@ impl SseParser {
         // `event:`, `id:`, `retry:` and unknown fields carry nothing the metrics use.
         Ok(())
     }
+}
+
+/// `bytes.strip()`: ASCII whitespace off both ends, vertical tab included (Rust's `trim_ascii`
+/// keeps it).
+fn py_strip(b: &[u8]) -> &[u8] {
+    let ws = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c');
+    let start = b.iter().position(|c| !ws(c)).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !ws(c)).map_or(start, |e| e + 1);
+    &b[start..end]
 }
 
 /// Token usage as OpenAI-compatible servers report it.
@@ -177,6 +220,9 @@ pub struct ChunkInfo {
     /// `choices` held at least one choice, with text or without (`benchmark_serving.py` counts
     /// such a chunk as a token chunk).
     pub choice: bool,
+    /// The first choice carried a `delta` object (`benchmark_serving.py`'s chat reader indexes
+    /// `choices[0]["delta"]` and fails the request without one).
+    pub first_delta: bool,
     /// `usage`, when present and not null.
     pub usage: Option<Usage>,
     /// The last non-null `finish_reason`.
@@ -237,6 +283,8 @@ struct WireChunk<'a> {
 struct Choices<'a> {
     /// At least one choice was read.
     any: bool,
+    /// The first choice had a non-null `delta`.
+    first_delta: bool,
     /// Some choice carried content (`text`, or `content` in its delta or message).
     content: bool,
     /// Some choice carried reasoning.
@@ -249,6 +297,9 @@ struct Choices<'a> {
 
 impl<'a> Choices<'a> {
     fn add(&mut self, choice: WireChoice<'a>) {
+        if !self.any {
+            self.first_delta = choice.delta.is_some();
+        }
         self.any = true;
         self.content |= non_empty(choice.text);
         for m in [&choice.delta, &choice.message].into_iter().flatten() {
@@ -381,6 +432,7 @@ fn classify_full(trimmed: &[u8]) -> Result<Event, Malformed> {
         info.content = c.content;
         info.reasoning = c.reasoning;
         info.choice = c.any;
+        info.first_delta = c.first_delta;
         info.finish_reason = c.finish_reason.map(str::to_owned);
         if let (None, Some(raw)) = (&info.spec, c.tokens_per_iter) {
             info.spec = Some(spec::tokens_per_iter(raw));
@@ -515,9 +567,23 @@ mod tests {
             classify(role).unwrap(),
             Event::Chunk(ChunkInfo {
                 choice: true,
+                first_delta: true,
                 ..ChunkInfo::default()
             })
         );
+        // Only the first choice's delta counts, in both parsers.
+        for (data, first_delta) in [
+            (&br#"{"choices":[{"delta":{}},{"text":"a"}]}"#[..], true),
+            (br#"{"choices":[{"text":"a"},{"delta":{}}]}"#, false),
+            (br#"{"choices":[{"delta":null,"text":"a"}]}"#, false),
+            (br#"{"choices":[{"message":{"content":"a"}}]}"#, false),
+        ] {
+            assert_fast_path_agrees(data);
+            let Event::Chunk(c) = classify_full(data).unwrap() else {
+                panic!()
+            };
+            assert_eq!(c.first_delta, first_delta, "{}", preview(data));
+        }
         let text = br#"{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}],"usage":null}"#;
         let Event::Chunk(c) = classify(text).unwrap() else {
             panic!()

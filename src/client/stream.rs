@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::record::{ChunkGap, FailureKind, Outcome, RequestRecord, SpecSource, TokenSource};
 
+use super::lines::{self, Api, Line};
 use super::spec;
 use super::sse::{self, classify, Event, SpecReport, SseParser};
 use super::Clock;
@@ -35,6 +36,10 @@ pub(super) struct StreamState {
     /// The response text, when the caller asked for it.
     pub(super) text: Option<String>,
     pub(super) max_events: u32,
+    /// Read line by line as `benchmark_serving.py` does ([`lines`]) rather than as SSE events.
+    lines: Option<Api>,
+    /// With `lines`: when the last JSON line came in (a chat ITL runs from it).
+    last_line_ns: Option<u64>,
 }
 
 impl StreamState {
@@ -56,7 +61,15 @@ impl StreamState {
             max_body,
             text: None,
             max_events: MAX_EVENTS,
+            lines: None,
+            last_line_ns: None,
         }
+    }
+
+    /// Reads the body as `api`'s upstream request function does ([`lines`]).
+    pub(super) fn read_lines(&mut self, api: Api) {
+        self.parser = SseParser::lines(self.parser.cap());
+        self.lines = Some(api);
     }
 
     pub(super) fn on_data(
@@ -84,6 +97,14 @@ impl StreamState {
             }
             self.body.extend_from_slice(data);
             return Ok(());
+        }
+        if let Some(api) = self.lines {
+            let mut parsed = std::mem::take(&mut self.parsed);
+            let text = &mut self.text;
+            self.parser
+                .push(data, |line| read_line(api, line, text, &mut parsed))
+                .map_err(|e| (FailureKind::Oversized, e.to_string()))?;
+            return self.on_lines(api, parsed, clock, rec);
         }
         let mut parsed = std::mem::take(&mut self.parsed);
         let text = &mut self.text;
@@ -133,6 +154,102 @@ impl StreamState {
         Ok(())
     }
 
+    /// The lines of one read, in `benchmark_serving.py`'s terms: a line whose `choices` holds a
+    /// choice is a token chunk; a chat line of any kind stamps the clock.
+    fn on_lines(
+        &mut self,
+        api: Api,
+        mut parsed: Vec<(Instant, Result<Event, sse::Malformed>, usize)>,
+        clock: &Clock,
+        rec: &mut RequestRecord,
+    ) -> Result<(), (FailureKind, String)> {
+        for (at, line, text_len) in parsed.drain(..) {
+            rec.events += 1;
+            let c = match line {
+                Err(m) => {
+                    self.malformed.get_or_insert(m.0);
+                    continue;
+                }
+                Ok(Event::Chunk(c)) => c,
+                Ok(Event::Done | Event::Error(_)) => continue,
+            };
+            let ns = clock.ns(at);
+            if api.takes_usage(&c) {
+                self.final_usage = c.usage;
+            }
+            if let Some(r) = c.finish_reason {
+                rec.finish_reason = Some(r);
+            }
+            if let Some(s) = c.spec {
+                record_spec(rec, s);
+            }
+            if c.choice {
+                if rec.first_token_ns.is_none() {
+                    rec.first_token_ns = Some(ns);
+                    self.first_token = Some(at);
+                } else {
+                    let prev = if api == Api::Chat {
+                        self.last_line_ns
+                    } else {
+                        rec.last_token_ns
+                    };
+                    rec.chunk_gaps.push(ChunkGap {
+                        gap_ns: ns.saturating_sub(prev.unwrap_or(ns)),
+                        tokens: 0,
+                    });
+                }
+                rec.content_events += 1;
+                if self.text.is_some() {
+                    rec.chunk_text_ends.push(text_len as u32);
+                }
+            }
+            // The latency ends at the last token chunk (completions) or the last line (chat).
+            if c.choice || api == Api::Chat {
+                rec.last_token_ns = Some(ns);
+            }
+            self.last_line_ns = Some(ns);
+        }
+        self.parsed = parsed;
+        if let Some(m) = self.malformed.take() {
+            return Err((FailureKind::Malformed, m));
+        }
+        if rec.events > self.max_events {
+            return Err((
+                FailureKind::Oversized,
+                format!(
+                    "response exceeds the events-per-response cap ({} lines)",
+                    self.max_events
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The end of a body read by lines: its unfinished last line is read too, then a 200 is a
+    /// success unless a completions body had no token chunk.
+    fn finish_lines(mut self, api: Api, mut rec: RequestRecord, clock: &Clock) -> RequestRecord {
+        let mut parsed = std::mem::take(&mut self.parsed);
+        let text = &mut self.text;
+        self.parser
+            .finish_lines(|line| read_line(api, line, text, &mut parsed));
+        if let Err((kind, msg)) = self.on_lines(api, parsed, clock, &mut rec) {
+            return self.finish_failed(rec, clock, kind, msg);
+        }
+        self.apply_usage(&mut rec);
+        rec.response_text = self.text.take();
+        if api != Api::Chat && rec.first_token_ns.is_none() {
+            return fail(
+                rec,
+                clock,
+                FailureKind::NoOutput,
+                lines::NO_TOKEN_CHUNK.to_owned(),
+            );
+        }
+        rec.end_ns = clock.now_ns();
+        rec.outcome = Outcome::Success;
+        rec
+    }
+
     pub(super) fn on_chunk(
         &mut self,
         c: sse::ChunkInfo,
@@ -142,9 +259,6 @@ impl StreamState {
     ) {
         let now_ns = clock.ns(now);
         let has_token = c.content || c.reasoning;
-        if c.choice && rec.first_choice_ns.is_none() {
-            rec.first_choice_ns = Some(now_ns);
-        }
         let mut chunk_tokens = 0u64;
         if let Some(u) = c.usage {
             if let Some(ct) = u.completion_tokens {
@@ -221,6 +335,9 @@ impl StreamState {
         clock: &Clock,
         streaming: bool,
     ) -> RequestRecord {
+        if let Some(api) = self.lines {
+            return self.finish_lines(api, rec, clock);
+        }
         if !streaming {
             let body = std::mem::take(&mut self.body);
             if let Some(t) = self.text.as_mut() {
@@ -237,7 +354,6 @@ impl StreamState {
                     // the last token's time (the request latency); every streaming-only metric
                     // is then left out, as AIPerf leaves out its STREAMING_TOKENS_ONLY metrics.
                     rec.first_token_ns = None;
-                    rec.first_choice_ns = None;
                     rec.second_token_ns = None;
                     rec.first_output_token_ns = None;
                 }
@@ -277,19 +393,32 @@ impl StreamState {
             rec.response_text = self.text.take();
             return rec;
         };
-        if kind == FailureKind::MissingUsage {
-            // A complete answer the server did not count: a caller that counts it itself
-            // (`bench-serving`) needs the text.
-            rec.response_text = self.text.take();
-        }
-        if kind == FailureKind::ConnectionClosed && !self.parser.has_pending() {
-            // The body ended whole, without `[DONE]` or a `finish_reason`: a failure here, an
-            // answer to `bench-serving`, which then needs its text as well.
-            rec.ended_without_done = true;
-            rec.response_text = self.text.take();
-        }
         fail(rec, clock, kind, msg)
     }
+}
+
+/// One line of a body read by lines, stamped now, with where its first choice's text ends in
+/// the captured text.
+fn read_line(
+    api: Api,
+    line: &[u8],
+    text: &mut Option<String>,
+    parsed: &mut Vec<(Instant, Result<Event, sse::Malformed>, usize)>,
+) {
+    let at = Instant::now();
+    let event = match api.line(line) {
+        Ok(Line::Skip) => return,
+        Ok(Line::Done) => Ok(Event::Done),
+        Ok(Line::Json { info, payload }) => {
+            if let (true, Some(t)) = (info.choice, text.as_mut()) {
+                sse::append_text(payload, t);
+            }
+            Ok(Event::Chunk(info))
+        }
+        Err(m) => Err(m),
+    };
+    let text_len = text.as_ref().map_or(0, String::len);
+    parsed.push((at, event, text_len));
 }
 
 /// Puts one chunk's speculative-decoding report on the record. The last chunk that carries one
@@ -401,26 +530,110 @@ mod tests {
         }
     }
 
-    /// A chunk whose choice carries no text still marks the first chunk with a choice, and a
-    /// body that ends whole without `[DONE]` is told apart from one cut inside an event.
-    #[test]
-    fn choices_without_text_and_bodies_without_done_are_told_apart() {
-        let empty = r#"{"choices":[{"index":0,"text":"","finish_reason":null}]}"#;
-        let rec = run(&sse(&[empty.into(), empty.into()]), &[], true);
-        assert!(rec.first_choice_ns.is_some());
-        assert_eq!((rec.first_token_ns, rec.content_events), (None, 0));
-        let usage = r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
-        let rec = run(&sse(&[usage.into()]), &[], true);
-        assert_eq!(rec.first_choice_ns, None);
+    /// Reads `stream` by lines as `api`'s upstream does, in reads cut at `cuts`.
+    fn by_lines(api: Api, stream: &str, cuts: &[usize]) -> RequestRecord {
+        let clock = Clock::new();
+        let mut rec = RequestRecord::started(0, 0, 0, 0);
+        let mut state = StreamState::new(1 << 16, 1 << 20, true);
+        state.read_lines(api);
+        state.text = Some(String::new());
+        let mut at = 0;
+        for &end in cuts.iter().chain([&stream.len()]) {
+            if let Err((kind, msg)) = state.on_data(
+                &stream.as_bytes()[at..end],
+                Instant::now(),
+                &clock,
+                &mut rec,
+            ) {
+                return state.finish_failed(rec, &clock, kind, msg);
+            }
+            at = end;
+        }
+        state.finish(rec, &clock, true)
+    }
 
-        let text = r#"data: {"choices":[{"index":0,"text":"x","finish_reason":null}]}"#;
-        let whole = format!("{text}\n\n");
-        let rec = run(whole.as_bytes(), &[], true);
-        assert_eq!(rec.outcome, Outcome::Failed(FailureKind::ConnectionClosed));
-        assert!(rec.ended_without_done);
-        let rec = run(&text.as_bytes()[..text.len() - 5], &[], true);
-        assert_eq!(rec.outcome, Outcome::Failed(FailureKind::ConnectionClosed));
-        assert!(!rec.ended_without_done);
+    /// Token chunks are the lines with a choice, text or not; usage comes from a line without
+    /// one; `[DONE]` is not needed, and the last line counts without its newline: for every
+    /// split of the body.
+    #[test]
+    fn a_body_read_by_lines_counts_what_upstream_counts() {
+        let body = concat!(
+            "data: {\"choices\":[{\"index\":0,\"text\":\"\"}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"text\":\"ab\"}],\"usage\":{\"completion_tokens\":9}}\r\n\n",
+            "data: {\"choices\":[{\"index\":0,\"text\":\"c\",\"finish_reason\":\"length\"}]}\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":3}}"
+        );
+        for cut in 0..body.len() {
+            let rec = by_lines(Api::Completions, body, &[cut]);
+            assert!(rec.outcome.is_success(), "cut {cut}: {:?}", rec.error);
+            assert_eq!(rec.content_events, 3);
+            assert_eq!(rec.chunk_gaps.len(), 2);
+            assert_eq!(rec.completion_tokens, Some(3), "cut {cut}");
+            assert_eq!(rec.response_text.as_deref(), Some("abc"));
+            assert_eq!(rec.chunk_text_ends, [0, 2, 3]);
+            assert!(rec.last_token_ns >= rec.first_token_ns);
+        }
+        // `dynamo` reads usage from any line: the last one read wins.
+        let rec = by_lines(Api::Dynamo, body, &[]);
+        assert_eq!(rec.completion_tokens, Some(3));
+        let rec = by_lines(Api::Dynamo, &body[..body.rfind("data:").unwrap()], &[]);
+        assert_eq!(rec.completion_tokens, Some(9));
+        // Cut inside the last line: its JSON fails, and so does the request.
+        let rec = by_lines(Api::Completions, &body[..body.len() - 3], &[]);
+        assert_eq!(rec.outcome, Outcome::Failed(FailureKind::Malformed));
+        // No line with a choice: upstream's words.
+        let rec = by_lines(
+            Api::Completions,
+            "data: {\"choices\":[]}\n\ndata: [DONE]\n\n",
+            &[],
+        );
+        assert_eq!(rec.outcome, Outcome::Failed(FailureKind::NoOutput));
+        assert_eq!(rec.error.as_deref(), Some(lines::NO_TOKEN_CHUNK));
+    }
+
+    #[test]
+    fn comments_error_objects_and_whole_bodies_are_read_as_upstream_reads_them() {
+        let chunk = "data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n";
+        let with_comment = format!(": ping\n\nevent: message\n{chunk}data: [DONE]\n\n");
+        let rec = by_lines(Api::Completions, &with_comment, &[]);
+        assert_eq!(rec.outcome, Outcome::Failed(FailureKind::Malformed));
+        assert!(by_lines(Api::Dynamo, &with_comment, &[])
+            .outcome
+            .is_success());
+        // An error object inside the stream is passed over.
+        let with_error = format!("{chunk}data: {{\"error\":{{\"message\":\"x\"}}}}\n\n");
+        assert!(by_lines(Api::Completions, &with_error, &[])
+            .outcome
+            .is_success());
+        // A non-streaming completion body is one line: a token chunk for completions (its usage
+        // sits beside the choice, so no output length), no delta for chat.
+        let whole = "{\"choices\":[{\"index\":0,\"text\":\"a\",\"message\":{\"content\":\"a\"}}],\"usage\":{\"completion_tokens\":1}}";
+        let rec = by_lines(Api::Completions, whole, &[]);
+        assert!(rec.outcome.is_success());
+        assert_eq!(rec.completion_tokens, None);
+        let rec = by_lines(Api::Chat, whole, &[]);
+        assert_eq!(rec.outcome, Outcome::Failed(FailureKind::Malformed));
+    }
+
+    /// Chat: every line stamps the clock, the latency ends at the last line, and a 200 with no
+    /// choice at all is still a success.
+    #[test]
+    fn chat_lines_stamp_the_clock_and_need_no_token() {
+        let body = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"completion_tokens\":2}}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let rec = by_lines(Api::Chat, body, &[]);
+        assert!(rec.outcome.is_success());
+        assert_eq!((rec.content_events, rec.chunk_gaps.len()), (2, 1));
+        assert_eq!(rec.completion_tokens, Some(2));
+        assert!(rec.last_token_ns >= rec.first_token_ns);
+        let rec = by_lines(Api::Chat, "data: {\"error\":{\"message\":\"x\"}}\n\n", &[]);
+        assert!(rec.outcome.is_success());
+        assert_eq!(rec.first_token_ns, None);
+        assert!(rec.last_token_ns.is_some());
     }
 
     #[test]

@@ -424,6 +424,7 @@ async fn run_session(
             uri: ctx.uri.clone(),
             body: body.clone().into(),
             streaming: ctx.streaming,
+            lines: None,
             capture_text: turn < sample.turns.len(),
             headers: http::HeaderMap::new(),
         };

@@ -1074,6 +1074,14 @@ enum Fault {
     NoDone,
     /// The usual stream, every chunk's text empty.
     BlankText,
+    /// The usual stream after a keep-alive comment line (upstream's `json.loads` fails on it,
+    /// except under sa-bench's `dynamo` backend).
+    Comment,
+    /// The usual stream with an `error` object between its chunks (upstream passes over it).
+    ErrorEvent,
+    /// A non-streaming answer: one JSON line with a length (completions count it; chat has no
+    /// `delta` and fails).
+    Whole,
 }
 
 impl Recorder {
@@ -1146,6 +1154,29 @@ impl Recorder {
                     let reply = match fault {
                         Fault::Ok | Fault::BlankText => {
                             format!("{head}Connection: close\r\n\r\n{sse}")
+                        }
+                        Fault::Comment => {
+                            format!("{head}Connection: close\r\n\r\n: ping\n\n{sse}")
+                        }
+                        Fault::ErrorEvent => format!(
+                            "{head}Connection: close\r\n\r\n{first}data: {{\"error\":{{\"message\":\"late\"}}}}\n\n{}",
+                            &sse[first.len()..]
+                        ),
+                        Fault::Whole => {
+                            let choice = if chat {
+                                "\"message\":{\"role\":\"assistant\",\"content\":\"xy\"}"
+                            } else {
+                                "\"text\":\"xy\""
+                            };
+                            let b = format!(
+                                "{{\"choices\":[{{\"index\":0,{choice},\"finish_reason\":\"length\"}}],\
+                                 \"usage\":{{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}}}"
+                            );
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                                 Content-Length: {}\r\nConnection: close\r\n\r\n{b}",
+                                b.len()
+                            )
                         }
                         Fault::Status500 => {
                             let b = r#"{"object":"error","message":"boom","type":"InternalServerError","code":500}"#;
@@ -1375,13 +1406,14 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
 }
 
 /// Spec §8.1 and §10 with failures mixed in: against a server that answers some requests with a
-/// 500, a dropped connection, a cut chunked stream, a stream without `[DONE]` or a stream of empty
-/// texts, upstream and the drop-in count the same requests as completed, the same tokens, the
-/// same failed indices, and exit alike.
+/// 500, a dropped connection, a cut chunked stream, a stream without `[DONE]`, a stream of empty
+/// texts, a keep-alive comment, an error object inside the stream or a whole JSON body, upstream
+/// and the drop-in count the same requests as completed, the same tokens, the same failed
+/// indices, and exit alike.
 #[test]
 fn failure_mixes_are_counted_as_upstream_counts_them() {
     let (ix, sa) = upstreams("", " with failures");
-    use Fault::{BlankText, Close, Cut, NoDone, Status500};
+    use Fault::{BlankText, Close, Comment, Cut, ErrorEvent, NoDone, Status500, Whole};
     let tmp = tempfile::tempdir().unwrap();
     let tok = crate::common::aiperf_tokenizer_dir(tmp.path());
     let rec = Recorder::start();
@@ -1414,7 +1446,21 @@ fn failure_mixes_are_counted_as_upstream_counts_them() {
             script,
             &[],
             chat,
-            vec![(1, BlankText), (4, NoDone), (6, Cut)],
+            vec![
+                (1, BlankText),
+                (4, NoDone),
+                (6, Cut),
+                (9, Whole),
+                (12, ErrorEvent),
+            ],
+        ));
+        // Bodies the SSE reading would judge otherwise: a comment fails, an error object and a
+        // whole JSON body count.
+        cases.push((
+            script,
+            &[],
+            &[],
+            vec![(2, Comment), (5, ErrorEvent), (8, Whole)],
         ));
     }
     if let Some(script) = &sa {
@@ -1426,6 +1472,13 @@ fn failure_mixes_are_counted_as_upstream_counts_them() {
             (12, Close),
         ];
         cases.push((script, &["--flavor", "sa-bench"], &[], faults));
+        // `dynamo` skips comment lines and reads usage from any line.
+        cases.push((
+            script,
+            &["--flavor", "sa-bench"],
+            &["--backend", "dynamo"],
+            vec![(2, Comment), (4, Whole), (7, ErrorEvent), (10, NoDone)],
+        ));
     }
     for (i, (script, flavor, extra, faults)) in cases.into_iter().enumerate() {
         let mut argv: Vec<String> = [

@@ -274,11 +274,13 @@ impl<'a> Scan<'a> {
         self.array(2, |s| {
             let mut seen = Seen::default();
             let mut finish = None;
+            let mut delta = false;
             s.object(3, |s, key| {
                 match key {
                     b"delta" | b"message" => {
                         seen.once(if key == b"delta" { 0 } else { 1 })?;
                         if !s.null() {
+                            delta |= key == b"delta";
                             s.message(info)?;
                         }
                     }
@@ -303,6 +305,9 @@ impl<'a> Scan<'a> {
             })?;
             if let Some(f) = finish {
                 info.finish_reason = Some(f.to_owned());
+            }
+            if !info.choice {
+                info.first_delta = delta;
             }
             info.choice = true;
             Some(())

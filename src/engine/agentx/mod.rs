@@ -813,6 +813,7 @@ impl Shared {
                     uri: self.uri.clone(),
                     body: self.wire.body(&messages, requested, bind.as_deref()).into(),
                     streaming: self.wire.streaming,
+                    lines: None,
                     capture_text: false,
                     headers: self.wire.headers(&request_id, corr, parent.as_deref()),
                 };
