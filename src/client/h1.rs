@@ -2,7 +2,9 @@
 //! (its head, then the body's shared slices, vectored) and reads the response from the socket,
 //! decoding the framing in the read buffer and handing each data span to the SSE parser. No
 //! per-connection task, no body channel, no copy of the data: one wake-up and one `recv` per
-//! read. TLS and HTTP/2 stay on hyper (`client::follow` picks).
+//! read. A read buffer exists only from the socket's readiness until its data is handed on, so a
+//! stream waiting for its next event holds none. TLS and HTTP/2 stay on hyper (`client::follow`
+//! picks).
 //!
 //! ```text
 //! Pool::checkout ─► Conn ─► send(head + body slices) ─► head (httparse) ─► Response::next
@@ -17,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, StatusCode, Uri};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::body::{Body, Payload, Slices};
@@ -42,36 +44,58 @@ pub(super) struct Pool {
     connect_timeout: Duration,
 }
 
-/// One connection and its read buffer.
+/// One connection, and how much it reads at once.
 pub(super) struct Conn {
     sock: TcpStream,
     /// [`FIRST_READ`] bytes when opened; doubled up to [`READ_CHUNK`] when a read fills it.
-    buf: Box<[u8]>,
+    read_size: usize,
 }
 
-/// A new connection's read buffer. Most reads of a stream are one or a few SSE events, so
-/// thousands of streams in flight each holding [`READ_CHUNK`] from the start was tens of MiB for
-/// nothing (32 MiB at concurrency 2,048); a connection whose reads fill its buffer grows it.
+/// A new connection's read size. Most reads of a stream are one or a few SSE events; a
+/// connection whose reads fill it reads more at once.
 const FIRST_READ: usize = 4 << 10;
 
 impl Conn {
-    /// Doubles the buffer, up to [`READ_CHUNK`], keeping its first `keep` bytes.
-    fn grow(&mut self, keep: usize) {
-        if let Some(bigger) = grown(&self.buf[..keep], self.buf.len()) {
-            self.buf = bigger;
+    /// Waits until the socket has bytes (or its end), then reads at most `read_size` of them,
+    /// and at most `room`, onto `buf`. Nothing is allocated while waiting: 8,192 streams each keeping a buffer
+    /// between their events held 30 MiB of them (and the buffers that had grown, 8 MiB more).
+    /// Cancel-safe: nothing is read until the socket is ready.
+    async fn read_onto(&mut self, buf: &mut Vec<u8>, room: usize) -> std::io::Result<usize> {
+        let most = self.read_size.min(room);
+        loop {
+            self.sock.readable().await?;
+            // Read into this thread's scratch and keep only what came: readiness is often
+            // stale (a read that did not empty the socket leaves it set), and a buffer reserved
+            // for a read that would block would then be held through the wait.
+            let read: std::io::Result<usize> = SCRATCH.with_borrow_mut(|scratch| {
+                let n = self.sock.try_read(&mut scratch[..most])?;
+                buf.extend_from_slice(&scratch[..n]);
+                Ok(n)
+            });
+            match read {
+                Ok(n) => {
+                    if n == most {
+                        self.read_size = bigger(self.read_size);
+                    }
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
         }
     }
 }
 
-/// A buffer of twice `len`, at most [`READ_CHUNK`], starting with `keep`; `None` when `len` is
-/// already that.
-fn grown(keep: &[u8], len: usize) -> Option<Box<[u8]>> {
-    if len >= READ_CHUNK {
-        return None;
-    }
-    let mut bigger = vec![0; (len * 2).min(READ_CHUNK)].into_boxed_slice();
-    bigger[..keep.len()].copy_from_slice(keep);
-    Some(bigger)
+thread_local! {
+    /// Where every connection of this thread reads, between a socket's readiness and the copy
+    /// of what came; never held across a wait.
+    static SCRATCH: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0; READ_CHUNK].into_boxed_slice());
+}
+
+/// The next read size after a read that filled `size`: twice it, at most [`READ_CHUNK`].
+fn bigger(size: usize) -> usize {
+    (size * 2).min(READ_CHUNK)
 }
 
 /// Why a send got no response head.
@@ -107,10 +131,11 @@ pub(super) struct Response {
     key: Box<str>,
     framing: Framing,
     keep_alive: bool,
-    /// `buf[pending..filled]`: read but not yet decoded.
+    /// The last read (with the head's, the bytes after it); freed before the next wait.
+    buf: Vec<u8>,
+    /// `buf[pending..]`: read but not yet decoded.
     pending: usize,
-    filled: usize,
-    /// The data of the last read, as ranges of the buffer.
+    /// The data of the last read, as ranges of `buf`.
     spans: Vec<(usize, usize)>,
 }
 
@@ -189,7 +214,7 @@ impl Pool {
         let r = match tokio::time::timeout(limit, open(host, port)).await {
             Ok(Ok(sock)) => Ok(Conn {
                 sock,
-                buf: vec![0; FIRST_READ].into_boxed_slice(),
+                read_size: FIRST_READ,
             }),
             Ok(Err(e)) => Err(SendError {
                 kind: FailureKind::Connect,
@@ -358,20 +383,19 @@ pub(super) async fn send(
     drop((head, body));
 
     // The head: read until it parses, at most READ_CHUNK of it.
-    let mut filled = 0;
+    let mut buf = Vec::new();
     loop {
-        if filled == conn.buf.len() {
-            conn.grow(filled);
-        }
-        let n = match conn.sock.read(&mut conn.buf[filled..]).await {
+        let answered = !buf.is_empty();
+        let room = READ_CHUNK - buf.len();
+        match conn.read_onto(&mut buf, room).await {
             Ok(0) => Err(std::io::ErrorKind::UnexpectedEof.into()),
             r => r,
         }
-        .map_err(|e| lost(e, filled > 0))?;
-        filled += n;
+        .map_err(|e| lost(e, answered))?;
+        let filled = buf.len();
         let mut lines = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut parsed = httparse::Response::new(&mut lines);
-        let at = match parsed.parse(&conn.buf[..filled]) {
+        let at = match parsed.parse(&buf) {
             Ok(httparse::Status::Complete(at)) => at,
             Ok(httparse::Status::Partial) if filled < READ_CHUNK => continue,
             Ok(httparse::Status::Partial) => {
@@ -400,8 +424,7 @@ pub(super) async fn send(
                 ));
             }
             // 100 Continue and the like: the real head follows.
-            conn.buf.copy_within(at..filled, 0);
-            filled -= at;
+            buf.drain(..at);
             continue;
         }
         let (framing, keep_alive) =
@@ -416,8 +439,8 @@ pub(super) async fn send(
             key,
             framing,
             keep_alive,
+            buf,
             pending: at,
-            filled,
             spans: Vec::new(),
         });
     }
@@ -509,13 +532,15 @@ impl Response {
         loop {
             if self.framing == Framing::Done {
                 if let Some(conn) = self.conn.take() {
-                    if self.keep_alive && self.pending == self.filled {
+                    if self.keep_alive && self.pending == self.buf.len() {
                         self.pool.checkin(&self.key, conn);
                     }
                 }
+                self.buf = Vec::new();
+                self.pending = 0;
                 return Ok(false);
             }
-            if self.pending < self.filled {
+            if self.pending < self.buf.len() {
                 self.decode()?;
                 if !self.spans.is_empty() {
                     return Ok(true);
@@ -525,16 +550,11 @@ impl Response {
             let Some(conn) = self.conn.as_mut() else {
                 return Ok(false);
             };
-            // Every span of the last read is handed on: a read that filled the buffer asks
-            // for a bigger one.
-            if self.filled == conn.buf.len() {
-                conn.grow(0);
-            }
+            // Every span of the last read is handed on: its buffer goes before the wait.
+            self.buf = Vec::new();
             self.pending = 0;
-            self.filled = 0;
             let n = conn
-                .sock
-                .read(&mut conn.buf)
+                .read_onto(&mut self.buf, READ_CHUNK)
                 .await
                 .map_err(|e| Broken(format!("connection error: {e}")))?;
             if n == 0 {
@@ -545,26 +565,19 @@ impl Response {
                 }
                 return Err(Broken("connection closed before message completed".into()));
             }
-            self.filled = n;
         }
     }
 
     /// The `i`-th span of data the last [`Self::next`] brought.
     pub(super) fn span(&self, i: usize) -> Option<&[u8]> {
         let &(a, b) = self.spans.get(i)?;
-        Some(&self.conn.as_ref()?.buf[a..b])
+        Some(&self.buf[a..b])
     }
 
     /// Decodes `buf[pending..filled]` into data spans, moving the framing on.
     fn decode(&mut self) -> Result<(), Broken> {
-        let buf = &self.conn.as_ref().expect("a connection while decoding").buf;
-        let end = self.filled;
-        let at = decode(
-            &mut self.framing,
-            &buf[..end],
-            self.pending,
-            &mut self.spans,
-        )?;
+        let end = self.buf.len();
+        let at = decode(&mut self.framing, &self.buf, self.pending, &mut self.spans)?;
         self.pending = end;
         if at < end {
             // Bytes after the message that nobody asked for: not a connection to reuse.
@@ -712,6 +725,7 @@ fn after_size(size: u64) -> Chunk {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncReadExt;
 
     /// Decodes `wire` (everything after the head) as it would arrive in reads cut at `cuts`:
     /// the data, and whether the message ended.
@@ -739,20 +753,18 @@ mod tests {
     }
 
     #[test]
-    fn a_read_buffer_doubles_to_the_cap_keeping_what_it_holds() {
-        let mut len = FIRST_READ;
-        let mut sizes = vec![len];
-        while let Some(b) = grown(b"HTTP/1.1 2", len) {
-            assert!(b.starts_with(b"HTTP/1.1 2"));
-            len = b.len();
-            sizes.push(len);
+    fn the_read_size_doubles_to_the_cap() {
+        let mut sizes = vec![FIRST_READ];
+        while sizes.len() < 5 {
+            sizes.push(bigger(sizes[sizes.len() - 1]));
         }
-        assert_eq!(sizes, [4 << 10, 8 << 10, 16 << 10]);
-        assert_eq!(len, READ_CHUNK);
+        assert_eq!(sizes, [4 << 10, 8 << 10, 16 << 10, 16 << 10, 16 << 10]);
+        assert_eq!(READ_CHUNK, 16 << 10);
     }
 
-    /// A head past the first buffer and a body past the largest one, each written at once: the
-    /// buffer grows while reads fill it, and every byte arrives once, in order.
+    /// A head past the first read and a body past the largest one, each written at once: the
+    /// read size grows while reads fill it, every byte arrives once, in order, and the response
+    /// holds no buffer once it ended.
     #[tokio::test]
     async fn reads_that_fill_the_buffer_grow_it_and_lose_nothing() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -788,9 +800,10 @@ mod tests {
             }
         }
         assert_eq!(got, body);
+        assert_eq!(r.buf.capacity(), 0);
         let _sock = server.await.unwrap();
         let conn = pool.checkout(&format!("{addr}")).expect("kept alive");
-        assert_eq!(conn.buf.len(), READ_CHUNK);
+        assert_eq!(conn.read_size, READ_CHUNK);
     }
 
     #[test]
