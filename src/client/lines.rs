@@ -1,6 +1,6 @@
 //! A response body read as `benchmark_serving.py` reads it (InferenceX's and sa-bench's copies;
 //! `bench-serving` only, spec `bench-serving.md` §8.1): every non-empty line is a message of its
-//! own, with no SSE framing. Where the house reading ([`super::sse`]) and upstream's part (a
+//! own, with no SSE framing. Where the house reading ([`super::sse`]) and upstream's differ (a
 //! keep-alive comment, an error object inside the stream, a body that is one JSON line, a stream
 //! without `[DONE]`), the drop-in must count what upstream counts.
 //!
