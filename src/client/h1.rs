@@ -1,7 +1,7 @@
 //! HTTP/1.1 on plain `http://`, read where it arrives: the request's own task writes the request
 //! (its head, then the body's shared slices, vectored) and reads the response from the socket,
 //! decoding the framing in the read buffer and handing each data span to the SSE parser. No
-//! per-connection task, no body channel, no copy of the data: one wake-up and one `recv` per
+//! per-connection task, no body channel: one wake-up, one `recv` and one copy of what came per
 //! read. A read buffer exists only from the socket's readiness until its data is handed on, so a
 //! stream waiting for its next event holds none. TLS and HTTP/2 stay on hyper (`client::follow`
 //! picks).
@@ -57,9 +57,9 @@ const FIRST_READ: usize = 4 << 10;
 
 impl Conn {
     /// Waits until the socket has bytes (or its end), then reads at most `read_size` of them,
-    /// and at most `room`, onto `buf`. Nothing is allocated while waiting: 8,192 streams each keeping a buffer
-    /// between their events held 30 MiB of them (and the buffers that had grown, 8 MiB more).
-    /// Cancel-safe: nothing is read until the socket is ready.
+    /// and at most `room`, onto `buf`. Nothing is allocated while waiting: 8,192 streams each
+    /// keeping a buffer between their events held 30 MiB of them (and the buffers that had
+    /// grown, 8 MiB more). Cancel-safe: nothing is read until the socket is ready.
     async fn read_onto(&mut self, buf: &mut Vec<u8>, room: usize) -> std::io::Result<usize> {
         let most = self.read_size.min(room);
         loop {
