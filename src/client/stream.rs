@@ -137,16 +137,27 @@ impl StreamState {
                 }
             }
         }
+        self.end_of_read(parsed, rec, "SSE events")
+    }
+
+    /// After one read's events or lines: the emptied list kept for the next read, then the
+    /// read's failure, if any: a malformed event, or one event too many (each content event
+    /// keeps a gap for the histograms, so they are bounded per request).
+    fn end_of_read(
+        &mut self,
+        parsed: Vec<(Instant, Result<Event, sse::Malformed>, usize)>,
+        rec: &RequestRecord,
+        what: &str,
+    ) -> Result<(), (FailureKind, String)> {
         self.parsed = parsed;
         if let Some(m) = self.malformed.take() {
             return Err((FailureKind::Malformed, m));
         }
         if rec.events > self.max_events {
-            // Each content event keeps a gap for the histograms: bound them per request.
             return Err((
                 FailureKind::Oversized,
                 format!(
-                    "response exceeds the events-per-response cap ({} SSE events)",
+                    "response exceeds the events-per-response cap ({} {what})",
                     self.max_events
                 ),
             ));
@@ -209,20 +220,7 @@ impl StreamState {
             }
             self.last_line_ns = Some(ns);
         }
-        self.parsed = parsed;
-        if let Some(m) = self.malformed.take() {
-            return Err((FailureKind::Malformed, m));
-        }
-        if rec.events > self.max_events {
-            return Err((
-                FailureKind::Oversized,
-                format!(
-                    "response exceeds the events-per-response cap ({} lines)",
-                    self.max_events
-                ),
-            ));
-        }
-        Ok(())
+        self.end_of_read(parsed, rec, "lines")
     }
 
     /// The end of a body read by lines: its unfinished last line is read too, then a 200 is a
