@@ -3,7 +3,8 @@
 //! tokio's timer rounds to whole milliseconds and fires late under load, which would smear the very
 //! latencies the client is measuring. This thread keeps deadlines in a heap, sleeps with a 1 ns
 //! timer slack (so the kernel does not batch its wake-up by the default 50 µs), and spins through
-//! the last stretch before a deadline. The simulator exports how late each emission really was.
+//! the last stretch before a deadline, at most a fifth of the time. The simulator exports how late
+//! each emission really was.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -14,6 +15,13 @@ use std::time::{Duration, Instant};
 /// How close to a deadline the thread stops sleeping and spins. Kept small: on a 2-core machine a
 /// spinning thread competes with the client being measured.
 const SPIN: Duration = Duration::from_micros(60);
+
+/// After a spin the thread sleeps, however near the next deadline, until this long has passed:
+/// the spin then takes at most a fifth of its CPU. Dense deadlines (64 streams at a token a
+/// millisecond: one every 16 µs) would otherwise chain spins into a real-time thread that never
+/// yields, starving whatever shares its CPU: the simulator's own workers (emissions batched a
+/// millisecond late) or the client (a stream sent on time read as one burst).
+const SPIN_GAP: Duration = Duration::from_micros(4 * 60);
 
 struct Entry {
     at: Instant,
@@ -104,6 +112,7 @@ fn run(inner: &Inner) {
     set_timer_slack_ns(1);
     raise_priority();
     let mut due: Vec<Waker> = Vec::new();
+    let mut spun: Option<Instant> = None;
     let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         if st.shutdown {
@@ -130,23 +139,48 @@ fn run(inner: &Inner) {
         match st.heap.peek().map(|Reverse(e)| e.at) {
             None => st = inner.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
             Some(at) => {
-                let left = at.saturating_duration_since(now);
-                if left > SPIN {
-                    st = inner
-                        .cv
-                        .wait_timeout(st, left - SPIN)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                } else {
-                    // Spin without the lock so registrations are not blocked.
-                    drop(st);
-                    while Instant::now() < at {
-                        std::hint::spin_loop();
+                let since_spin = spun.map(|end| now.saturating_duration_since(end));
+                match wait(at.saturating_duration_since(now), since_spin) {
+                    Wait::Sleep(d) => {
+                        st = inner
+                            .cv
+                            .wait_timeout(st, d)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
                     }
-                    st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+                    Wait::Spin => {
+                        // Without the lock so registrations are not blocked.
+                        drop(st);
+                        while Instant::now() < at {
+                            std::hint::spin_loop();
+                        }
+                        spun = Some(Instant::now());
+                        st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+                    }
                 }
             }
         }
+    }
+}
+
+/// How the thread waits for a deadline `left` away.
+#[derive(Debug, PartialEq)]
+enum Wait {
+    /// Sleep this long (on the condition variable, so an earlier registration ends it).
+    Sleep(Duration),
+    /// Spin until the deadline.
+    Spin,
+}
+
+/// Sleeps until `SPIN` before the deadline and spins the rest, unless the last spin ended
+/// (`since_spin` ago) within `SPIN_GAP`: then it sleeps the whole way.
+fn wait(left: Duration, since_spin: Option<Duration>) -> Wait {
+    if since_spin.is_some_and(|d| d < SPIN_GAP) {
+        Wait::Sleep(left)
+    } else if left > SPIN {
+        Wait::Sleep(left - SPIN)
+    } else {
+        Wait::Spin
     }
 }
 
@@ -227,6 +261,21 @@ mod tests {
             self.timer.wake_at(self.at, cx.waker().clone());
             std::task::Poll::Pending
         }
+    }
+
+    #[test]
+    fn spins_before_a_deadline_at_most_a_fifth_of_the_time() {
+        let us = Duration::from_micros;
+        // Far deadlines: sleep until the spin window, then spin.
+        assert_eq!(wait(us(1000), None), Wait::Sleep(us(940)));
+        assert_eq!(wait(us(1000), Some(us(5000))), Wait::Sleep(us(940)));
+        assert_eq!(wait(us(60), None), Wait::Spin);
+        assert_eq!(wait(us(10), Some(SPIN_GAP)), Wait::Spin);
+        // Right after a spin: sleep the whole way, however near, until the gap has passed.
+        assert_eq!(wait(us(10), Some(us(0))), Wait::Sleep(us(10)));
+        assert_eq!(wait(us(1000), Some(us(239))), Wait::Sleep(us(1000)));
+        // A spin lasts at most SPIN and is followed by at least SPIN_GAP without one.
+        assert!(SPIN * 5 <= SPIN + SPIN_GAP);
     }
 
     #[tokio::test]
