@@ -24,12 +24,14 @@
 # (vllm:request_time_per_output_token_seconds, vllm:inter_token_latency_seconds) from the client's
 # "Warmup completed." line (polled every 10 ms; both clients print it unbuffered) to its exit,
 # i.e. what the simulator really sent in the measured window, and each client's error against
-# them. PIN=1 runs the simulator on CPU 0 and the clients on the other CPUs.
+# them; sent_tpot_pace_err_pct and tpot_pace_err_pct are what was sent and what the client read
+# against the configured ITL_MS. PIN=1 runs the simulator on CPU 0 and the clients on the others.
 #
 # Environment: INFERENCEX_DIR (without it, specperf alone), PIN=1, SIM_ARGS (more `specperf sim`
 # flags, e.g. "--kv-blocks 10000000" so that BIG's 16,384 requests all run at once instead of
 # queueing for the default pool's 2,097,152 tokens), PYTHON (target/aiperf-venv/bin/python:
-# numpy, transformers, aiohttp), PORT (18090), CONCURRENCY (512), ISL (256), OSL (64), ITL_MS (1),
+# numpy, transformers, aiohttp), PORT (18090), CONCURRENCY (512), RATE (inf: --request-rate, so an
+# open-loop point can be compared too), ISL (256), OSL (64), ITL_MS (1),
 # TTFT_MS (20), RUNS (3), SPECPERF_BIN (target/release/specperf), SKIP_BUILD=1, BIG=1,
 # BIG_CONCURRENCY (16384), BIG_ISL (1024), BIG_OSL (64), BIG_PROMPTS (BIG_CONCURRENCY: one per slot).
 set -euo pipefail
@@ -40,6 +42,7 @@ CONCURRENCY=${CONCURRENCY:-512}
 ISL=${ISL:-256}
 OSL=${OSL:-64}
 ITL_MS=${ITL_MS:-1}
+RATE=${RATE:-inf}
 TTFT_MS=${TTFT_MS:-20}
 RUNS=${RUNS:-3}
 BIN=${SPECPERF_BIN:-target/release/specperf}
@@ -111,7 +114,7 @@ argv() {
     echo --model specperf-sim --tokenizer "$TOK" --backend vllm --base-url "http://0.0.0.0:$PORT" \
         --dataset-name random --random-input-len "$2" --random-output-len "$3" \
         --random-range-ratio 0.8 --num-prompts "${5:-$((10 * $1))}" --max-concurrency "$1" \
-        --request-rate inf --ignore-eos --save-result --num-warmups $((2 * $1)) \
+        --request-rate "$RATE" --ignore-eos --save-result --num-warmups $((2 * $1)) \
         --percentile-metrics ttft,tpot,itl,e2el --result-dir "$4" --result-filename r.json
 }
 
@@ -150,9 +153,10 @@ row() {
     local cpu rss
     cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.2f", s}' "$t")
     rss=$(awk -v k="$(cat "$2.rss")" 'BEGIN {printf "%.0f", k / 1024}')
-    "$PYTHON" - "$1" "$cpu" "$rss" "$2.dir/r.json" "$2.sent0" "$2.sent1" <<'EOF'
+    "$PYTHON" - "$1" "$cpu" "$rss" "$2.dir/r.json" "$2.sent0" "$2.sent1" "$ITL_MS" <<'EOF'
 import json, sys
-name, cpu, rss, path, before, after = sys.argv[1:]
+name, cpu, rss, path, before, after, pace = sys.argv[1:]
+pace = float(pace)
 r = json.load(open(path))
 def read(p):
     return {k: float(v) for k, v in (line.split() for line in open(p))}
@@ -169,12 +173,13 @@ print(f"{name:<10} cpu_s {cpu:>7}  rss_mib {rss:>6}  req_s {r['request_throughpu
       f"tpot_ms {r['mean_tpot_ms']:6.3f}  itl_ms {r['mean_itl_ms']:6.3f}  "
       f"sent_tpot_ms {tpot:6.3f}  tpot_err_pct {100 * (r['mean_tpot_ms'] / tpot - 1):+7.1f}  "
       f"sent_itl_ms {itl:6.3f}  itl_err_pct {100 * (r['mean_itl_ms'] / itl - 1):+7.1f}  "
-      f"sent_requests {n:>6}")
+      f"sent_requests {n:>6}  sent_tpot_pace_err_pct {100 * (tpot / pace - 1):+7.1f}  "
+      f"tpot_pace_err_pct {100 * (r['mean_tpot_ms'] / pace - 1):+7.1f}")
 EOF
 }
 
 : >"$WORK/rows"
-[[ $RUNS -gt 0 ]] && echo "== concurrency $CONCURRENCY, ISL $ISL, OSL $OSL, $((10 * CONCURRENCY)) prompts, simulator TTFT ${TTFT_MS} ms, ${ITL_MS} ms per token"
+[[ $RUNS -gt 0 ]] && echo "== concurrency $CONCURRENCY, request rate $RATE, ISL $ISL, OSL $OSL, $((10 * CONCURRENCY)) prompts, simulator TTFT ${TTFT_MS} ms, ${ITL_MS} ms per token"
 for i in $(seq "$RUNS"); do
     if [[ -n $UPSTREAM ]]; then
         o=$WORK/upstream$i
