@@ -173,12 +173,12 @@ enum Wait {
 }
 
 /// Sleeps until `SPIN` before the deadline and spins the rest, unless the last spin ended
-/// (`since_spin` ago) within `SPIN_GAP`: then it sleeps the whole way.
+/// (`since_spin` ago) within `SPIN_GAP`: then it sleeps the rest too.
 fn wait(left: Duration, since_spin: Option<Duration>) -> Wait {
-    if since_spin.is_some_and(|d| d < SPIN_GAP) {
-        Wait::Sleep(left)
-    } else if left > SPIN {
+    if left > SPIN {
         Wait::Sleep(left - SPIN)
+    } else if since_spin.is_some_and(|d| d < SPIN_GAP) {
+        Wait::Sleep(left)
     } else {
         Wait::Spin
     }
@@ -271,9 +271,11 @@ mod tests {
         assert_eq!(wait(us(1000), Some(us(5000))), Wait::Sleep(us(940)));
         assert_eq!(wait(us(60), None), Wait::Spin);
         assert_eq!(wait(us(10), Some(SPIN_GAP)), Wait::Spin);
-        // Right after a spin: sleep the whole way, however near, until the gap has passed.
+        // Right after a spin: a deadline within the window is slept to, until the gap has
+        // passed; a farther one is slept towards as ever (the gap may have passed by then).
         assert_eq!(wait(us(10), Some(us(0))), Wait::Sleep(us(10)));
-        assert_eq!(wait(us(1000), Some(us(239))), Wait::Sleep(us(1000)));
+        assert_eq!(wait(us(60), Some(us(239))), Wait::Sleep(us(60)));
+        assert_eq!(wait(us(1000), Some(us(0))), Wait::Sleep(us(940)));
         // A spin lasts at most SPIN and is followed by at least SPIN_GAP without one.
         assert!(SPIN * 5 <= SPIN + SPIN_GAP);
     }
