@@ -116,7 +116,9 @@ pub(crate) struct RandomPrompt {
     /// `max_tokens`.
     pub(crate) output_len: u32,
     /// IX's target length before the template (`prefix + in_len`), for `avg_token_mismatch`.
-    pub(crate) target_len: usize,
+    /// Negative where a ratio of 1 draws an input length below zero (an input length shorter
+    /// than the chat template): upstream then cuts that many tokens off the end each round.
+    pub(crate) target_len: i64,
 }
 
 /// A prompt string as it is built: most are the decode of their last ids, and those ids take a
@@ -217,7 +219,7 @@ pub(crate) struct Prompts {
 
 impl Prompts {
     /// `built` (string, `prompt_len`, `output_len`, `target_len`) into one buffer.
-    fn new(built: Vec<(PromptText, usize, u32, usize)>, decoder: Option<Decoder>) -> Prompts {
+    fn new(built: Vec<Built>, decoder: Option<Decoder>) -> Prompts {
         let size = built
             .iter()
             .map(|(t, ..)| match t {
@@ -313,7 +315,7 @@ impl std::ops::Index<usize> for Prompts {
 }
 
 /// A prompt as a prompt thread builds it: string, `prompt_len`, `output_len`, `target_len`.
-type Built = (PromptText, usize, u32, usize);
+type Built = (PromptText, usize, u32, i64);
 
 /// The dataset and the global generator after it (the arrival gaps draw from the same stream).
 pub(crate) struct RandomDataset {
@@ -328,12 +330,12 @@ pub(crate) struct RandomDataset {
 /// Why a random dataset cannot be built.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DatasetError {
-    /// numpy's `randint` would raise `low >= high` (a range ratio over 1, or an input length no
-    /// longer than the chat template).
+    /// numpy's `randint` would raise `low >= high` (a range ratio over 1, or an input length
+    /// shorter than the chat template: IX with a ratio under 1, SA with any).
     #[error(
         "empty length range for --random-{which}-len: {len} (after the chat template's {template} \
          tokens) with --random-range-ratio {ratio} draws from {low} to {len}; use a ratio in \
-         [0, 1] and a length longer than the template"
+         [0, 1], or a longer --random-{which}-len"
     )]
     EmptyRange {
         /// `input` or `output`.
@@ -463,9 +465,11 @@ fn inferencex(
     // (each chunk's stream is drawn in its own prompt order, which prompt order keeps); the
     // template and the final count on all cores again.
     let states = par_map((0..n).collect(), |i| {
-        let target = p + in_lens[i] as usize;
+        // Below zero only with a ratio of 1 and an input length under the template's: no ids
+        // after the prefix (Python's `range` of a negative count), and a negative target.
+        let target = p as i64 + in_lens[i];
         let mut token_ids: Vec<u32> = prefix.clone();
-        token_ids.extend(ids_from(offsets[i], i, in_lens[i] as usize, vocab));
+        token_ids.extend(ids_from(offsets[i], i, in_lens[i].max(0) as usize, vocab));
         Padding::start(tok, token_ids, target)
     });
     let mut states = states.into_iter().collect::<Result<Vec<_>, _>>()?;
@@ -514,7 +518,9 @@ struct Padding {
     /// The ids the text is the decode of: held packed while the prompt waits, the text decoded
     /// again when a round reads it.
     ids: PackedIds,
-    target: usize,
+    /// `prefix + in_len`; below zero, each round cuts that many ids off the end (Python's
+    /// `ids[:target]`).
+    target: i64,
     /// Rounds done.
     rounds: usize,
     /// Stopped short of the target at the start of a round: the encoding of `text`, to pad next.
@@ -530,7 +536,7 @@ impl Padding {
 
     /// Runs the rounds that need no random draw: until the text has the target length, a
     /// round needs padding, or the rounds run out.
-    fn start(tok: &Tokenizer, ids: Vec<u32>, target: usize) -> Result<Padding, DatasetError> {
+    fn start(tok: &Tokenizer, ids: Vec<u32>, target: i64) -> Result<Padding, DatasetError> {
         let text = tok.decode(&ids)?;
         let mut st = Padding {
             ids: PackedIds::new(&ids),
@@ -574,7 +580,7 @@ impl Padding {
                 (None, None) => tok.encode_resumable(&text)?,
             };
             let len = now.ids().len();
-            let next: Vec<u32> = match len.cmp(&self.target) {
+            let next: Vec<u32> = match (len as i64).cmp(&self.target) {
                 std::cmp::Ordering::Less => {
                     let Some(rs) = pad.as_deref_mut() else {
                         // Padding extends the text: only the marks near its end can serve, and
@@ -585,12 +591,13 @@ impl Padding {
                         return Ok(());
                     };
                     let mut next = now.ids().to_vec();
-                    next.extend(ids(rs.randint_n(0, vocab, self.target - len)));
+                    // The target is above `len`, so positive.
+                    next.extend(ids(rs.randint_n(0, vocab, self.target as usize - len)));
                     next
                 }
-                std::cmp::Ordering::Greater => now.ids()[..self.target].to_vec(),
+                std::cmp::Ordering::Greater => now.ids()[..python_cut(len, self.target)].to_vec(),
                 std::cmp::Ordering::Equal => {
-                    self.counted = Some(self.target);
+                    self.counted = Some(len);
                     break;
                 }
             };
@@ -600,6 +607,16 @@ impl Padding {
             self.rounds += 1;
         }
         Ok(())
+    }
+}
+
+/// How many of `len` ids Python's `ids[:target]` keeps, for a `target` under `len`: a negative
+/// one counts from the end, and keeps none once it passes the start.
+fn python_cut(len: usize, target: i64) -> usize {
+    if target >= 0 {
+        target as usize
+    } else {
+        (len as i64 + target).max(0) as usize
     }
 }
 
@@ -682,7 +699,7 @@ fn sa_bench(
             cut.truncate(p + in_len);
             (Prompts::held(decoder.as_ref(), tok, &cut)?, p + in_len)
         };
-        Ok((text, prompt_len, out_lens[i] as u32, prompt_len))
+        Ok((text, prompt_len, out_lens[i] as u32, prompt_len as i64))
     });
     Ok(RandomDataset {
         prompts: Prompts::new(prompts.into_iter().collect::<Result<_, _>>()?, decoder),
@@ -818,6 +835,35 @@ mod tests {
                 "52e1bfe29df01ccd"
             ]
         );
+    }
+
+    /// An input length under the template's with a ratio of 1: numpy draws the negative length
+    /// (`randint(L, L + 1)` is no empty range), and upstream builds the prefix alone, cut to the
+    /// target (`ids[:target]`, from the end when negative) until nothing is left. Values from
+    /// InferenceX's `sample_random_requests` itself (DSV4, `--dsv4`, 4 template tokens).
+    #[test]
+    fn a_length_under_the_template_with_ratio_1_builds_what_upstream_builds() {
+        let tok = dsv4();
+        let empty = "eaffc7e581b3bd49"; // the template around an empty prompt
+                                        // (seed, --random-input-len, --random-prefix-len, prompts, prompt_len, target, sha)
+        for (seed, isl, prefix, n, len, target, sha) in [
+            (9, 1, 3, 4, 4, 0, empty),   // target 0: the prefix cut to nothing
+            (12, 0, 2, 3, 4, -2, empty), // negative: cut from the end
+            (10, 2, 20, 3, 22, 18, "dc756efdda799f59"), // the prefix cut to 18
+        ] {
+            let s = RandomSettings {
+                prefix_len: prefix,
+                ..settings(seed, isl, 2, 1.0, n, 1)
+            };
+            let d = random_dataset(Flavor::InferenceX, &tok, &PromptTemplate::Dsv4Thinking, &s)
+                .unwrap();
+            assert_eq!(lens(&d), (vec![len; n], vec![2; n]), "seed {seed}");
+            assert_eq!(shas(&d), vec![sha; n], "seed {seed}");
+            assert!(
+                d.prompts.iter().all(|p| p.target_len == target),
+                "seed {seed}"
+            );
+        }
     }
 
     /// F8: seed 22, N 8; prompt 1 pads, so its text depends on the worker count; the others do
