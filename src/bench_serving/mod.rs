@@ -189,7 +189,9 @@ fn tokenizer(a: &Args) -> Result<(Tokenizer, PathBuf), Fail> {
             file.display()
         )));
     }
-    let tok = Tokenizer::from_path(&file)
+    // A directory loads as transformers loads it: with the tokens its tokenizer_config.json
+    // names.
+    let tok = Tokenizer::from_path(&path)
         .map_err(|e| Fail::Usage(format!("tokenizer {}: {e}", file.display())))?;
     let dir = if path.is_dir() {
         path

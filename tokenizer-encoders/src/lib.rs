@@ -36,6 +36,7 @@
 //! cargo's feature unification turns both on for the whole workspace.
 
 mod bytelevel;
+mod config_tokens;
 pub mod deepseek;
 mod error;
 mod pyjson;

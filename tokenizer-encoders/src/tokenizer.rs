@@ -81,7 +81,9 @@ pub struct TokenizeError(String);
 
 impl Tokenizer {
     /// Loads `path`, a `tokenizer.json` or a model directory holding one. Truncation and padding
-    /// configured in the file are switched off so counts are of the whole text.
+    /// configured in the file are switched off so counts are of the whole text. From a
+    /// directory, the tokens its `tokenizer_config.json` names and the file lacks are added, as
+    /// `transformers` adds them.
     pub fn from_path(path: &Path) -> Result<Self, LoadError> {
         Self::load(path, true)
     }
@@ -98,10 +100,16 @@ impl Tokenizer {
         } else {
             path.to_owned()
         };
-        let bytes = std::fs::read(&file).map_err(|source| LoadError::Io {
+        let mut bytes = std::fs::read(&file).map_err(|source| LoadError::Io {
             path: file.clone(),
             source,
         })?;
+        if path.is_dir() {
+            let config = path.join("tokenizer_config.json");
+            if let Some(more) = crate::config_tokens::with_config_tokens(&bytes, &config)? {
+                bytes = more;
+            }
+        }
         if byte_level {
             if let Some((bpe, base_vocab)) = ByteLevelBpe::new(&bytes) {
                 #[cfg(debug_assertions)]

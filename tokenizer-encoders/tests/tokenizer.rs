@@ -92,6 +92,53 @@ fn special_tokens_in_text_are_single_ids_and_directories_load() {
     assert_eq!(tok.decode(&tok.ids(text).unwrap()).unwrap(), text);
 }
 
+/// A model directory whose `tokenizer_config.json` names tokens its `tokenizer.json` lacks (a
+/// chat template borrowed from another model): they encode whole, with the ids
+/// `transformers` 5.24's `AutoTokenizer` gives this directory (the expected ids are its own),
+/// on both paths.
+#[test]
+fn tokens_the_config_names_encode_as_transformers_adds_them() {
+    let dir = std::env::temp_dir().join(format!("specperf-config-tok-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(tokenizer_path(), dir.join("tokenizer.json")).unwrap();
+    std::fs::write(
+        dir.join("tokenizer_config.json"),
+        r#"{"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>",
+            "pad_token": {"content": "<|pad|>", "lstrip": false, "rstrip": false,
+                          "normalized": false, "single_word": false, "special": true,
+                          "__type": "AddedToken"},
+            "image_token": "<|image|>", "additional_special_tokens": ["<|a|>", "hello"],
+            "added_tokens_decoder": {"200000": {"content": "<|c|>", "lstrip": false,
+                "rstrip": false, "normalized": false, "single_word": false, "special": false}}}"#,
+    )
+    .unwrap();
+    let text = "x<|im_end|>y<|image|>z<|a|><|pad|><|c|> hello world";
+    let want = [
+        90, 129281, 91, 129283, 92, 129284, 129282, 129280, 223, 33310, 2058,
+    ];
+    let fast = Tokenizer::from_path(&dir).unwrap();
+    let slow = Tokenizer::from_path_without_byte_level(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(fast.is_byte_level());
+    assert_eq!(fast.ids(text).unwrap(), want);
+    assert_eq!(slow.ids(text).unwrap(), want);
+    assert_eq!(fast.decode(&want).unwrap(), text);
+    assert_eq!(
+        fast.base_vocab_size(),
+        128000,
+        "added tokens leave the base vocabulary"
+    );
+    // The file alone, as before: the config is a directory's.
+    assert_eq!(
+        Tokenizer::from_path(&tokenizer_path())
+            .unwrap()
+            .ids("<|im_end|>")
+            .unwrap()
+            .len(),
+        6
+    );
+}
+
 /// A small deterministic generator (xorshift64*), so every run checks the same texts.
 struct Draw(u64);
 
