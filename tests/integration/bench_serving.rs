@@ -1246,6 +1246,21 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
     )
     .unwrap();
     let jinja = jinja.to_str().unwrap();
+    // A ChatML template borrowed from another model: its `<|im_end|>` is not in this
+    // tokenizer.json, and transformers adds it (one token, not six).
+    let chatml = tmp.path().join("chatml");
+    std::fs::create_dir_all(&chatml).unwrap();
+    std::fs::copy(
+        crate::common::tokenizer_path(),
+        chatml.join("tokenizer.json"),
+    )
+    .unwrap();
+    std::fs::write(
+        chatml.join("tokenizer_config.json"),
+        r#"{"tokenizer_class":"PreTrainedTokenizerFast","bos_token":null,"eos_token":"<|im_end|>","chat_template":"{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"}"#,
+    )
+    .unwrap();
+    let chatml = chatml.to_str().unwrap();
     let rec = Recorder::start();
     // (script, argv, environment): later flags override `common`'s (argparse's last wins).
     type Env<'a> = Vec<(&'a str, &'a str)>;
@@ -1311,6 +1326,9 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
             "--seed 22 --random-input-len 32 --random-output-len 8 --random-range-ratio 0.8 --num-prompts 8 --random-num-workers 3",
             "--seed 17 --random-input-len 2000 --random-output-len 3 --random-range-ratio 0.9 --num-prompts 2 --random-prefix-len 100",
             "--seed 19 --random-input-len 10 --random-output-len 3 --num-prompts 4 --num-warmups 2 --request-rate 200 --burstiness 2.5",
+            // An input length under the template's with a ratio of 1: numpy draws it negative,
+            // and each prompt is the template around the prefix cut from its end.
+            "--seed 9 --random-input-len 1 --random-output-len 2 --random-range-ratio 1.0 --num-prompts 4 --random-prefix-len 3 --use-chat-template --dsv4",
         ] {
             let mut a = common.to_vec();
             a.extend(extra.split(' '));
@@ -1321,6 +1339,14 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
         a.extend(
             "--random-input-len 30 --random-output-len 5 --num-prompts 4 --use-chat-template \
              --backend openai-chat --endpoint /v1/chat/completions"
+                .split_whitespace(),
+        );
+        cases.push((script, a, vec![]));
+        let mut a = common.to_vec();
+        a.extend(["--tokenizer", chatml]);
+        a.extend(
+            "--seed 1 --random-input-len 100 --random-output-len 3 --random-range-ratio 1.0 \
+             --num-prompts 2 --use-chat-template"
                 .split_whitespace(),
         );
         cases.push((script, a, vec![]));
@@ -1359,6 +1385,14 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
         a.extend(
             "--seed 12 --random-input-len 50 --random-output-len 5 --num-prompts 3 \
              --use-chat-template --backend openai-chat --endpoint /v1/chat/completions --ignore-eos"
+                .split_whitespace(),
+        );
+        cases.push((script, a, vec![]));
+        let mut a = common.to_vec();
+        a.extend(["--tokenizer", chatml]);
+        a.extend(
+            "--seed 2 --random-input-len 90 --random-output-len 3 --num-prompts 3 \
+             --use-chat-template"
                 .split_whitespace(),
         );
         cases.push((script, a, vec![]));
