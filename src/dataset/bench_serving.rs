@@ -844,8 +844,9 @@ mod tests {
     #[test]
     fn a_length_under_the_template_with_ratio_1_builds_what_upstream_builds() {
         let tok = dsv4();
-        let empty = "eaffc7e581b3bd49"; // the template around an empty prompt
-                                        // (seed, --random-input-len, --random-prefix-len, prompts, prompt_len, target, sha)
+        // The template around an empty prompt.
+        let empty = "eaffc7e581b3bd49";
+        // (seed, --random-input-len, --random-prefix-len, prompts, prompt_len, target, sha)
         for (seed, isl, prefix, n, len, target, sha) in [
             (9, 1, 3, 4, 4, 0, empty),   // target 0: the prefix cut to nothing
             (12, 0, 2, 3, 4, -2, empty), // negative: cut from the end

@@ -62,8 +62,8 @@ pub(crate) fn with_config_tokens(
         .iter()
         .filter_map(|t| t.get("content")?.as_str().map(str::to_owned))
         .collect();
-    let vocab = file.pointer("/model/vocab").cloned().unwrap_or(Value::Null);
-    let vocab_len = match &vocab {
+    let vocab = file.pointer("/model/vocab").unwrap_or(&Value::Null);
+    let vocab_len = match vocab {
         Value::Object(m) => m.len() as u64,
         Value::Array(a) => a.len() as u64,
         _ => 0,
@@ -81,7 +81,7 @@ pub(crate) fn with_config_tokens(
         if have.contains(&t.content) {
             continue;
         }
-        let id = match vocab_id(&vocab, &t.content) {
+        let id = match vocab_id(vocab, &t.content) {
             Some(id) => id,
             None => {
                 next += 1;
