@@ -1232,35 +1232,27 @@ fn upstream_and_the_drop_in_send_the_same_bodies_in_the_same_order() {
     let tmp = tempfile::tempdir().unwrap();
     let tok = crate::common::aiperf_tokenizer_dir(tmp.path());
     let tok = tok.to_str().unwrap();
-    // The same tokenizer with a Hugging Face chat template of its own.
-    let jinja = tmp.path().join("jinja");
-    std::fs::create_dir_all(&jinja).unwrap();
-    std::fs::copy(
-        crate::common::tokenizer_path(),
-        jinja.join("tokenizer.json"),
-    )
-    .unwrap();
-    std::fs::write(
-        jinja.join("tokenizer_config.json"),
+    // The same tokenizer.json in a directory `name` with `config` as its tokenizer_config.json.
+    let with_config = |name: &str, config: &str| -> String {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(crate::common::tokenizer_path(), dir.join("tokenizer.json")).unwrap();
+        std::fs::write(dir.join("tokenizer_config.json"), config).unwrap();
+        dir.to_str().unwrap().to_owned()
+    };
+    // A Hugging Face chat template of its own.
+    let jinja = with_config(
+        "jinja",
         r#"{"tokenizer_class":"PreTrainedTokenizerFast","bos_token":"<｜begin▁of▁sentence｜>","chat_template":"{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"}"#,
-    )
-    .unwrap();
-    let jinja = jinja.to_str().unwrap();
+    );
+    let jinja = jinja.as_str();
     // A ChatML template borrowed from another model: its `<|im_end|>` is not in this
     // tokenizer.json, and transformers adds it (one token, not six).
-    let chatml = tmp.path().join("chatml");
-    std::fs::create_dir_all(&chatml).unwrap();
-    std::fs::copy(
-        crate::common::tokenizer_path(),
-        chatml.join("tokenizer.json"),
-    )
-    .unwrap();
-    std::fs::write(
-        chatml.join("tokenizer_config.json"),
+    let chatml = with_config(
+        "chatml",
         r#"{"tokenizer_class":"PreTrainedTokenizerFast","bos_token":null,"eos_token":"<|im_end|>","chat_template":"{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"}"#,
-    )
-    .unwrap();
-    let chatml = chatml.to_str().unwrap();
+    );
+    let chatml = chatml.as_str();
     let rec = Recorder::start();
     // (script, argv, environment): later flags override `common`'s (argparse's last wins).
     type Env<'a> = Vec<(&'a str, &'a str)>;

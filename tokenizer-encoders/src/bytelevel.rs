@@ -744,15 +744,16 @@ struct Model<'a> {
     merges: Vec<Merge<'a>>,
 }
 
-/// An entry of `added_tokens` (its `id` is not used: `tokenizers` assigns ids afresh).
-#[derive(serde::Deserialize)]
-struct AddedToken {
-    content: String,
-    single_word: bool,
-    lstrip: bool,
-    rstrip: bool,
-    normalized: bool,
-    special: bool,
+/// An entry of `added_tokens` (its `id` is not used: `tokenizers` assigns ids afresh); also
+/// what a `tokenizer_config.json` adds (`config_tokens`).
+#[derive(Debug, PartialEq, serde::Deserialize, serde::Serialize)]
+pub(crate) struct AddedToken {
+    pub(crate) content: String,
+    pub(crate) single_word: bool,
+    pub(crate) lstrip: bool,
+    pub(crate) rstrip: bool,
+    pub(crate) normalized: bool,
+    pub(crate) special: bool,
 }
 
 /// `(id, content, normalized)` of each added token, in the order `tokenizers` builds its

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
+use crate::bytelevel::AddedToken;
 use crate::LoadError;
 
 /// The special tokens `transformers` names, in the order it keeps them.
@@ -88,15 +89,9 @@ pub(crate) fn with_config_tokens(
                 next - 1
             }
         };
-        extra.push(json!({
-            "id": id,
-            "content": t.content,
-            "single_word": t.single_word,
-            "lstrip": t.lstrip,
-            "rstrip": t.rstrip,
-            "normalized": t.normalized,
-            "special": t.special,
-        }));
+        let mut entry = serde_json::to_value(&t).map_err(|e| invalid(e.to_string()))?;
+        entry["id"] = json!(id);
+        extra.push(entry);
         have.push(t.content);
     }
     if extra.is_empty() {
@@ -110,21 +105,10 @@ pub(crate) fn with_config_tokens(
     ))
 }
 
-/// One token the config names, with its flags.
-#[derive(Debug, PartialEq)]
-struct Named {
-    content: String,
-    single_word: bool,
-    lstrip: bool,
-    rstrip: bool,
-    normalized: bool,
-    special: bool,
-}
-
 /// Every token `cfg` names, in the order `transformers` adds them: `added_tokens_decoder` by
 /// id, the named special tokens (a bare string is special and not normalized), the other
 /// `*_token` keys, then the extra (or, before them, additional) special tokens.
-fn named_tokens(cfg: &Value) -> Vec<Named> {
+fn named_tokens(cfg: &Value) -> Vec<AddedToken> {
     let Some(cfg) = cfg.as_object() else {
         return Vec::new();
     };
@@ -166,9 +150,9 @@ fn named_tokens(cfg: &Value) -> Vec<Named> {
 
 /// A token as the config gives it: a string (special when `named`), or an `AddedToken` object
 /// with its flags (a named one is made special).
-fn token(v: &Value, named: bool) -> Option<Named> {
+fn token(v: &Value, named: bool) -> Option<AddedToken> {
     match v {
-        Value::String(s) => Some(Named {
+        Value::String(s) => Some(AddedToken {
             content: s.clone(),
             single_word: false,
             lstrip: false,
@@ -181,7 +165,7 @@ fn token(v: &Value, named: bool) -> Option<Named> {
     }
 }
 
-fn added_token(o: &Map<String, Value>, named: bool) -> Option<Named> {
+fn added_token(o: &Map<String, Value>, named: bool) -> Option<AddedToken> {
     // `added_tokens_decoder` entries carry no type tag; elsewhere only a tagged object is an
     // AddedToken (any other object stays a dict, which transformers does not add).
     if named && o.get("__type").and_then(Value::as_str) != Some("AddedToken") {
@@ -189,7 +173,7 @@ fn added_token(o: &Map<String, Value>, named: bool) -> Option<Named> {
     }
     let flag = |k: &str, default: bool| o.get(k).and_then(Value::as_bool).unwrap_or(default);
     let special = flag("special", named) || named;
-    Some(Named {
+    Some(AddedToken {
         content: o.get("content")?.as_str()?.to_owned(),
         single_word: flag("single_word", false),
         lstrip: flag("lstrip", false),
